@@ -1,0 +1,354 @@
+//! Block bodies: the envelope every block shares (codec, checksum) and the payloads of the
+//! block types this version defines. Pure functions over byte slices, no I/O.
+//!
+//! A block on disk is `type length COBS(body) 0x00`; see `frame` for the part outside the body.
+//! The decoded body is
+//!
+//! ```text
+//! codec    varint   0 = none (the payload follows as is)
+//! payload  bytes    depends on the block type
+//! crc32    4 bytes  little-endian CRC-32 (IEEE) of the type varint followed by codec and payload
+//! ```
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use crate::cobs;
+use crate::error::{Cause, Error, Result};
+use crate::varint;
+
+/// The format version this library writes and the newest it reads.
+pub const FORMAT_VERSION: i64 = 1;
+
+/// The magic at the start of every header block's payload.
+pub const MAGIC: &[u8; 8] = b"COBSFILE";
+
+/// Codec id for a payload stored as is.
+pub const CODEC_NONE: i64 = 0;
+
+/// Bytes of the body that are not payload when the codec is `none`: codec id and CRC.
+pub const ENVELOPE_LEN: usize = 1 + 4;
+
+/// Block type ids as they appear (zig-zag encoded) in the type field.
+pub mod types {
+    /// The file header: magic and format version.
+    pub const HEADER: i64 = 1;
+    /// A map of UTF-8 keys to byte values.
+    pub const METADATA: i64 = 2;
+    /// A batch of records.
+    pub const DATA: i64 = 3;
+}
+
+/// What a block holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    /// The file header (magic and format version).
+    Header,
+    /// Metadata: UTF-8 keys with byte values.
+    Metadata,
+    /// Records.
+    Data,
+    /// A type this version does not define; readers skip it.
+    Unknown(i64),
+}
+
+impl BlockKind {
+    /// The kind for a type id.
+    pub fn from_type(id: i64) -> Self {
+        match id {
+            types::HEADER => BlockKind::Header,
+            types::METADATA => BlockKind::Metadata,
+            types::DATA => BlockKind::Data,
+            other => BlockKind::Unknown(other),
+        }
+    }
+
+    /// The type id of this kind.
+    pub fn type_id(self) -> i64 {
+        match self {
+            BlockKind::Header => types::HEADER,
+            BlockKind::Metadata => types::METADATA,
+            BlockKind::Data => types::DATA,
+            BlockKind::Unknown(id) => id,
+        }
+    }
+
+    /// A short lowercase name: `header`, `metadata`, `data` or `unknown(N)`.
+    pub fn name(self) -> String {
+        match self {
+            BlockKind::Header => "header".into(),
+            BlockKind::Metadata => "metadata".into(),
+            BlockKind::Data => "data".into(),
+            BlockKind::Unknown(id) => format!("unknown({id})"),
+        }
+    }
+}
+
+/// Room left in front of an encoded body for the type and length varints and one sync byte.
+pub(crate) const HEADER_ROOM: usize = 1 + 2 * varint::MAX_LEN;
+
+/// Encodes one block of type `kind` whose payload is the concatenation of `parts` into `out`
+/// (cleared first), and returns the offset in `out` where the block starts. The block is
+/// `out[start..]`: type, length, COBS body and closing sync byte; `out[start - 1]` is free for
+/// a leading sync byte.
+pub(crate) fn encode(kind: i64, parts: &[&[u8]], out: &mut Vec<u8>) -> usize {
+    let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+    out.clear();
+    out.reserve(HEADER_ROOM + cobs::max_encoded_len(payload_len + ENVELOPE_LEN) + 1);
+    out.resize(HEADER_ROOM, 0);
+
+    let mut type_field = [0; varint::MAX_LEN];
+    let type_len = varint::encode(kind, &mut type_field);
+    let codec = [varint::zigzag(CODEC_NONE) as u8];
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&type_field[..type_len]);
+    crc.update(&codec);
+
+    let mut body = cobs::Encoder::new(out);
+    body.push(&codec);
+    for part in parts {
+        crc.update(part);
+        body.push(part);
+    }
+    body.push(&crc.finalize().to_le_bytes());
+    body.finish(HEADER_ROOM);
+    out.push(0);
+
+    let length = (out.len() - HEADER_ROOM) as i64;
+    let mut length_field = [0; varint::MAX_LEN];
+    let length_len = varint::encode(length, &mut length_field);
+    let start = HEADER_ROOM - type_len - length_len;
+    out[start..start + type_len].copy_from_slice(&type_field[..type_len]);
+    out[start + type_len..HEADER_ROOM].copy_from_slice(&length_field[..length_len]);
+    start
+}
+
+/// The payload of a header block.
+pub(crate) fn header_payload() -> Vec<u8> {
+    let mut payload = MAGIC.to_vec();
+    varint::write(FORMAT_VERSION, &mut payload);
+    payload
+}
+
+/// Appends the payload of a metadata block holding `entries` to `payload` (cleared first).
+pub(crate) fn metadata_payload<K, V>(
+    entries: impl IntoIterator<Item = (K, V)>,
+    payload: &mut Vec<u8>,
+) -> Result<()>
+where
+    K: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let mut body = Vec::new();
+    let mut keys = HashSet::new();
+    for (key, value) in entries {
+        let key = key.as_ref();
+        if !keys.insert(key.to_owned()) {
+            return Err(Error::InvalidMetadata(format!("duplicate key {key:?}")));
+        }
+        put_bytes(key.as_bytes(), &mut body);
+        put_bytes(value.as_ref(), &mut body);
+    }
+    payload.clear();
+    varint::write(keys.len() as i64, payload);
+    payload.extend_from_slice(&body);
+    Ok(())
+}
+
+/// Appends a length-prefixed byte string.
+pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {
+    varint::write(bytes.len() as i64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// A block body decoded into a caller's buffer.
+#[derive(Debug, Clone)]
+pub(crate) struct Body {
+    /// Where the payload lies in the buffer the body was decoded into.
+    pub payload: Range<usize>,
+    /// Records in a data block, entries in a metadata block.
+    pub items: Option<u64>,
+    /// The format version a header block declares.
+    pub version: Option<i64>,
+}
+
+/// Where a block lies in the input, for error offsets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    /// Absolute offset of the block's opening sync byte.
+    pub offset: u64,
+    /// Absolute offset of the first byte of the COBS body.
+    pub body_offset: u64,
+}
+
+/// Decodes and checks the COBS body `encoded` (known to hold no 0x00) of a block whose type
+/// field is `type_field`, into `scratch`, refusing bodies over `max_body` bytes.
+pub(crate) fn decode(
+    type_field: &[u8],
+    kind: BlockKind,
+    encoded: &[u8],
+    place: Place,
+    max_body: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<Body, Cause> {
+    let offset = place.offset;
+    let malformed = |what| Cause::Malformed { offset, what };
+    cobs::decode_zero_free(encoded, scratch).map_err(|e| Cause::Cobs {
+        offset: place.body_offset + e.offset as u64,
+    })?;
+    let body = &scratch[..];
+    if body.len() > max_body {
+        return Err(Cause::BodyTooLarge {
+            offset,
+            size: body.len() as u64,
+            limit: max_body as u64,
+        });
+    }
+    if body.len() < ENVELOPE_LEN {
+        return Err(malformed("body too short for codec and CRC"));
+    }
+    let (codec, codec_len) = varint::read(body).map_err(|_| malformed("invalid codec varint"))?;
+    if codec != CODEC_NONE {
+        return Err(Cause::UnsupportedCodec { offset, codec });
+    }
+    let crc_at = body.len() - 4;
+    if crc_at < codec_len {
+        return Err(malformed("body too short for codec and CRC"));
+    }
+    let stored = u32::from_le_bytes(body[crc_at..].try_into().expect("4 bytes"));
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(type_field);
+    crc.update(&body[..crc_at]);
+    let computed = crc.finalize();
+    if stored != computed {
+        return Err(Cause::Crc {
+            offset,
+            stored,
+            computed,
+        });
+    }
+    let payload = codec_len..crc_at;
+    let bytes = &body[payload.clone()];
+    let (items, version) = match kind {
+        BlockKind::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
+        BlockKind::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
+        BlockKind::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
+        BlockKind::Unknown(_) => (None, None),
+    };
+    Ok(Body {
+        payload,
+        items,
+        version,
+    })
+}
+
+/// Reads the version from a header payload.
+fn header_version(payload: &[u8]) -> Result<i64, &'static str> {
+    let rest = payload
+        .strip_prefix(MAGIC)
+        .ok_or("header block without the COBSFILE magic")?;
+    let (version, used) = varint::read(rest).map_err(|_| "invalid version varint")?;
+    if version < 1 {
+        return Err("format version below 1");
+    }
+    // A newer version may lay out its header differently; only check our own.
+    if version <= FORMAT_VERSION && used != rest.len() {
+        return Err("trailing bytes after the format version");
+    }
+    Ok(version)
+}
+
+/// Checks a payload made of a count and then `count * per_item` length-prefixed byte strings;
+/// returns the count.
+fn check_strings(payload: &[u8], per_item: u64) -> Result<u64, &'static str> {
+    let (count, mut at) = varint::read(payload).map_err(|_| "invalid count varint")?;
+    let count = u64::try_from(count).map_err(|_| "negative count")?;
+    // Each string needs at least its one-byte length: this bounds the loop by the payload size.
+    let strings = count
+        .checked_mul(per_item)
+        .filter(|&n| n <= payload.len() as u64)
+        .ok_or("count larger than the block")?;
+    for _ in 0..strings {
+        let (len, used) = varint::read(&payload[at..]).map_err(|_| "invalid length varint")?;
+        at += used;
+        let len = usize::try_from(len).map_err(|_| "negative length")?;
+        if len > payload.len() - at {
+            return Err("item runs past the end of the block");
+        }
+        at += len;
+    }
+    if at != payload.len() {
+        return Err("trailing bytes after the last item");
+    }
+    Ok(count)
+}
+
+/// Checks a metadata payload: strings in pairs, keys UTF-8 and unique; returns the entry count.
+fn check_metadata(payload: &[u8]) -> Result<u64, &'static str> {
+    let count = check_strings(payload, 2)?;
+    let mut keys = HashSet::new();
+    for (key, _) in Entries::new(payload) {
+        let key = std::str::from_utf8(key).map_err(|_| "metadata key is not UTF-8")?;
+        if !keys.insert(key) {
+            return Err("duplicate metadata key");
+        }
+    }
+    Ok(count)
+}
+
+/// The byte strings of a checked payload: records of a data block, or alternately keys and
+/// values of a metadata block.
+#[derive(Debug, Clone)]
+pub struct Strings<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Strings<'a> {
+    /// Iterates over a payload that `decode` has checked.
+    pub(crate) fn new(payload: &'a [u8]) -> Self {
+        let rest = match varint::read(payload) {
+            Ok((_, used)) => &payload[used..],
+            Err(_) => &[],
+        };
+        Strings { rest }
+    }
+}
+
+impl<'a> Iterator for Strings<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let item = next_string(self.rest)?;
+        let bytes = &self.rest[item.clone()];
+        self.rest = &self.rest[item.end..];
+        Some(bytes)
+    }
+}
+
+/// The range, within `rest`, of the length-prefixed byte string at its start.
+#[inline]
+pub(crate) fn next_string(rest: &[u8]) -> Option<Range<usize>> {
+    let (len, used) = varint::read(rest).ok()?;
+    let len = usize::try_from(len).ok()?;
+    let end = used.checked_add(len).filter(|&end| end <= rest.len())?;
+    Some(used..end)
+}
+
+/// The entries of a checked metadata payload.
+#[derive(Debug, Clone)]
+pub struct Entries<'a>(Strings<'a>);
+
+impl<'a> Entries<'a> {
+    pub(crate) fn new(payload: &'a [u8]) -> Self {
+        Entries(Strings::new(payload))
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some((self.0.next()?, self.0.next()?))
+    }
+}

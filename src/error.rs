@@ -1,0 +1,165 @@
+//! The one error type of the crate, and the causes of damage.
+//!
+//! Every error that concerns file content carries byte offsets: [`Error::Damaged`] names the
+//! skipped byte range and its [`Cause`] names the exact byte that gave the damage away.
+
+use std::io;
+
+/// The result type used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong reading or writing a cobsfile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The underlying reader or writer failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+
+    /// Bytes `start..end` could not be read as intact blocks and were skipped.
+    ///
+    /// Readers yield this error once per damaged region and then resynchronize at the next
+    /// sync byte (offset `end`), so iteration may simply go on.
+    #[error("bytes {start}..{end} damaged: {cause}")]
+    Damaged {
+        /// Absolute offset of the first skipped byte.
+        start: u64,
+        /// Absolute offset one past the last skipped byte (the next sync byte, or end of input).
+        end: u64,
+        /// What gave the damage away.
+        cause: Cause,
+    },
+
+    /// A header block names a format version this library cannot read.
+    ///
+    /// Readers stop after this error: what follows cannot be interpreted safely.
+    #[error("format version {version} at offset {offset} is newer than this reader (which reads up to version {supported})")]
+    UnsupportedVersion {
+        /// Offset of the header block's opening sync byte.
+        offset: u64,
+        /// The version the file declares.
+        version: i64,
+        /// The newest version this library reads.
+        supported: i64,
+    },
+
+    /// A record handed to a writer is larger than the maximum block size allows.
+    #[error("record of {len} bytes exceeds the maximum of {max} bytes per record")]
+    RecordTooLarge {
+        /// The record's length.
+        len: usize,
+        /// The largest record the writer's maximum block size allows.
+        max: usize,
+    },
+
+    /// Metadata handed to a writer is invalid (duplicate key, or larger than a block).
+    #[error("invalid metadata: {0}")]
+    InvalidMetadata(String),
+}
+
+/// Why a range of bytes was judged damaged. Each cause names the absolute offset at which the
+/// problem was detected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Cause {
+    /// Bytes at the start of the input that are not preceded by a sync byte.
+    #[error("no sync byte before offset {offset}")]
+    NoSync {
+        /// Offset of the first such byte.
+        offset: u64,
+    },
+    /// Two sync bytes with nothing between them.
+    #[error("empty block at offset {offset}")]
+    EmptyBlock {
+        /// Offset of the second sync byte.
+        offset: u64,
+    },
+    /// A varint is truncated, not in shortest form, longer than 10 bytes or out of range.
+    #[error("invalid {field} varint at offset {offset}: {problem}")]
+    Varint {
+        /// Offset of the varint's first byte.
+        offset: u64,
+        /// Which field it encodes.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: crate::varint::VarintError,
+    },
+    /// A header field holds a value the format forbids (a zero type, a zero or negative length).
+    #[error("invalid {field} {value} at offset {offset}")]
+    InvalidField {
+        /// Offset of the field.
+        offset: u64,
+        /// Which field.
+        field: &'static str,
+        /// The value found.
+        value: i64,
+    },
+    /// A block length exceeds the reader's maximum.
+    #[error("block length {length} at offset {offset} exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Offset of the length field.
+        offset: u64,
+        /// The declared length.
+        length: u64,
+        /// The reader's limit on encoded block length.
+        limit: u64,
+    },
+    /// The input ends before the block does.
+    #[error("block at offset {offset} runs past the end of the input (needs {needed} more bytes)")]
+    Truncated {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// How many bytes are missing.
+        needed: u64,
+    },
+    /// The length field does not point at the block's closing sync byte.
+    #[error("block length says the block ends at offset {expected}, but the next sync byte is at {found}")]
+    SyncMismatch {
+        /// Where the length field says the closing sync byte is.
+        expected: u64,
+        /// Where the next sync byte actually is (or the end of input).
+        found: u64,
+    },
+    /// The COBS encoding is invalid (a code byte runs past the end of the block).
+    #[error("invalid COBS code byte at offset {offset}")]
+    Cobs {
+        /// Offset of the code byte.
+        offset: u64,
+    },
+    /// The decoded body is larger than the reader's maximum block size.
+    #[error("block at offset {offset} decodes to {size} bytes, over the limit of {limit}")]
+    BodyTooLarge {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// The decoded (or declared) size.
+        size: u64,
+        /// The reader's limit.
+        limit: u64,
+    },
+    /// The CRC stored in the block does not match its contents.
+    #[error("CRC mismatch in block at offset {offset}: stored {stored:#010x}, computed {computed:#010x}")]
+    Crc {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// The CRC stored in the block.
+        stored: u32,
+        /// The CRC of the block's contents.
+        computed: u32,
+    },
+    /// The block uses a codec this reader does not support.
+    #[error("unsupported codec {codec} in block at offset {offset}")]
+    UnsupportedCodec {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// The codec id.
+        codec: i64,
+    },
+    /// The block's CRC matched but its contents do not follow the format.
+    #[error("malformed block at offset {offset}: {what}")]
+    Malformed {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// What is wrong.
+        what: &'static str,
+    },
+}

@@ -1,0 +1,241 @@
+//! Finding blocks in a byte buffer: the part of a block outside its COBS body.
+//!
+//! ```text
+//! 0x00  type (varint, non-zero)  length (varint, > 0)  COBS body  0x00
+//! ```
+//!
+//! `length` counts the bytes after the length field up to and including the closing sync byte.
+//! A frame is sound when its length lands on a 0x00 and, in a full check, no other 0x00 lies
+//! between the header and that byte. Anything else is damage, and scanning resumes at the next
+//! 0x00 after the damaged block's opening sync byte, so a bad length never hides the blocks it
+//! points over. This module is sans-I/O: it works on whatever window of the input the caller
+//! holds and says when it needs more.
+
+use std::ops::Range;
+
+use memchr::memchr;
+
+use crate::error::Cause;
+use crate::varint::{self, VarintError};
+
+/// How much of a frame `scan` checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// The length must land on the first 0x00 after the header.
+    Full,
+    /// The length must land on a 0x00; the body is not read (for skipping blocks).
+    Landing,
+}
+
+/// A block found in the window; all positions are indices into the window.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    /// The opening sync byte.
+    pub start: usize,
+    /// The type id.
+    pub kind: i64,
+    /// The type field's bytes.
+    pub type_field: Range<usize>,
+    /// The COBS body.
+    pub body: Range<usize>,
+    /// The closing sync byte.
+    pub end: usize,
+}
+
+/// What `scan` found at a position.
+#[derive(Debug)]
+pub(crate) enum Scan {
+    /// A frame (checked as asked).
+    Frame(Frame),
+    /// Bytes `from..resume` are damaged; `resume` is the next sync byte or the window's end.
+    Damage {
+        from: usize,
+        resume: usize,
+        cause: Cause,
+    },
+    /// The window ends inside what may be a sound frame and more input may follow.
+    NeedMore,
+    /// The input ends here.
+    End,
+}
+
+/// The index of the first 0x00 at or after `from`, or `buf.len()`.
+#[inline]
+pub(crate) fn next_sync(buf: &[u8], from: usize) -> usize {
+    memchr(0, &buf[from..]).map_or(buf.len(), |i| from + i)
+}
+
+/// Scans the window `buf`, whose first byte is at absolute offset `base`, at `pos`: normally a
+/// sync byte, or the start of the input. `eof` says no bytes follow the window; `limit` caps
+/// the length field.
+pub(crate) fn scan(buf: &[u8], pos: usize, base: u64, eof: bool, limit: u64, check: Check) -> Scan {
+    let at = |i: usize| base + i as u64;
+    let Some(&first) = buf.get(pos) else {
+        return if eof { Scan::End } else { Scan::NeedMore };
+    };
+    if first != 0 {
+        let cause = Cause::NoSync { offset: at(pos) };
+        return Scan::Damage {
+            from: pos,
+            resume: next_sync(buf, pos),
+            cause,
+        };
+    }
+    let t = pos + 1;
+    let damage = |cause| Scan::Damage {
+        from: t,
+        resume: next_sync(buf, t),
+        cause,
+    };
+    match buf.get(t) {
+        None => return if eof { Scan::End } else { Scan::NeedMore },
+        Some(0) => return damage(Cause::EmptyBlock { offset: at(t) }),
+        Some(_) => {}
+    }
+    let field = |i: usize, name| match varint::read(&buf[i..]) {
+        Ok((v, n)) if v > 0 => Ok((v, n)),
+        Ok((value, _)) => Err(Some(Cause::InvalidField {
+            offset: at(i),
+            field: name,
+            value,
+        })),
+        Err(VarintError::Truncated) if !eof => Err(None),
+        Err(problem) => Err(Some(Cause::Varint {
+            offset: at(i),
+            field: name,
+            problem,
+        })),
+    };
+    let (kind, type_len) = match field(t, "type") {
+        Ok(v) => v,
+        Err(None) => return Scan::NeedMore,
+        Err(Some(cause)) => return damage(cause),
+    };
+    let l = t + type_len;
+    let (length, length_len) = match field(l, "length") {
+        Ok(v) => v,
+        Err(None) => return Scan::NeedMore,
+        Err(Some(cause)) => return damage(cause),
+    };
+    let length = length as u64;
+    if length > limit {
+        return damage(Cause::TooLarge {
+            offset: at(l),
+            length,
+            limit,
+        });
+    }
+    let body = l + length_len;
+    let end = body + length as usize - 1;
+    let frame = || {
+        Scan::Frame(Frame {
+            start: pos,
+            kind,
+            type_field: t..l,
+            body: body..end,
+            end,
+        })
+    };
+    let found = match check {
+        Check::Full => next_sync(buf, body),
+        Check::Landing => match buf.get(end) {
+            Some(0) => end,
+            Some(_) => next_sync(buf, t),
+            None => buf.len(),
+        },
+    };
+    if found == end {
+        return frame();
+    }
+    if end >= buf.len() && (check == Check::Landing || found == buf.len()) {
+        if !eof {
+            return Scan::NeedMore;
+        }
+        return damage(Cause::Truncated {
+            offset: at(pos),
+            needed: (end + 1 - buf.len()) as u64,
+        });
+    }
+    damage(Cause::SyncMismatch {
+        expected: at(end),
+        found: at(found),
+    })
+}
+
+/// Checks that a frame found with [`Check::Landing`] holds no 0x00 before its closing sync
+/// byte; on failure returns the position of the first such byte.
+pub(crate) fn verify(buf: &[u8], frame: &Frame) -> Result<(), usize> {
+    match next_sync(buf, frame.body.start) {
+        found if found == frame.end => Ok(()),
+        found => Err(found),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: u64 = 1 << 20;
+
+    fn full(buf: &[u8], eof: bool) -> Scan {
+        scan(buf, 0, 100, eof, LIMIT, Check::Full)
+    }
+
+    #[test]
+    fn finds_a_sound_frame() {
+        // type 3 (zig-zag 6), length 3: two body bytes and the closing sync.
+        let buf = [0, 6, 6, 1, 1, 0];
+        match full(&buf, true) {
+            Scan::Frame(f) => {
+                assert_eq!((f.kind, f.type_field, f.body, f.end), (3, 1..2, 3..5, 5));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn waits_for_more_or_reports_truncation() {
+        let buf = [0, 6, 6, 1];
+        assert!(matches!(full(&buf, false), Scan::NeedMore));
+        assert!(matches!(full(&[0, 0x86], false), Scan::NeedMore));
+        match full(&buf, true) {
+            Scan::Damage { from, resume, cause } => {
+                assert_eq!((from, resume), (1, 4));
+                assert_eq!(cause, Cause::Truncated { offset: 100, needed: 2 });
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_wrong_length_resumes_at_the_next_sync() {
+        // Length 5 points past a sync byte at index 5.
+        let buf = [0, 6, 10, 1, 1, 0, 6, 4, 1, 0];
+        for check in [Check::Full, Check::Landing] {
+            match scan(&buf, 0, 0, true, LIMIT, check) {
+                Scan::Damage { resume, .. } => assert_eq!(resume, 5, "{check:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn landing_check_skips_over_the_body() {
+        // Landing on a sync byte is enough for a landing check even with a 0x00 inside.
+        let buf = [0, 6, 8, 1, 0, 1, 0];
+        assert!(matches!(scan(&buf, 0, 0, true, LIMIT, Check::Landing), Scan::Frame(_)));
+        assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
+    }
+
+    #[test]
+    fn rejects_bad_headers() {
+        assert!(matches!(full(&[0, 0, 1], true), Scan::Damage { cause: Cause::EmptyBlock { .. }, .. }));
+        assert!(matches!(full(&[0, 6, 1, 0], true), Scan::Damage { cause: Cause::InvalidField { .. }, .. }));
+        assert!(matches!(full(&[0, 0x86, 0, 0], true), Scan::Damage { cause: Cause::Varint { .. }, .. }));
+        let huge = [0, 6, 0xfe, 0xff, 0xff, 0xff, 0x0f, 1, 0];
+        assert!(matches!(full(&huge, true), Scan::Damage { cause: Cause::TooLarge { .. }, .. }));
+        assert!(matches!(full(&[7, 7, 0], true), Scan::Damage { from: 0, resume: 2, .. }));
+        assert!(matches!(full(&[0], true), Scan::End));
+        assert!(matches!(full(&[], true), Scan::End));
+    }
+}

@@ -1,0 +1,63 @@
+//! # cobsfile
+//!
+//! A container file format in which a zero byte means one thing only: "a block starts here".
+//!
+//! A file is a sequence of blocks. Each block starts and ends with a sync byte 0x00; inside, a
+//! varint type, a varint length that lets a reader skip the block, and the block body
+//! COBS-encoded (Consistent Overhead Byte Stuffing) so that no other zero byte appears. Bodies
+//! carry a CRC32. After any damage a reader resynchronizes at the next zero byte: every block
+//! the damage did not touch comes back, and no block that fails its checksum is ever returned.
+//! `spec/FORMAT.md` is the normative description.
+//!
+//! ```
+//! use cobsfile::{Error, ReaderBuilder, Writer, WriterBuilder};
+//!
+//! // Write 3 blocks of 100 records each.
+//! let mut writer = WriterBuilder::new().block_size(1000).build(Vec::new())?;
+//! writer.write_metadata([("source", "example")])?;
+//! for i in 0..300 {
+//!     writer.write_record(format!("event {i:03}").as_bytes())?;
+//! }
+//! let mut file = writer.finish()?;
+//!
+//! // Flip a byte in the middle of the file.
+//! let middle = file.len() / 2;
+//! file[middle] ^= 0x40;
+//!
+//! // The reader reports the damaged range once, then goes on with the next intact block.
+//! let (records, errors) = ReaderBuilder::new().from_slice(&file).read_all();
+//! assert_eq!(errors.len(), 1);
+//! assert!(matches!(errors[0], Error::Damaged { .. }));
+//! assert_eq!(records.len(), 200);
+//! assert_eq!(records[0], b"event 000");
+//! assert_eq!(records[199], b"event 299");
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! ## Layers
+//! - [`varint`], [`cobs`] and the block codec are pure functions over byte slices;
+//! - [`Writer`] writes blocks to any `io::Write`; [`Reader`] reads them from a slice, a
+//!   [`MappedFile`] or any `io::Read`;
+//! - the `cobsfile` command-line tool parses arguments and formats output around the library.
+
+#![deny(missing_docs)]
+
+mod block;
+pub mod cobs;
+mod error;
+mod frame;
+mod mapped;
+mod reader;
+mod source;
+pub mod varint;
+mod writer;
+
+pub use block::{BlockKind, Entries, Strings, FORMAT_VERSION, MAGIC};
+pub use error::{Cause, Error, Result};
+pub use mapped::{open, MappedFile};
+pub use reader::{
+    Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader,
+    Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
+};
+pub use source::{SliceSource, Source, StreamSource};
+pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};

@@ -1,0 +1,482 @@
+//! Reading blocks, records and metadata, resynchronizing after damage.
+//!
+//! One [`Reader`] serves every input: it scans a [`Source`] window with the sans-I/O `frame`
+//! scanner, decodes bodies with `block`, and merges consecutive damage into one
+//! [`Error::Damaged`] naming the skipped byte range. After that error it goes on at the next
+//! sync byte, so a caller that wants to stop at the first damage just stops iterating.
+
+use std::io::Read;
+use std::ops::Range;
+
+use crate::block::{self, BlockKind, Body, Entries, Place, Strings, FORMAT_VERSION};
+use crate::cobs;
+use crate::error::{Cause, Error, Result};
+use crate::frame::{self, Check, Frame, Scan};
+use crate::source::{SliceSource, Source, StreamSource};
+use crate::varint;
+
+/// The default maximum decoded size of a block body: 64 MiB.
+pub const DEFAULT_MAX_BLOCK_SIZE: usize = 64 << 20;
+
+/// A reader over a byte slice or a mapped file.
+pub type SliceReader<'a> = Reader<SliceSource<'a>>;
+
+/// A reader over any `io::Read` (stdin, pipes, sockets), holding at most one block in memory.
+pub type StreamReader<R> = Reader<StreamSource<R>>;
+
+/// Options for readers.
+///
+/// ```
+/// let reader = cobsfile::ReaderBuilder::new()
+///     .max_block_size(1 << 20)
+///     .from_slice(&[]);
+/// # drop(reader);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ReaderBuilder {
+    max_block_size: usize,
+}
+
+impl Default for ReaderBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReaderBuilder {
+    /// Default options: maximum block size [`DEFAULT_MAX_BLOCK_SIZE`].
+    pub fn new() -> Self {
+        ReaderBuilder {
+            max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+        }
+    }
+
+    /// The largest decoded block body the reader accepts (default 64 MiB). Larger blocks are
+    /// reported as damage without being read into memory, so a hostile length field cannot
+    /// make the reader allocate more than about this much.
+    pub fn max_block_size(mut self, bytes: usize) -> Self {
+        self.max_block_size = bytes;
+        self
+    }
+
+    /// A reader over `bytes`.
+    pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
+        Reader::new(SliceSource(bytes), self)
+    }
+
+    /// A reader over `inner`, which it reads in chunks of 256 KiB.
+    pub fn from_read<R: Read>(&self, inner: R) -> StreamReader<R> {
+        Reader::new(StreamSource::new(inner), self)
+    }
+}
+
+/// Where a block is and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Absolute offset of the block's opening sync byte.
+    pub offset: u64,
+    /// What the block holds.
+    pub kind: BlockKind,
+    /// Bytes after the opening sync byte up to and including the closing one.
+    pub size: u64,
+    /// Records in a data block, entries in a metadata block.
+    pub items: Option<u64>,
+}
+
+/// A decoded block, borrowed from the reader until its next call.
+#[derive(Debug, Clone)]
+pub struct Block<'a> {
+    info: BlockInfo,
+    version: Option<i64>,
+    payload: &'a [u8],
+}
+
+impl<'a> Block<'a> {
+    /// Where the block is and what it holds.
+    pub fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    /// The block's payload as stored (after the codec, before the CRC).
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// The records of a data block (none for other kinds).
+    pub fn records(&self) -> Strings<'a> {
+        match self.info.kind {
+            BlockKind::Data => Strings::new(self.payload),
+            _ => Strings::new(&[]),
+        }
+    }
+
+    /// The entries of a metadata block (none for other kinds). Keys are checked UTF-8.
+    pub fn entries(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+        let payload = match self.info.kind {
+            BlockKind::Metadata => self.payload,
+            _ => &[],
+        };
+        Entries::new(payload).map(|(k, v)| (std::str::from_utf8(k).unwrap_or_default(), v))
+    }
+
+    /// The format version a header block declares.
+    pub fn version(&self) -> Option<i64> {
+        self.version
+    }
+}
+
+/// The entries of one metadata block, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// Absolute offset of the block's opening sync byte.
+    pub offset: u64,
+    /// Keys and values in the order they were written.
+    pub entries: Vec<(String, Vec<u8>)>,
+}
+
+impl Metadata {
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Counts of what a reader has seen so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Intact blocks decoded.
+    pub blocks: u64,
+    /// Blocks of unknown type skipped by `next_record`.
+    pub unknown_blocks: u64,
+    /// Damaged regions reported.
+    pub damaged_regions: u64,
+    /// Bytes in damaged regions.
+    pub damaged_bytes: u64,
+}
+
+/// Which frames a scan decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Check and decode every block.
+    All,
+    /// Skip data and unknown blocks by their length, decode header and metadata blocks.
+    Metadata,
+}
+
+/// A reader of blocks, records and metadata over any [`Source`].
+///
+/// ```
+/// let mut file = Vec::new();
+/// let mut writer = cobsfile::Writer::new(&mut file)?;
+/// writer.write_record(b"hello")?;
+/// writer.finish()?;
+///
+/// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+/// while let Some(record) = reader.next_record() {
+///     assert_eq!(record?, b"hello");
+/// }
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Reader<S> {
+    src: S,
+    /// Where the next scan starts, as an index into the source's window.
+    pos: usize,
+    max_block_size: usize,
+    /// Largest acceptable length field.
+    max_length: u64,
+    /// The last decoded block body.
+    scratch: Vec<u8>,
+    /// What is left of the current data block's records, in `scratch`.
+    cursor: Range<usize>,
+    /// Start and cause of damage seen but not yet reported.
+    damage: Option<(u64, Cause)>,
+    /// Set after an error that makes the rest of the input unreadable.
+    stopped: bool,
+    stats: Stats,
+}
+
+impl<S: Source> Reader<S> {
+    fn new(src: S, options: &ReaderBuilder) -> Self {
+        let max_block_size = options.max_block_size;
+        Reader {
+            src,
+            pos: 0,
+            max_block_size,
+            max_length: cobs::max_encoded_len(max_block_size) as u64 + 1,
+            scratch: Vec::new(),
+            cursor: 0..0,
+            damage: None,
+            stopped: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Counts of blocks and damage seen so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The source this reader scans.
+    pub fn source(&self) -> &S {
+        &self.src
+    }
+
+    /// The absolute offset of a window index.
+    fn offset(&self, index: usize) -> u64 {
+        self.src.base() + index as u64
+    }
+
+    /// Reports pending damage ending at `end`.
+    fn take_damage(&mut self, end: u64) -> Option<Error> {
+        let (start, cause) = self.damage.take()?;
+        self.stats.damaged_regions += 1;
+        self.stats.damaged_bytes += end - start;
+        Some(Error::Damaged { start, end, cause })
+    }
+
+    /// Notes damage from window index `from`, merging it with damage not yet reported.
+    fn note_damage(&mut self, from: usize, cause: Cause) {
+        if self.damage.is_none() {
+            self.damage = Some((self.offset(from), cause));
+        }
+    }
+
+    /// The next frame: checked in full, or (in metadata mode) skipped by its length unless it
+    /// is to be decoded. Damage before it is reported first, on its own.
+    fn next_frame(&mut self, mode: Mode) -> Option<Result<Frame>> {
+        if self.stopped {
+            return None;
+        }
+        let check = match mode {
+            Mode::All => Check::Full,
+            Mode::Metadata => Check::Landing,
+        };
+        loop {
+            let window = self.src.window();
+            let scan = frame::scan(
+                window,
+                self.pos,
+                self.src.base(),
+                self.src.at_eof(),
+                self.max_length,
+                check,
+            );
+            match scan {
+                Scan::NeedMore => {
+                    let max_window = self.max_length as usize + 2 * varint::MAX_LEN + 1;
+                    if let Err(e) = self.src.refill(self.pos, max_window) {
+                        self.stopped = true;
+                        return Some(Err(e.into()));
+                    }
+                    self.pos = 0;
+                }
+                Scan::Damage {
+                    from,
+                    resume,
+                    cause,
+                } => {
+                    self.note_damage(from, cause);
+                    self.pos = resume;
+                }
+                Scan::End => {
+                    let end = self.offset(window.len());
+                    return self.take_damage(end).map(Err);
+                }
+                Scan::Frame(f) => {
+                    let decoded = matches!(
+                        BlockKind::from_type(f.kind),
+                        BlockKind::Header | BlockKind::Metadata
+                    );
+                    if check == Check::Landing && decoded {
+                        if let Err(zero) = frame::verify(window, &f) {
+                            let cause = Cause::SyncMismatch {
+                                expected: self.offset(f.end),
+                                found: self.offset(zero),
+                            };
+                            self.note_damage(f.start + 1, cause);
+                            self.pos = zero;
+                            continue;
+                        }
+                    }
+                    if let Some(err) = self.take_damage(self.offset(f.start)) {
+                        return Some(Err(err));
+                    }
+                    self.pos = f.end;
+                    return Some(Ok(f));
+                }
+            }
+        }
+    }
+
+    /// Decodes a frame into `scratch`.
+    fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body)> {
+        let window = self.src.window();
+        let base = self.src.base();
+        let at = |i: usize| base + i as u64;
+        let kind = BlockKind::from_type(f.kind);
+        let place = Place {
+            offset: at(f.start),
+            body_offset: at(f.body.start),
+        };
+        let decoded = block::decode(
+            &window[f.type_field.clone()],
+            kind,
+            &window[f.body.clone()],
+            place,
+            self.max_block_size,
+            &mut self.scratch,
+        );
+        let body = decoded.map_err(|cause| {
+            self.stats.damaged_regions += 1;
+            self.stats.damaged_bytes += (f.end - f.start - 1) as u64;
+            Error::Damaged {
+                start: at(f.start + 1),
+                end: at(f.end),
+                cause,
+            }
+        })?;
+        if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
+            self.stopped = true;
+            return Err(Error::UnsupportedVersion {
+                offset: at(f.start),
+                version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        self.stats.blocks += 1;
+        let info = BlockInfo {
+            offset: at(f.start),
+            kind,
+            size: (f.end - f.start) as u64,
+            items: body.items,
+        };
+        Ok((info, body))
+    }
+
+    /// The next intact block, or the error that stands for a damaged region before it.
+    pub fn next_block(&mut self) -> Option<Result<Block<'_>>> {
+        self.cursor = 0..0;
+        let f = match self.next_frame(Mode::All)? {
+            Ok(f) => f,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.decode(&f).map(|(info, body)| Block {
+            info,
+            version: body.version,
+            payload: &self.scratch[body.payload],
+        }))
+    }
+
+    /// The next record of an intact data block, borrowed from the decoded block; or the error
+    /// that stands for a damaged region. Blocks of unknown type are skipped and counted in
+    /// [`stats`](Self::stats).
+    pub fn next_record(&mut self) -> Option<Result<&[u8]>> {
+        loop {
+            if let Some(record) = self.next_in_cursor() {
+                return Some(Ok(&self.scratch[record]));
+            }
+            let f = match self.next_frame(Mode::All)? {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.decode(&f) {
+                Ok((info, body)) => match info.kind {
+                    BlockKind::Data => self.cursor = strings_start(&self.scratch, body.payload),
+                    BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
+                    BlockKind::Header | BlockKind::Metadata => {}
+                },
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// Takes the next record's range from the cursor.
+    fn next_in_cursor(&mut self) -> Option<Range<usize>> {
+        let item = block::next_string(self.scratch.get(self.cursor.clone())?)?;
+        let range = self.cursor.start + item.start..self.cursor.start + item.end;
+        self.cursor.start = range.end;
+        Some(range)
+    }
+
+    /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).
+    pub fn blocks(&mut self) -> Blocks<'_, S> {
+        Blocks(self)
+    }
+
+    /// Iterates over metadata blocks, skipping data blocks by their length fields without
+    /// reading them.
+    pub fn metadata(&mut self) -> MetadataBlocks<'_, S> {
+        MetadataBlocks(self)
+    }
+
+    /// Reads everything left, returning the records of intact blocks and the errors met,
+    /// each in order. Convenient for small inputs and tests.
+    pub fn read_all(&mut self) -> (Vec<Vec<u8>>, Vec<Error>) {
+        let mut records = Vec::new();
+        let mut errors = Vec::new();
+        while let Some(item) = self.next_record() {
+            match item {
+                Ok(record) => records.push(record.to_vec()),
+                Err(e) => errors.push(e),
+            }
+        }
+        (records, errors)
+    }
+}
+
+/// The range of a data payload's records, after its count.
+fn strings_start(scratch: &[u8], payload: Range<usize>) -> Range<usize> {
+    let skip = varint::read(&scratch[payload.clone()]).map_or(0, |(_, used)| used);
+    payload.start + skip..payload.end
+}
+
+/// Iterator over blocks; see [`Reader::blocks`].
+#[derive(Debug)]
+pub struct Blocks<'r, S>(&'r mut Reader<S>);
+
+impl<S: Source> Iterator for Blocks<'_, S> {
+    type Item = Result<BlockInfo>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.0.next_block()?.map(|block| block.info))
+    }
+}
+
+/// Iterator over metadata blocks; see [`Reader::metadata`].
+#[derive(Debug)]
+pub struct MetadataBlocks<'r, S>(&'r mut Reader<S>);
+
+impl<S: Source> Iterator for MetadataBlocks<'_, S> {
+    type Item = Result<Metadata>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let reader = &mut *self.0;
+        loop {
+            let f = match reader.next_frame(Mode::Metadata)? {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e)),
+            };
+            let kind = BlockKind::from_type(f.kind);
+            if !matches!(kind, BlockKind::Header | BlockKind::Metadata) {
+                continue;
+            }
+            let (info, body) = match reader.decode(&f) {
+                Ok(decoded) => decoded,
+                Err(e) => return Some(Err(e)),
+            };
+            if kind == BlockKind::Metadata {
+                let entries = Entries::new(&reader.scratch[body.payload])
+                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
+                    .collect();
+                return Some(Ok(Metadata {
+                    offset: info.offset,
+                    entries,
+                }));
+            }
+        }
+    }
+}

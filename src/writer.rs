@@ -1,0 +1,209 @@
+//! Writing records and metadata into blocks.
+
+use std::io::Write;
+
+use crate::block::{self, types, ENVELOPE_LEN};
+use crate::error::{Error, Result};
+use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
+use crate::varint;
+
+/// The default target of record bytes per data block: 256 KiB (see BENCHMARKS.md).
+pub const DEFAULT_BLOCK_SIZE: usize = 256 * 1024;
+
+/// Options for writers.
+///
+/// ```
+/// let mut file = Vec::new();
+/// let writer = cobsfile::WriterBuilder::new()
+///     .block_size(64 * 1024)
+///     .build(&mut file)?;
+/// writer.finish()?;
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WriterBuilder {
+    block_size: usize,
+    max_block_size: usize,
+}
+
+impl Default for WriterBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WriterBuilder {
+    /// Default options: blocks of [`DEFAULT_BLOCK_SIZE`], at most [`DEFAULT_MAX_BLOCK_SIZE`].
+    pub fn new() -> Self {
+        WriterBuilder {
+            block_size: DEFAULT_BLOCK_SIZE,
+            max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+        }
+    }
+
+    /// The target number of record bytes (each record plus its length prefix) per data block
+    /// (default 256 KiB). A block is closed before a record that would take it past the
+    /// target; a record larger than the target gets a block of its own.
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes.max(1);
+        self
+    }
+
+    /// The largest block body the writer produces (default 64 MiB): records that would not
+    /// fit are refused with [`Error::RecordTooLarge`]. Keep it at or below the readers' limit.
+    pub fn max_block_size(mut self, bytes: usize) -> Self {
+        self.max_block_size = bytes;
+        self
+    }
+
+    /// Starts a file on `inner`: writes the leading sync byte and the header block.
+    pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
+        let mut writer = Writer {
+            inner: Some(inner),
+            options: self,
+            count: 0,
+            records: Vec::new(),
+            out: Vec::new(),
+        };
+        let start = block::encode(types::HEADER, &[&block::header_payload()], &mut writer.out);
+        writer.out[start - 1] = 0;
+        writer.write_out(start - 1)?;
+        Ok(writer)
+    }
+}
+
+/// Writes records into data blocks and metadata into metadata blocks.
+///
+/// Each block reaches the inner writer in one `write_all` of one buffer, so blocks written to
+/// a pipe or an `O_APPEND` file are never interleaved with other writers' bytes mid-block.
+/// Buffers are kept between blocks: writing a record allocates nothing in steady state.
+///
+/// ```
+/// let mut writer = cobsfile::Writer::new(Vec::new())?;
+/// writer.write_metadata([("schema", b"event-v1")])?;
+/// writer.write_record(b"first")?;
+/// writer.write_record(b"")?;
+/// let file = writer.finish()?;
+/// assert_eq!(file[0], 0);
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Writer<W: Write> {
+    /// `None` once `finish` has taken it.
+    inner: Option<W>,
+    options: WriterBuilder,
+    /// Records in the open data block.
+    count: u64,
+    /// The open data block's records, each with its length prefix.
+    records: Vec<u8>,
+    /// The encoded block being written.
+    out: Vec<u8>,
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts a file on `inner` with default options.
+    pub fn new(inner: W) -> Result<Self> {
+        WriterBuilder::new().build(inner)
+    }
+
+    /// The largest record this writer accepts.
+    pub fn max_record_len(&self) -> usize {
+        self.options
+            .max_block_size
+            .saturating_sub(ENVELOPE_LEN + 2 * varint::MAX_LEN)
+    }
+
+    /// Adds a record to the open data block, closing the block when it reaches its target.
+    pub fn write_record(&mut self, record: &[u8]) -> Result<()> {
+        let len = record.len();
+        let max = self.max_record_len();
+        if len > max {
+            return Err(Error::RecordTooLarge { len, max });
+        }
+        let framed = varint::encoded_len(len as i64) + len;
+        if self.count > 0 && self.records.len() + framed > self.options.block_size {
+            self.close_block()?;
+        }
+        block::put_bytes(record, &mut self.records);
+        self.count += 1;
+        if self.records.len() >= self.options.block_size {
+            self.close_block()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open data block, then writes a metadata block holding `entries`.
+    pub fn write_metadata<K, V>(&mut self, entries: impl IntoIterator<Item = (K, V)>) -> Result<()>
+    where
+        K: AsRef<str>,
+        V: AsRef<[u8]>,
+    {
+        self.close_block()?;
+        let mut payload = Vec::new();
+        block::metadata_payload(entries, &mut payload)?;
+        if payload.len() + ENVELOPE_LEN > self.options.max_block_size {
+            return Err(Error::InvalidMetadata(format!(
+                "{} bytes of metadata exceed the maximum block size",
+                payload.len()
+            )));
+        }
+        let start = block::encode(types::METADATA, &[&payload], &mut self.out);
+        self.write_out(start)
+    }
+
+    /// Closes the open data block and flushes the inner writer.
+    pub fn flush(&mut self) -> Result<()> {
+        self.close_block()?;
+        self.inner_mut().flush()?;
+        Ok(())
+    }
+
+    /// Closes the open data block, flushes, and returns the inner writer.
+    pub fn finish(mut self) -> Result<W> {
+        self.flush()?;
+        Ok(self.inner.take().expect("inner writer present until finish"))
+    }
+
+    /// The inner writer.
+    pub fn get_ref(&self) -> &W {
+        self.inner.as_ref().expect("inner writer present until finish")
+    }
+
+    fn inner_mut(&mut self) -> &mut W {
+        self.inner.as_mut().expect("inner writer present until finish")
+    }
+
+    /// Encodes the open data block, if it holds records, and writes it.
+    fn close_block(&mut self) -> Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let mut count = [0; varint::MAX_LEN];
+        let count_len = varint::encode(self.count as i64, &mut count);
+        let start = block::encode(
+            types::DATA,
+            &[&count[..count_len], &self.records],
+            &mut self.out,
+        );
+        self.count = 0;
+        self.records.clear();
+        self.write_out(start)
+    }
+
+    /// Writes `out[start..]` in one `write_all`.
+    fn write_out(&mut self, start: usize) -> Result<()> {
+        let inner = self.inner.as_mut().expect("inner writer present until finish");
+        inner.write_all(&self.out[start..])?;
+        Ok(())
+    }
+}
+
+impl<W: Write> Drop for Writer<W> {
+    /// Writes the open data block if `finish` was not called. Errors are ignored here: call
+    /// `finish` or `flush` to see them.
+    fn drop(&mut self) {
+        if self.inner.is_some() && !std::thread::panicking() {
+            let _ = self.close_block();
+        }
+    }
+}
