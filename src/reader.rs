@@ -438,6 +438,13 @@ fn strings_start(scratch: &[u8], payload: Range<usize>) -> Range<usize> {
 #[derive(Debug)]
 pub struct Blocks<'r, S>(&'r mut Reader<S>);
 
+impl<S> Blocks<'_, S> {
+    /// The reader being iterated, e.g. for its [`stats`](Reader::stats).
+    pub fn reader(&self) -> &Reader<S> {
+        self.0
+    }
+}
+
 impl<S: Source> Iterator for Blocks<'_, S> {
     type Item = Result<BlockInfo>;
 
@@ -449,6 +456,13 @@ impl<S: Source> Iterator for Blocks<'_, S> {
 /// Iterator over metadata blocks; see [`Reader::metadata`].
 #[derive(Debug)]
 pub struct MetadataBlocks<'r, S>(&'r mut Reader<S>);
+
+impl<S> MetadataBlocks<'_, S> {
+    /// The reader being iterated, e.g. for its [`stats`](Reader::stats).
+    pub fn reader(&self) -> &Reader<S> {
+        self.0
+    }
+}
 
 impl<S: Source> Iterator for MetadataBlocks<'_, S> {
     type Item = Result<Metadata>;

@@ -1,0 +1,93 @@
+//! Opening a cobsfile named on the command line: mapped when it is a file, streamed when `-`.
+
+use std::io;
+use std::path::PathBuf;
+
+use cobsfile::{Error, Reader, Source};
+
+use super::{is_stdio, Failure, Outcome, ReadOptions};
+
+/// Work done with a reader of either kind.
+pub trait ReadJob {
+    /// What the job returns.
+    type Output;
+    /// Runs the job; `size` is the input's length when known.
+    fn run<S: Source>(self, reader: &mut Reader<S>, size: Option<u64>)
+        -> Result<Self::Output, Failure>;
+}
+
+/// Runs `job` over the cobsfile at `path` (or stdin for `-`).
+pub fn read<J: ReadJob>(path: &PathBuf, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
+    let builder = options.builder();
+    if is_stdio(path) {
+        let mut reader = builder.from_read(io::stdin().lock());
+        return job.run(&mut reader, None);
+    }
+    let name = path.display().to_string();
+    let file = cobsfile::open(path).map_err(|e| Failure::at(&name, e))?;
+    let mut reader = file.reader_with(&builder);
+    job.run(&mut reader, Some(file.bytes().len() as u64))
+}
+
+/// The name to use for `path` in messages.
+pub fn name(path: &PathBuf) -> String {
+    if is_stdio(path) {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Reports reader errors on stderr, one line each, and decides how a command ends.
+///
+/// Damage seen before the first intact block is held back: if no intact block turns up at
+/// all, the input is not a cobsfile and one line says so instead of a list of damage.
+pub struct Diagnostics {
+    name: String,
+    held: Vec<String>,
+    outcome: Outcome,
+}
+
+impl Diagnostics {
+    /// Reports for the input called `name`.
+    pub fn new(name: String) -> Self {
+        Diagnostics {
+            name,
+            held: Vec::new(),
+            outcome: Outcome::Clean,
+        }
+    }
+
+    /// Takes an error from `reader`: damage is reported and reading goes on; anything else
+    /// stops the command.
+    pub fn error<S: Source>(&mut self, reader: &Reader<S>, err: Error) -> Result<(), Failure> {
+        if !matches!(err, Error::Damaged { .. }) {
+            return Err(Failure::at(&self.name, err));
+        }
+        self.outcome = Outcome::Damaged;
+        let line = format!("cobsfile: {}: {err}", self.name);
+        if reader.stats().blocks == 0 && self.held.len() < 64 {
+            self.held.push(line);
+        } else {
+            self.release();
+            eprintln!("{line}");
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        for line in self.held.drain(..) {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Ends the command: fails when a damaged input held no intact block at all.
+    pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
+        let stats = reader.stats();
+        if stats.blocks == 0 && stats.damaged_regions > 0 {
+            return Err(Failure::at(&self.name, "not a cobsfile: no intact block found"));
+        }
+        self.release();
+        Ok(self.outcome)
+    }
+}

@@ -1,0 +1,123 @@
+//! `cobsfile ls`: one row per block.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use cobsfile::{BlockInfo, Error, Reader, Source};
+use serde_json::json;
+
+use super::input::{self, ReadJob};
+use super::{quiet_broken_pipe, Failure, Outcome, ReadOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One JSON object per block, one per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadOptions,
+    /// The cobsfile, or `-` for stdin.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let job = Ls {
+        name: input::name(&args.file),
+        json: args.json,
+    };
+    input::read(&args.file, &args.read, job)
+}
+
+struct Ls {
+    name: String,
+    json: bool,
+}
+
+/// One row of the listing.
+struct Row {
+    offset: u64,
+    kind: String,
+    size: u64,
+    items: Option<u64>,
+    status: String,
+}
+
+impl Row {
+    fn block(info: &BlockInfo) -> Self {
+        Row {
+            offset: info.offset,
+            kind: info.kind.name(),
+            size: info.size,
+            items: info.items,
+            status: "ok".into(),
+        }
+    }
+
+    fn damage(start: u64, end: u64, err: &Error) -> Self {
+        Row {
+            offset: start,
+            kind: "damaged".into(),
+            size: end - start,
+            items: None,
+            status: err.to_string(),
+        }
+    }
+
+    fn write(&self, out: &mut impl Write, json: bool) -> io::Result<()> {
+        if json {
+            let row = json!({
+                "offset": self.offset,
+                "type": self.kind,
+                "size": self.size,
+                "records": self.items,
+                "status": self.status,
+            });
+            return writeln!(out, "{row}");
+        }
+        let items = self.items.map_or("-".to_owned(), |n| n.to_string());
+        writeln!(
+            out,
+            "{:>12}  {:<12}  {:>10}  {:>8}  {}",
+            self.offset, self.kind, self.size, items, self.status
+        )
+    }
+}
+
+impl ReadJob for Ls {
+    type Output = Outcome;
+
+    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let mut out = BufWriter::new(io::stdout().lock());
+        if !self.json {
+            let header = writeln!(
+                out,
+                "{:>12}  {:<12}  {:>10}  {:>8}  status",
+                "offset", "type", "size", "records"
+            );
+            if !quiet_broken_pipe(header)? {
+                return Ok(Outcome::Clean);
+            }
+        }
+        let mut diagnostics = input::Diagnostics::new(self.name.clone());
+        let mut blocks = reader.blocks();
+        while let Some(item) = blocks.next() {
+            let row = match item {
+                Ok(info) => Row::block(&info),
+                Err(e) => {
+                    let row = match &e {
+                        Error::Damaged { start, end, .. } => Row::damage(*start, *end, &e),
+                        _ => return Err(Failure::at(&self.name, e)),
+                    };
+                    diagnostics.error(blocks.reader(), e)?;
+                    row
+                }
+            };
+            if !quiet_broken_pipe(row.write(&mut out, self.json))? {
+                break;
+            }
+        }
+        quiet_broken_pipe(out.flush())?;
+        diagnostics.finish(reader)
+    }
+}

@@ -1,0 +1,88 @@
+//! `cobsfile meta`: the metadata blocks, found by skipping data blocks.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use cobsfile::{Metadata, Reader, Source};
+use serde_json::{json, Map, Value};
+
+use super::input::{self, ReadJob};
+use super::{quiet_broken_pipe, Failure, Outcome, ReadOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One JSON object per metadata block, one per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadOptions,
+    /// The cobsfile, or `-` for stdin.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let job = Meta {
+        name: input::name(&args.file),
+        json: args.json,
+    };
+    input::read(&args.file, &args.read, job)
+}
+
+struct Meta {
+    name: String,
+    json: bool,
+}
+
+/// A value as JSON: a string when it is UTF-8, else `{"hex": "..."}`.
+fn json_value(value: &[u8]) -> Value {
+    match std::str::from_utf8(value) {
+        Ok(text) => Value::String(text.to_owned()),
+        Err(_) => json!({ "hex": hex(value) }),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_block(out: &mut impl Write, block: &Metadata, json: bool) -> io::Result<()> {
+    if json {
+        let entries: Map<String, Value> = block
+            .entries
+            .iter()
+            .map(|(k, v)| (k.clone(), json_value(v)))
+            .collect();
+        return writeln!(out, "{}", json!({ "offset": block.offset, "entries": entries }));
+    }
+    writeln!(out, "metadata at offset {}:", block.offset)?;
+    for (key, value) in &block.entries {
+        match std::str::from_utf8(value) {
+            Ok(text) => writeln!(out, "  {key} = {text:?}")?,
+            Err(_) => writeln!(out, "  {key} = hex:{}", hex(value))?,
+        }
+    }
+    Ok(())
+}
+
+impl ReadJob for Meta {
+    type Output = Outcome;
+
+    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let mut out = BufWriter::new(io::stdout().lock());
+        let mut diagnostics = input::Diagnostics::new(self.name.clone());
+        let mut blocks = reader.metadata();
+        while let Some(item) = blocks.next() {
+            match item {
+                Ok(block) => {
+                    if !quiet_broken_pipe(write_block(&mut out, &block, self.json))? {
+                        break;
+                    }
+                }
+                Err(e) => diagnostics.error(blocks.reader(), e)?,
+            }
+        }
+        quiet_broken_pipe(out.flush())?;
+        diagnostics.finish(reader)
+    }
+}

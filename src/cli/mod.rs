@@ -1,0 +1,117 @@
+//! Commands of the `cobsfile` tool. Each command parses nothing itself and calls the library;
+//! this module maps outcomes to one line on stderr and an exit status.
+//!
+//! Exit status: 0 success on clean input, 1 an error that stopped the command, 2 a usage error,
+//! 3 damage was skipped (the output holds every intact record).
+
+mod cat;
+mod framing;
+mod input;
+mod ls;
+mod meta;
+mod pack;
+mod progress;
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use framing::Framing;
+
+/// A container format in which a zero byte only ever means "a block starts here".
+#[derive(Debug, Parser)]
+#[command(name = "cobsfile", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pack records from a file or stdin into a cobsfile.
+    Pack(pack::Args),
+    /// Write every intact record to stdout; damage is skipped and reported on stderr.
+    Cat(cat::Args),
+    /// List blocks: offset, type, size, records, status.
+    Ls(ls::Args),
+    /// Show the metadata blocks, skipping data blocks by their length fields.
+    Meta(meta::Args),
+}
+
+/// How a command ended, short of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The input was clean.
+    Clean,
+    /// Damage was skipped and reported.
+    Damaged,
+}
+
+/// An error that stops a command: one line naming what failed.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl Failure {
+    /// Names `path` in front of an error.
+    pub fn at(path: &str, err: impl std::fmt::Display) -> Self {
+        Failure(format!("{path}: {err}"))
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+/// Options shared by the commands that read a cobsfile.
+#[derive(Debug, clap::Args)]
+pub struct ReadOptions {
+    /// Largest block body to accept, in bytes; larger blocks are reported as damage.
+    #[arg(long, value_name = "BYTES", default_value_t = cobsfile::DEFAULT_MAX_BLOCK_SIZE)]
+    pub max_block_size: usize,
+}
+
+impl ReadOptions {
+    fn builder(&self) -> cobsfile::ReaderBuilder {
+        cobsfile::ReaderBuilder::new().max_block_size(self.max_block_size)
+    }
+}
+
+/// A path argument where `-` means standard input or output.
+pub fn is_stdio(path: &PathBuf) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Runs the tool and returns its exit status.
+pub fn run() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("cobsfile: internal error: {info}");
+    }));
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pack(args) => pack::run(args),
+        Command::Cat(args) => cat::run(args),
+        Command::Ls(args) => ls::run(args),
+        Command::Meta(args) => meta::run(args),
+    };
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Damaged) => ExitCode::from(3),
+        Err(Failure(message)) => {
+            eprintln!("cobsfile: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Writes to stdout, treating a closed pipe (`cobsfile cat | head`) as a normal end.
+pub fn quiet_broken_pipe(result: io::Result<()>) -> Result<bool, Failure> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Failure(format!("writing output: {e}"))),
+    }
+}

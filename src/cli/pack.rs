@@ -1,0 +1,115 @@
+//! `cobsfile pack`: records from a file or stdin into a cobsfile.
+
+use std::fs::File;
+use std::io::{self, BufReader, IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use cobsfile::{WriterBuilder, DEFAULT_BLOCK_SIZE};
+
+use super::framing::FramingError;
+use super::progress::Progress;
+use super::{input, is_stdio, Failure, Framing, Outcome};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output file (stdout when absent).
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Target bytes of records per data block.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BLOCK_SIZE)]
+    block_size: usize,
+    /// A metadata entry, written in one metadata block after the header; repeatable.
+    #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = parse_meta)]
+    meta: Vec<(String, String)>,
+    /// How records are delimited in the input.
+    #[arg(long, value_enum, default_value = "lines")]
+    framing: Framing,
+    /// Input file, or `-` for stdin.
+    #[arg(value_name = "INPUT", default_value = "-")]
+    input: PathBuf,
+}
+
+fn parse_meta(arg: &str) -> Result<(String, String), String> {
+    let (key, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {arg:?}"))?;
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+/// Failures while packing, with the input's offsets.
+enum PackError {
+    Framing(FramingError),
+    Library(cobsfile::Error),
+}
+
+impl From<FramingError> for PackError {
+    fn from(e: FramingError) -> Self {
+        PackError::Framing(e)
+    }
+}
+
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let in_name = input::name(&args.input);
+    let (source, size): (Box<dyn Read>, Option<u64>) = if is_stdio(&args.input) {
+        (Box::new(io::stdin().lock()), None)
+    } else {
+        let file = File::open(&args.input).map_err(|e| Failure::at(&in_name, e))?;
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), size)
+    };
+    let (sink, out_name) = open_output(args.output.as_ref())?;
+    let mut writer = WriterBuilder::new()
+        .block_size(args.block_size)
+        .build(sink)
+        .map_err(|e| Failure::at(&out_name, e))?;
+    if !args.meta.is_empty() {
+        writer
+            .write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
+            .map_err(|e| Failure::at(&out_name, e))?;
+    }
+
+    let progress = Progress::start(size, "packing");
+    let mut input = BufReader::with_capacity(1 << 20, source);
+    let mut consumed = 0u64;
+    let max_len = writer.max_record_len();
+    let packed = args.framing.read_records(&mut input, max_len, |record| {
+        writer
+            .write_record(record)
+            .map_err(PackError::Library)?;
+        consumed += record.len() as u64;
+        if consumed & 0xfffff < record.len() as u64 {
+            progress.set(consumed);
+        }
+        Ok(())
+    });
+    match packed {
+        Ok(()) => {}
+        Err(PackError::Framing(e)) => return Err(Failure::at(&in_name, e)),
+        Err(PackError::Library(e)) => return Err(Failure::at(&out_name, e)),
+    }
+    writer.finish().map_err(|e| Failure::at(&out_name, e))?;
+    Ok(Outcome::Clean)
+}
+
+/// The output file, or a handle on stdout that writes each block straight through (stdout's
+/// own line buffering would split blocks).
+fn open_output(path: Option<&PathBuf>) -> Result<(Box<dyn Write>, String), Failure> {
+    match path {
+        Some(path) if !is_stdio(path) => {
+            let name = path.display().to_string();
+            let file = File::create(path).map_err(|e| Failure::at(&name, e))?;
+            Ok((Box::new(file), name))
+        }
+        _ => {
+            if io::stdout().is_terminal() {
+                return Err(Failure(
+                    "refusing to write a binary file to a terminal; use -o FILE or redirect stdout"
+                        .into(),
+                ));
+            }
+            let fd = io::stdout().as_fd().try_clone_to_owned()?;
+            Ok((Box::new(File::from(fd)), "<stdout>".into()))
+        }
+    }
+}
