@@ -52,6 +52,10 @@ pub enum Error {
         max: usize,
     },
 
+    /// A raw block was given a type id that this format defines (or zero).
+    #[error("block type {0} cannot be written as a raw block")]
+    InvalidBlockType(i64),
+
     /// Metadata handed to a writer is invalid (duplicate key, or larger than a block).
     #[error("invalid metadata: {0}")]
     InvalidMetadata(String),
@@ -66,12 +70,6 @@ pub enum Cause {
     #[error("no sync byte before offset {offset}")]
     NoSync {
         /// Offset of the first such byte.
-        offset: u64,
-    },
-    /// Two sync bytes with nothing between them.
-    #[error("empty block at offset {offset}")]
-    EmptyBlock {
-        /// Offset of the second sync byte.
         offset: u64,
     },
     /// A varint is truncated, not in shortest form, longer than 10 bytes or out of range.

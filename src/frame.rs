@@ -8,7 +8,8 @@
 //! A frame is sound when its length lands on a 0x00 and, in a full check, no other 0x00 lies
 //! between the header and that byte. Anything else is damage, and scanning resumes at the next
 //! 0x00 after the damaged block's opening sync byte, so a bad length never hides the blocks it
-//! points over. This module is sans-I/O: it works on whatever window of the input the caller
+//! points over. Consecutive sync bytes are padding (files concatenated, a torn tail fenced
+//! off by an appender), skipped without a report. This module is sans-I/O: it works on whatever window of the input the caller
 //! holds and says when it needs more.
 
 use std::ops::Range;
@@ -53,6 +54,8 @@ pub(crate) enum Scan {
         resume: usize,
         cause: Cause,
     },
+    /// A sync byte follows the sync byte at the position: padding to skip, not damage.
+    Padding { resume: usize },
     /// The window ends inside what may be a sound frame and more input may follow.
     NeedMore,
     /// The input ends here.
@@ -89,11 +92,12 @@ pub(crate) fn scan(buf: &[u8], pos: usize, base: u64, eof: bool, limit: u64, che
     };
     match buf.get(t) {
         None => return if eof { Scan::End } else { Scan::NeedMore },
-        Some(0) => return damage(Cause::EmptyBlock { offset: at(t) }),
+        Some(0) => return Scan::Padding { resume: t },
         Some(_) => {}
     }
+    // The type may be negative (application-defined); the length must be positive.
     let field = |i: usize, name| match varint::read(&buf[i..]) {
-        Ok((v, n)) if v > 0 => Ok((v, n)),
+        Ok((v, n)) if v > 0 || (v < 0 && name == "type") => Ok((v, n)),
         Ok((value, _)) => Err(Some(Cause::InvalidField {
             offset: at(i),
             field: name,
@@ -144,7 +148,7 @@ pub(crate) fn scan(buf: &[u8], pos: usize, base: u64, eof: bool, limit: u64, che
             None => buf.len(),
         },
     };
-    if found == end {
+    if found == end && end < buf.len() {
         return frame();
     }
     if end >= buf.len() && (check == Check::Landing || found == buf.len()) {
@@ -194,6 +198,16 @@ mod tests {
     }
 
     #[test]
+    fn a_window_ending_where_the_block_should_end_waits() {
+        // The closing sync byte would be at index 5, just past the window.
+        let buf = [0, 6, 6, 1, 1];
+        for check in [Check::Full, Check::Landing] {
+            assert!(matches!(scan(&buf, 0, 0, false, LIMIT, check), Scan::NeedMore));
+            assert!(matches!(scan(&buf, 0, 0, true, LIMIT, check), Scan::Damage { .. }));
+        }
+    }
+
+    #[test]
     fn waits_for_more_or_reports_truncation() {
         let buf = [0, 6, 6, 1];
         assert!(matches!(full(&buf, false), Scan::NeedMore));
@@ -229,7 +243,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_headers() {
-        assert!(matches!(full(&[0, 0, 1], true), Scan::Damage { cause: Cause::EmptyBlock { .. }, .. }));
+        assert!(matches!(full(&[0, 0, 1], true), Scan::Padding { resume: 1 }));
         assert!(matches!(full(&[0, 6, 1, 0], true), Scan::Damage { cause: Cause::InvalidField { .. }, .. }));
         assert!(matches!(full(&[0, 0x86, 0, 0], true), Scan::Damage { cause: Cause::Varint { .. }, .. }));
         let huge = [0, 6, 0xfe, 0xff, 0xff, 0xff, 0x0f, 1, 0];

@@ -282,6 +282,7 @@ impl<S: Source> Reader<S> {
                     self.note_damage(from, cause);
                     self.pos = resume;
                 }
+                Scan::Padding { resume } => self.pos = resume,
                 Scan::End => {
                     let end = self.offset(window.len());
                     return self.take_damage(end).map(Err);

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::block::{self, types, ENVELOPE_LEN};
+use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
 use crate::error::{Error, Result};
 use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
@@ -148,6 +148,25 @@ impl<W: Write> Writer<W> {
             )));
         }
         let start = block::encode(types::METADATA, &[&payload], &mut self.out);
+        self.write_out(start)
+    }
+
+    /// Closes the open data block, then writes a block of a type this format version does not
+    /// define, holding `payload` as is. Readers of this version skip such blocks and report
+    /// them. Negative type ids are left to applications; positive ids above the defined ones
+    /// are reserved for future versions (see spec/FORMAT.md). Defined types are refused.
+    pub fn write_raw_block(&mut self, type_id: i64, payload: &[u8]) -> Result<()> {
+        if !matches!(BlockKind::from_type(type_id), BlockKind::Unknown(id) if id != 0) {
+            return Err(Error::InvalidBlockType(type_id));
+        }
+        if payload.len() + ENVELOPE_LEN > self.options.max_block_size {
+            return Err(Error::RecordTooLarge {
+                len: payload.len(),
+                max: self.options.max_block_size - ENVELOPE_LEN,
+            });
+        }
+        self.close_block()?;
+        let start = block::encode(type_id, &[payload], &mut self.out);
         self.write_out(start)
     }
 

@@ -1,0 +1,341 @@
+//! Golden vectors in spec/vectors/, checked in both directions.
+//!
+//! Each `NAME.cobs` has a `NAME.txt` beside it. Lines starting with `%` are directives, `#`
+//! comments; the other lines are what a reader yields, block by block:
+//!
+//! ```text
+//! header VERSION
+//! metadata "KEY" "VALUE" ...
+//! data COUNT            followed by COUNT lines: record "BYTES"
+//! unknown TYPE "PAYLOAD"
+//! damaged START END CAUSE
+//! error unsupported-version VERSION
+//! ```
+//!
+//! Strings are printable ASCII with `\xNN` for every other byte, `"` and `\`.
+//! Directives: `% block-size N` (writer option), `% from NAME OP...` (this vector is NAME with
+//! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
+//! `zero START END`, `append NAME`), `% header-version N` (the header block declares version N).
+//!
+//! Writer direction: a vector without `% from` must be exactly what `Writer` produces from its
+//! lines; a derived vector must be exactly its edits applied to the vector it names.
+//! Reader direction: the slice, mapped and streaming readers must all yield exactly the lines.
+//! `COBSFILE_BLESS=1 cargo test --test vectors` rewrites the .cobs files from the .txt files.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use cobsfile::{BlockKind, Cause, Error, Reader, ReaderBuilder, Source, WriterBuilder};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/vectors")
+}
+
+fn esc(bytes: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for &b in bytes {
+        match b {
+            b'"' | b'\\' => out.push_str(&format!("\\x{b:02x}")),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Splits a line into words, where a quoted string is one word (returned unescaped).
+fn words(line: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b' ' => i += 1,
+            b'"' => {
+                let mut word = Vec::new();
+                i += 1;
+                while bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        let hex = &line[i + 2..i + 4];
+                        word.push(u8::from_str_radix(hex, 16).expect("hex escape"));
+                        i += 4;
+                    } else {
+                        word.push(bytes[i]);
+                        i += 1;
+                    }
+                }
+                out.push(word);
+                i += 1;
+            }
+            _ => {
+                let end = line[i..].find(' ').map_or(line.len(), |n| i + n);
+                out.push(bytes[i..end].to_vec());
+                i = end;
+            }
+        }
+    }
+    out
+}
+
+fn text(word: &[u8]) -> &str {
+    std::str::from_utf8(word).expect("UTF-8 word")
+}
+
+fn num(word: &[u8]) -> i64 {
+    let word = text(word);
+    match word.strip_prefix("0x") {
+        Some(hex) => i64::from_str_radix(hex, 16).expect("hex number"),
+        None => word.parse().expect("number"),
+    }
+}
+
+fn cause_name(cause: &Cause) -> &'static str {
+    match cause {
+        Cause::NoSync { .. } => "no-sync",
+        Cause::Varint { .. } => "varint",
+        Cause::InvalidField { .. } => "invalid-field",
+        Cause::TooLarge { .. } => "too-large",
+        Cause::Truncated { .. } => "truncated",
+        Cause::SyncMismatch { .. } => "sync-mismatch",
+        Cause::Cobs { .. } => "cobs",
+        Cause::BodyTooLarge { .. } => "body-too-large",
+        Cause::Crc { .. } => "crc",
+        Cause::UnsupportedCodec { .. } => "unsupported-codec",
+        Cause::Malformed { .. } => "malformed",
+        _ => "other",
+    }
+}
+
+/// What a reader yields, as vector lines.
+fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
+    let mut lines = Vec::new();
+    while let Some(item) = reader.next_block() {
+        let block = match item {
+            Ok(block) => block,
+            Err(Error::Damaged { start, end, cause }) => {
+                lines.push(format!("damaged {start} {end} {}", cause_name(&cause)));
+                continue;
+            }
+            Err(Error::UnsupportedVersion { version, .. }) => {
+                lines.push(format!("error unsupported-version {version}"));
+                continue;
+            }
+            Err(other) => panic!("unexpected error {other}"),
+        };
+        match block.info().kind {
+            BlockKind::Header => lines.push(format!("header {}", block.version().unwrap())),
+            BlockKind::Metadata => {
+                let mut line = String::from("metadata");
+                for (key, value) in block.entries() {
+                    line.push_str(&format!(" {} {}", esc(key.as_bytes()), esc(value)));
+                }
+                lines.push(line);
+            }
+            BlockKind::Data => {
+                lines.push(format!("data {}", block.info().items.unwrap()));
+                lines.extend(block.records().map(|r| format!("record {}", esc(r))));
+            }
+            BlockKind::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
+        }
+    }
+    lines
+}
+
+struct Vector {
+    name: String,
+    directives: Vec<Vec<Vec<u8>>>,
+    lines: Vec<String>,
+}
+
+fn load(name: &str) -> Vector {
+    let txt = fs::read_to_string(dir().join(format!("{name}.txt"))).expect("vector text");
+    let mut directives = Vec::new();
+    let mut lines = Vec::new();
+    for line in txt.lines() {
+        if let Some(directive) = line.strip_prefix("% ") {
+            directives.push(words(directive));
+        } else if !line.starts_with('#') && !line.trim().is_empty() {
+            lines.push(line.to_owned());
+        }
+    }
+    Vector {
+        name: name.to_owned(),
+        directives,
+        lines,
+    }
+}
+
+fn directive<'a>(v: &'a Vector, name: &str) -> Option<&'a [Vec<u8>]> {
+    v.directives
+        .iter()
+        .find(|d| d[0] == name.as_bytes())
+        .map(|d| &d[1..])
+}
+
+/// A header block declaring `version`, built by hand from the spec.
+fn header_block(version: i64) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(b"COBSFILE");
+    cobsfile::varint::write(version, &mut body);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&[0x02]);
+    crc.update(&body);
+    body.extend_from_slice(&crc.finalize().to_le_bytes());
+    let mut encoded = Vec::new();
+    cobsfile::cobs::encode(&body, &mut encoded);
+    encoded.push(0);
+    let mut block = vec![0x00, 0x02];
+    cobsfile::varint::write(encoded.len() as i64, &mut block);
+    block.extend_from_slice(&encoded);
+    block
+}
+
+/// The bytes a vector's text says it holds.
+fn build(v: &Vector) -> Vec<u8> {
+    if let Some(from) = directive(v, "from") {
+        return derive(from);
+    }
+    if let Some(version) = directive(v, "header-version") {
+        return header_block(num(&version[0]));
+    }
+    let block_size = directive(v, "block-size").map_or(1 << 20, |w| num(&w[0]) as usize);
+    let mut writer = WriterBuilder::new()
+        .block_size(block_size)
+        .build(Vec::new())
+        .unwrap();
+    let mut lines = v.lines.iter().map(|l| words(l)).peekable();
+    assert_eq!(lines.next().map(|l| l[0].clone()), Some(b"header".to_vec()));
+    while let Some(line) = lines.next() {
+        match text(&line[0]) {
+            "metadata" => {
+                let entries = line[1..].chunks(2).map(|kv| (text(&kv[0]), &kv[1]));
+                writer.write_metadata(entries).unwrap();
+            }
+            "data" => {
+                for _ in 0..num(&line[1]) {
+                    let record = lines.next().expect("record line");
+                    assert_eq!(record[0], b"record");
+                    writer.write_record(&record[1]).unwrap();
+                }
+                writer.flush().unwrap();
+            }
+            "unknown" => writer.write_raw_block(num(&line[1]), &line[2]).unwrap(),
+            other => panic!("{}: unknown line {other}", v.name),
+        }
+    }
+    writer.finish().unwrap()
+}
+
+/// Applies `% from NAME OP...` edits to the bytes of vector NAME.
+fn derive(from: &[Vec<u8>]) -> Vec<u8> {
+    let base = text(&from[0]);
+    let mut bytes = fs::read(dir().join(format!("{base}.cobs"))).expect("base vector");
+    let mut ops = from[1..].iter();
+    while let Some(op) = ops.next() {
+        let mut arg = || num(ops.next().expect("edit argument")) as usize;
+        match text(op) {
+            "flip" => {
+                let (at, mask) = (arg(), arg());
+                bytes[at] ^= mask as u8;
+            }
+            "set" => {
+                let (at, value) = (arg(), arg());
+                bytes[at] = value as u8;
+            }
+            "truncate" => {
+                let len = arg();
+                bytes.truncate(len);
+            }
+            "zero" => {
+                let (start, end) = (arg(), arg());
+                bytes[start..end].fill(0);
+            }
+            "append" => {
+                let name = text(ops.next().expect("vector name"));
+                bytes.extend(fs::read(dir().join(format!("{name}.cobs"))).expect("vector"));
+            }
+            "prepend" => {
+                let mut prefix = ops.next().expect("prefix").clone();
+                prefix.extend_from_slice(&bytes);
+                bytes = prefix;
+            }
+            other => panic!("unknown edit {other}"),
+        }
+    }
+    bytes
+}
+
+/// Vector names, base vectors first so derived ones can be blessed in one run.
+fn names() -> Vec<String> {
+    let mut names: Vec<(bool, String)> = fs::read_dir(dir())
+        .expect("spec/vectors")
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            (path.extension()? == "txt").then(|| path.file_stem().unwrap().to_string_lossy().into())
+        })
+        .map(|name: String| (directive(&load(&name), "from").is_some(), name))
+        .collect();
+    names.sort();
+    names.into_iter().map(|(_, name)| name).collect()
+}
+
+#[test]
+fn writer_produces_the_vectors() {
+    let bless = std::env::var_os("COBSFILE_BLESS").is_some();
+    let names = names();
+    for name in &names {
+        let v = load(name);
+        let built = build(&v);
+        let path = dir().join(format!("{name}.cobs"));
+        if bless {
+            fs::write(&path, &built).unwrap();
+        }
+        let stored = fs::read(&path).unwrap_or_else(|_| panic!("{name}.cobs missing"));
+        assert_eq!(built, stored, "{name}: bytes differ from what its text describes");
+    }
+    assert!(names.len() >= 14, "vectors missing: {names:?}");
+}
+
+/// A reader that hands out `n` bytes at a time, to exercise the streaming window.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.len().min(buf.len()).min(self.1);
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn readers_yield_the_vectors() {
+    for name in names() {
+        let v = load(&name);
+        let path = dir().join(format!("{name}.cobs"));
+        let bytes = fs::read(&path).unwrap();
+        let builder = ReaderBuilder::new();
+        assert_eq!(dump(&mut builder.from_slice(&bytes)), v.lines, "{name}: slice reader");
+        let mapped = cobsfile::open(&path).unwrap();
+        assert_eq!(dump(&mut mapped.reader()), v.lines, "{name}: mapped reader");
+        for chunk in [1, 7, 1 << 20] {
+            let mut stream = builder.from_read(Trickle(&bytes, chunk));
+            assert_eq!(dump(&mut stream), v.lines, "{name}: stream reader, {chunk}-byte reads");
+        }
+    }
+}
+
+#[test]
+fn every_file_starts_with_the_same_bytes() {
+    let empty = fs::read(dir().join("empty.cobs")).unwrap();
+    assert_eq!(empty, header_block(1), "the header block is as the spec spells it out");
+    for name in names() {
+        let v = load(&name);
+        if directive(&v, "from").is_none() && directive(&v, "header-version").is_none() {
+            let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
+            assert!(bytes.starts_with(&empty), "{name}");
+        }
+    }
+}
