@@ -331,6 +331,12 @@ fn readers_yield_the_vectors() {
 fn every_file_starts_with_the_same_bytes() {
     let empty = fs::read(dir().join("empty.cobs")).unwrap();
     assert_eq!(empty, header_block(1), "the header block is as the spec spells it out");
+    let spec_bytes = [
+        0x00, 0x02, 0x20, 0x01, 0x0e, b'C', b'O', b'B', b'S', b'F', b'I', b'L', b'E', 0x02, 0x31,
+        0xed, 0xe8, 0x56, 0x00,
+    ];
+    assert_eq!(empty, spec_bytes, "spec/FORMAT.md section 5");
+    assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926, "the CRC of section 7");
     for name in names() {
         let v = load(&name);
         if directive(&v, "from").is_none() && directive(&v, "header-version").is_none() {
