@@ -202,8 +202,14 @@ mod tests {
         // The closing sync byte would be at index 5, just past the window.
         let buf = [0, 6, 6, 1, 1];
         for check in [Check::Full, Check::Landing] {
-            assert!(matches!(scan(&buf, 0, 0, false, LIMIT, check), Scan::NeedMore));
-            assert!(matches!(scan(&buf, 0, 0, true, LIMIT, check), Scan::Damage { .. }));
+            assert!(matches!(
+                scan(&buf, 0, 0, false, LIMIT, check),
+                Scan::NeedMore
+            ));
+            assert!(matches!(
+                scan(&buf, 0, 0, true, LIMIT, check),
+                Scan::Damage { .. }
+            ));
         }
     }
 
@@ -213,9 +219,19 @@ mod tests {
         assert!(matches!(full(&buf, false), Scan::NeedMore));
         assert!(matches!(full(&[0, 0x86], false), Scan::NeedMore));
         match full(&buf, true) {
-            Scan::Damage { from, resume, cause } => {
+            Scan::Damage {
+                from,
+                resume,
+                cause,
+            } => {
                 assert_eq!((from, resume), (1, 4));
-                assert_eq!(cause, Cause::Truncated { offset: 100, needed: 2 });
+                assert_eq!(
+                    cause,
+                    Cause::Truncated {
+                        offset: 100,
+                        needed: 2
+                    }
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -237,18 +253,49 @@ mod tests {
     fn landing_check_skips_over_the_body() {
         // Landing on a sync byte is enough for a landing check even with a 0x00 inside.
         let buf = [0, 6, 8, 1, 0, 1, 0];
-        assert!(matches!(scan(&buf, 0, 0, true, LIMIT, Check::Landing), Scan::Frame(_)));
+        assert!(matches!(
+            scan(&buf, 0, 0, true, LIMIT, Check::Landing),
+            Scan::Frame(_)
+        ));
         assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
     }
 
     #[test]
     fn rejects_bad_headers() {
-        assert!(matches!(full(&[0, 0, 1], true), Scan::Padding { resume: 1 }));
-        assert!(matches!(full(&[0, 6, 1, 0], true), Scan::Damage { cause: Cause::InvalidField { .. }, .. }));
-        assert!(matches!(full(&[0, 0x86, 0, 0], true), Scan::Damage { cause: Cause::Varint { .. }, .. }));
+        assert!(matches!(
+            full(&[0, 0, 1], true),
+            Scan::Padding { resume: 1 }
+        ));
+        assert!(matches!(
+            full(&[0, 6, 1, 0], true),
+            Scan::Damage {
+                cause: Cause::InvalidField { .. },
+                ..
+            }
+        ));
+        assert!(matches!(
+            full(&[0, 0x86, 0, 0], true),
+            Scan::Damage {
+                cause: Cause::Varint { .. },
+                ..
+            }
+        ));
         let huge = [0, 6, 0xfe, 0xff, 0xff, 0xff, 0x0f, 1, 0];
-        assert!(matches!(full(&huge, true), Scan::Damage { cause: Cause::TooLarge { .. }, .. }));
-        assert!(matches!(full(&[7, 7, 0], true), Scan::Damage { from: 0, resume: 2, .. }));
+        assert!(matches!(
+            full(&huge, true),
+            Scan::Damage {
+                cause: Cause::TooLarge { .. },
+                ..
+            }
+        ));
+        assert!(matches!(
+            full(&[7, 7, 0], true),
+            Scan::Damage {
+                from: 0,
+                resume: 2,
+                ..
+            }
+        ));
         assert!(matches!(full(&[0], true), Scan::End));
         assert!(matches!(full(&[], true), Scan::End));
     }

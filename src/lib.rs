@@ -56,8 +56,13 @@ pub use block::{BlockKind, Entries, Strings, FORMAT_VERSION, MAGIC};
 pub use error::{Cause, Error, Result};
 pub use mapped::{open, MappedFile};
 pub use reader::{
-    Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader,
-    Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
+    Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, Stats,
+    StreamReader, DEFAULT_MAX_BLOCK_SIZE,
 };
 pub use source::{SliceSource, Source, StreamSource};
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};
+
+/// The README's Rust example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -180,16 +180,23 @@ impl<W: Write> Writer<W> {
     /// Closes the open data block, flushes, and returns the inner writer.
     pub fn finish(mut self) -> Result<W> {
         self.flush()?;
-        Ok(self.inner.take().expect("inner writer present until finish"))
+        Ok(self
+            .inner
+            .take()
+            .expect("inner writer present until finish"))
     }
 
     /// The inner writer.
     pub fn get_ref(&self) -> &W {
-        self.inner.as_ref().expect("inner writer present until finish")
+        self.inner
+            .as_ref()
+            .expect("inner writer present until finish")
     }
 
     fn inner_mut(&mut self) -> &mut W {
-        self.inner.as_mut().expect("inner writer present until finish")
+        self.inner
+            .as_mut()
+            .expect("inner writer present until finish")
     }
 
     /// Encodes the open data block, if it holds records, and writes it.
@@ -211,7 +218,10 @@ impl<W: Write> Writer<W> {
 
     /// Writes `out[start..]` in one `write_all`.
     fn write_out(&mut self, start: usize) -> Result<()> {
-        let inner = self.inner.as_mut().expect("inner writer present until finish");
+        let inner = self
+            .inner
+            .as_mut()
+            .expect("inner writer present until finish");
         inner.write_all(&self.out[start..])?;
         Ok(())
     }

@@ -293,7 +293,10 @@ fn writer_produces_the_vectors() {
             fs::write(&path, &built).unwrap();
         }
         let stored = fs::read(&path).unwrap_or_else(|_| panic!("{name}.cobs missing"));
-        assert_eq!(built, stored, "{name}: bytes differ from what its text describes");
+        assert_eq!(
+            built, stored,
+            "{name}: bytes differ from what its text describes"
+        );
     }
     assert!(names.len() >= 14, "vectors missing: {names:?}");
 }
@@ -317,12 +320,20 @@ fn readers_yield_the_vectors() {
         let path = dir().join(format!("{name}.cobs"));
         let bytes = fs::read(&path).unwrap();
         let builder = ReaderBuilder::new();
-        assert_eq!(dump(&mut builder.from_slice(&bytes)), v.lines, "{name}: slice reader");
+        assert_eq!(
+            dump(&mut builder.from_slice(&bytes)),
+            v.lines,
+            "{name}: slice reader"
+        );
         let mapped = cobsfile::open(&path).unwrap();
         assert_eq!(dump(&mut mapped.reader()), v.lines, "{name}: mapped reader");
         for chunk in [1, 7, 1 << 20] {
             let mut stream = builder.from_read(Trickle(&bytes, chunk));
-            assert_eq!(dump(&mut stream), v.lines, "{name}: stream reader, {chunk}-byte reads");
+            assert_eq!(
+                dump(&mut stream),
+                v.lines,
+                "{name}: stream reader, {chunk}-byte reads"
+            );
         }
     }
 }
@@ -330,13 +341,21 @@ fn readers_yield_the_vectors() {
 #[test]
 fn every_file_starts_with_the_same_bytes() {
     let empty = fs::read(dir().join("empty.cobs")).unwrap();
-    assert_eq!(empty, header_block(1), "the header block is as the spec spells it out");
+    assert_eq!(
+        empty,
+        header_block(1),
+        "the header block is as the spec spells it out"
+    );
     let spec_bytes = [
         0x00, 0x02, 0x20, 0x01, 0x0e, b'C', b'O', b'B', b'S', b'F', b'I', b'L', b'E', 0x02, 0x31,
         0xed, 0xe8, 0x56, 0x00,
     ];
     assert_eq!(empty, spec_bytes, "spec/FORMAT.md section 5");
-    assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926, "the CRC of section 7");
+    assert_eq!(
+        crc32fast::hash(b"123456789"),
+        0xCBF4_3926,
+        "the CRC of section 7"
+    );
     for name in names() {
         let v = load(&name);
         if directive(&v, "from").is_none() && directive(&v, "header-version").is_none() {

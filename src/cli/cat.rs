@@ -63,7 +63,10 @@ impl ReadJob for Cat {
         quiet_broken_pipe(out.flush())?;
         let unknown = reader.stats().unknown_blocks;
         if unknown > 0 {
-            eprintln!("cobsfile: {}: skipped {unknown} block(s) of unknown type", self.name);
+            eprintln!(
+                "cobsfile: {}: skipped {unknown} block(s) of unknown type",
+                self.name
+            );
         }
         diagnostics.finish(reader)
     }

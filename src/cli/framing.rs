@@ -77,7 +77,9 @@ impl std::fmt::Display for FramingError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.error.kind() {
             // These messages name their offset already.
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData => write!(f, "{}", self.error),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData => {
+                write!(f, "{}", self.error)
+            }
             _ => write!(f, "{} at input offset {}", self.error, self.offset),
         }
     }
@@ -191,7 +193,10 @@ mod tests {
 
     #[test]
     fn lines() {
-        assert_eq!(records(Framing::Lines, b"a\n\nbc\nd").unwrap(), [&b"a"[..], b"", b"bc", b"d"]);
+        assert_eq!(
+            records(Framing::Lines, b"a\n\nbc\nd").unwrap(),
+            [&b"a"[..], b"", b"bc", b"d"]
+        );
         assert!(records(Framing::Lines, b"").unwrap().is_empty());
     }
 
@@ -201,7 +206,10 @@ mod tests {
         for r in [&b"x"[..], b"", b"\n\0yz"] {
             Framing::Len32.write_record(&mut bytes, r).unwrap();
         }
-        assert_eq!(records(Framing::Len32, &bytes).unwrap(), [&b"x"[..], b"", b"\n\0yz"]);
+        assert_eq!(
+            records(Framing::Len32, &bytes).unwrap(),
+            [&b"x"[..], b"", b"\n\0yz"]
+        );
         let err = records(Framing::Len32, &bytes[..bytes.len() - 1]).unwrap_err();
         assert!(err.contains("declares 4 bytes"), "{err}");
         assert!(records(Framing::Len32, &[1, 0]).is_err());
@@ -212,7 +220,9 @@ mod tests {
     #[test]
     fn lines_longer_than_the_maximum_fail() {
         let line = [b'x'; 101];
-        assert!(records(Framing::Lines, &line).unwrap_err().contains("longer than the maximum"));
+        assert!(records(Framing::Lines, &line)
+            .unwrap_err()
+            .contains("longer than the maximum"));
         assert_eq!(records(Framing::Lines, &line[..100]).unwrap()[0].len(), 100);
     }
 }

@@ -1,7 +1,7 @@
 //! Opening a cobsfile named on the command line: mapped when it is a file, streamed when `-`.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::Path;
 
 use cobsfile::{Error, Reader, Source};
 
@@ -12,12 +12,19 @@ pub trait ReadJob {
     /// What the job returns.
     type Output;
     /// Runs the job; `size` is the input's length when known.
-    fn run<S: Source>(self, reader: &mut Reader<S>, size: Option<u64>)
-        -> Result<Self::Output, Failure>;
+    fn run<S: Source>(
+        self,
+        reader: &mut Reader<S>,
+        size: Option<u64>,
+    ) -> Result<Self::Output, Failure>;
 }
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
-pub fn read<J: ReadJob>(path: &PathBuf, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
+pub fn read<J: ReadJob>(
+    path: &Path,
+    options: &ReadOptions,
+    job: J,
+) -> Result<J::Output, Failure> {
     let builder = options.builder();
     if is_stdio(path) {
         let mut reader = builder.from_read(io::stdin().lock());
@@ -30,7 +37,7 @@ pub fn read<J: ReadJob>(path: &PathBuf, options: &ReadOptions, job: J) -> Result
 }
 
 /// The name to use for `path` in messages.
-pub fn name(path: &PathBuf) -> String {
+pub fn name(path: &Path) -> String {
     if is_stdio(path) {
         "<stdin>".into()
     } else {
@@ -85,7 +92,10 @@ impl Diagnostics {
     pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
         let stats = reader.stats();
         if stats.blocks == 0 && stats.damaged_regions > 0 {
-            return Err(Failure::at(&self.name, "not a cobsfile: no intact block found"));
+            return Err(Failure::at(
+                &self.name,
+                "not a cobsfile: no intact block found",
+            ));
         }
         self.release();
         Ok(self.outcome)

@@ -53,7 +53,11 @@ fn write_block(out: &mut impl Write, block: &Metadata, json: bool) -> io::Result
             .iter()
             .map(|(k, v)| (k.clone(), json_value(v)))
             .collect();
-        return writeln!(out, "{}", json!({ "offset": block.offset, "entries": entries }));
+        return writeln!(
+            out,
+            "{}",
+            json!({ "offset": block.offset, "entries": entries })
+        );
     }
     writeln!(out, "metadata at offset {}:", block.offset)?;
     for (key, value) in &block.entries {

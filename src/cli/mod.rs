@@ -13,7 +13,7 @@ mod pack;
 mod progress;
 
 use std::io;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -81,7 +81,7 @@ impl ReadOptions {
 }
 
 /// A path argument where `-` means standard input or output.
-pub fn is_stdio(path: &PathBuf) -> bool {
+pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 

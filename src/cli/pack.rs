@@ -74,9 +74,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     let mut consumed = 0u64;
     let max_len = writer.max_record_len();
     let packed = args.framing.read_records(&mut input, max_len, |record| {
-        writer
-            .write_record(record)
-            .map_err(PackError::Library)?;
+        writer.write_record(record).map_err(PackError::Library)?;
         consumed += record.len() as u64;
         if consumed & 0xfffff < record.len() as u64 {
             progress.set(consumed);
