@@ -1,0 +1,108 @@
+//! Steady-state writing and reading allocate nothing per record: checked with a counting
+//! global allocator (this test binary only).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cobsfile::{ReaderBuilder, WriterBuilder};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: delegates every call to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// A sink that keeps nothing, so only the writer's own allocations count.
+struct Discard;
+
+impl std::io::Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn record(i: usize) -> Vec<u8> {
+    format!("{{\"event\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 300)).into_bytes()
+}
+
+/// One test function: the counter is global, and tests in one binary run on several threads.
+#[test]
+fn steady_state_allocates_nothing_per_record() {
+    writing_allocates_nothing_per_record_once_warm();
+    reading_allocates_nothing_per_record_once_warm();
+}
+
+fn writing_allocates_nothing_per_record_once_warm() {
+    let records: Vec<Vec<u8>> = (0..20_000).map(record).collect();
+    let mut writer = WriterBuilder::new()
+        .block_size(16 * 1024)
+        .build(Discard)
+        .unwrap();
+    // Warm up: the buffers grow to their largest size.
+    for r in &records[..5_000] {
+        writer.write_record(r).unwrap();
+    }
+    let before = allocations();
+    for r in &records[5_000..] {
+        writer.write_record(r).unwrap();
+    }
+    let during = allocations() - before;
+    assert_eq!(
+        during, 0,
+        "{during} allocations for 15000 records (hundreds of blocks)"
+    );
+    writer.finish().unwrap();
+}
+
+fn reading_allocates_nothing_per_record_once_warm() {
+    let mut writer = WriterBuilder::new()
+        .block_size(16 * 1024)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..20_000 {
+        writer.write_record(&record(i)).unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    for _ in 0..5_000 {
+        reader.next_record().unwrap().unwrap();
+    }
+    let before = allocations();
+    let mut count = 5_000;
+    while let Some(r) = reader.next_record() {
+        r.unwrap();
+        count += 1;
+    }
+    let during = allocations() - before;
+    assert_eq!(count, 20_000);
+    assert_eq!(
+        during, 0,
+        "{during} allocations while reading 15000 records"
+    );
+}
