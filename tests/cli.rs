@@ -51,6 +51,14 @@ fn assert_clean_stderr(out: &Output, max_lines: usize) {
     assert!(err.lines().all(|l| l.starts_with("cobsfile: ")), "{err}");
 }
 
+/// Stdout as JSON Lines.
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn pack(dir: &Path, input: &Path, extra: &[&str]) -> PathBuf {
     let out_path = dir.join("out.cobs");
     let out = run(
@@ -183,11 +191,7 @@ fn ls_json_lists_every_block() {
     let file = pack(&dir, &sample, &["--block-size", "100000", "--meta", "k=v"]);
     let out = run(bin().args(["ls", "--json"]).arg(&file), b"");
     assert_eq!(out.status.code(), Some(0));
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&out);
     assert_eq!(rows[0]["type"], "header");
     assert_eq!(rows[1]["type"], "metadata");
     assert!(rows.iter().all(|r| r["status"] == "ok"));
@@ -217,11 +221,7 @@ fn meta_shows_metadata_only() {
     );
     let out = run(bin().args(["meta", "--json"]).arg(&file), b"");
     assert_eq!(out.status.code(), Some(0));
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&out);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["entries"]["source"], "sample");
     assert_eq!(rows[0]["entries"]["schema"], "event-v1");

@@ -34,7 +34,7 @@ impl Framing {
                 Framing::Lines => read_line(input, &mut record, max_len, offset),
                 Framing::Len32 => read_len32(input, &mut record, max_len, offset),
             };
-            let used = read.map_err(|e| E::from(e.at(offset)))?;
+            let used = read.map_err(|error| E::from(FramingError { offset, error }))?;
             if used == 0 {
                 return Ok(());
             }
@@ -85,31 +85,13 @@ impl std::fmt::Display for FramingError {
     }
 }
 
-/// An I/O error waiting for its offset.
-struct Pending(io::Error);
-
-impl Pending {
-    fn at(self, offset: u64) -> FramingError {
-        FramingError {
-            offset,
-            error: self.0,
-        }
-    }
-}
-
-impl From<io::Error> for Pending {
-    fn from(e: io::Error) -> Self {
-        Pending(e)
-    }
-}
-
 /// Reads a line without its newline; returns the bytes consumed (0 at end of input).
 fn read_line(
     input: &mut impl BufRead,
     record: &mut Vec<u8>,
     max_len: usize,
     offset: u64,
-) -> Result<usize, Pending> {
+) -> io::Result<usize> {
     let limit = max_len as u64 + 1;
     let used = input.by_ref().take(limit).read_until(b'\n', record)?;
     if record.last() == Some(&b'\n') {
@@ -121,11 +103,11 @@ fn read_line(
     Ok(used)
 }
 
-fn too_long(offset: u64, max_len: usize) -> Pending {
-    Pending(io::Error::new(
+fn too_long(offset: u64, max_len: usize) -> io::Error {
+    io::Error::new(
         io::ErrorKind::InvalidData,
         format!("record at input offset {offset} is longer than the maximum of {max_len} bytes"),
-    ))
+    )
 }
 
 /// Reads a length-prefixed record; returns the bytes consumed (0 at end of input).
@@ -134,16 +116,16 @@ fn read_len32(
     record: &mut Vec<u8>,
     max_len: usize,
     offset: u64,
-) -> Result<usize, Pending> {
+) -> io::Result<usize> {
     let mut prefix = [0; 4];
     let got = read_full(input, &mut prefix)?;
     if got == 0 {
         return Ok(0);
     }
     if got < 4 {
-        return Err(Pending(truncated(format!(
+        return Err(truncated(format!(
             "input ends inside the length prefix at input offset {offset}"
-        ))));
+        )));
     }
     let len = LittleEndian::read_u32(&prefix) as u64;
     if len > max_len as u64 {
@@ -151,9 +133,9 @@ fn read_len32(
     }
     let got = input.by_ref().take(len).read_to_end(record)?;
     if (got as u64) < len {
-        return Err(Pending(truncated(format!(
+        return Err(truncated(format!(
             "record at input offset {offset} declares {len} bytes but the input ends after {got}"
-        ))));
+        )));
     }
     Ok(4 + got)
 }

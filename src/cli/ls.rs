@@ -1,37 +1,17 @@
 //! `cobsfile ls`: one row per block.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
 
 use cobsfile::{BlockInfo, Error, Reader, Source};
 use serde_json::json;
 
 use super::input::{self, ReadJob};
-use super::{quiet_broken_pipe, Failure, Outcome, ReadOptions};
+use super::{quiet_broken_pipe, Failure, Outcome};
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// One JSON object per block, one per line.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    read: ReadOptions,
-    /// The cobsfile, or `-` for stdin.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
-}
-
-pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let job = Ls {
-        name: input::name(&args.file),
-        json: args.json,
-    };
-    input::read(&args.file, &args.read, job)
-}
-
-struct Ls {
-    name: String,
-    json: bool,
+/// The `ls` command's job.
+pub struct Ls {
+    pub name: String,
+    pub json: bool,
 }
 
 /// One row of the listing.

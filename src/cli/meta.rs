@@ -1,37 +1,17 @@
 //! `cobsfile meta`: the metadata blocks, found by skipping data blocks.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
 
 use cobsfile::{Metadata, Reader, Source};
 use serde_json::{json, Map, Value};
 
 use super::input::{self, ReadJob};
-use super::{quiet_broken_pipe, Failure, Outcome, ReadOptions};
+use super::{quiet_broken_pipe, Failure, Outcome};
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// One JSON object per metadata block, one per line.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    read: ReadOptions,
-    /// The cobsfile, or `-` for stdin.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
-}
-
-pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let job = Meta {
-        name: input::name(&args.file),
-        json: args.json,
-    };
-    input::read(&args.file, &args.read, job)
-}
-
-struct Meta {
-    name: String,
-    json: bool,
+/// The `meta` command's job.
+pub struct Meta {
+    pub name: String,
+    pub json: bool,
 }
 
 /// A value as JSON: a string when it is UTF-8, else `{"hex": "..."}`.

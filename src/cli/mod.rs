@@ -13,7 +13,7 @@ mod pack;
 mod progress;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -35,9 +35,9 @@ enum Command {
     /// Write every intact record to stdout; damage is skipped and reported on stderr.
     Cat(cat::Args),
     /// List blocks: offset, type, size, records, status.
-    Ls(ls::Args),
+    Ls(ListArgs),
     /// Show the metadata blocks, skipping data blocks by their length fields.
-    Meta(meta::Args),
+    Meta(ListArgs),
 }
 
 /// How a command ended, short of an error.
@@ -80,6 +80,30 @@ impl ReadOptions {
     }
 }
 
+/// Arguments of the commands that list what a file holds (`ls`, `meta`).
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadOptions,
+    /// The cobsfile, or `-` for stdin.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+impl ListArgs {
+    /// Runs the job that `make` builds from the input's name and the `--json` flag.
+    fn run<J: input::ReadJob>(
+        self,
+        make: impl FnOnce(String, bool) -> J,
+    ) -> Result<J::Output, Failure> {
+        let job = make(input::name(&self.file), self.json);
+        input::read(&self.file, &self.read, job)
+    }
+}
+
 /// A path argument where `-` means standard input or output.
 pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
@@ -94,8 +118,8 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Pack(args) => pack::run(args),
         Command::Cat(args) => cat::run(args),
-        Command::Ls(args) => ls::run(args),
-        Command::Meta(args) => meta::run(args),
+        Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
+        Command::Meta(args) => args.run(|name, json| meta::Meta { name, json }),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
