@@ -296,25 +296,25 @@ fn check_metadata(payload: &[u8]) -> Result<u64, &'static str> {
     Ok(count)
 }
 
-/// The byte strings of a checked payload: records of a data block, or alternately keys and
-/// values of a metadata block.
+/// The records of a data block, borrowed from the decoded block. (Inside the crate it also
+/// walks the byte strings of a metadata block, keys and values alternating.)
 #[derive(Debug, Clone)]
-pub struct Strings<'a> {
+pub struct Records<'a> {
     rest: &'a [u8],
 }
 
-impl<'a> Strings<'a> {
+impl<'a> Records<'a> {
     /// Iterates over a payload that `decode` has checked.
     pub(crate) fn new(payload: &'a [u8]) -> Self {
         let rest = match varint::read(payload) {
             Ok((_, used)) => &payload[used..],
             Err(_) => &[],
         };
-        Strings { rest }
+        Records { rest }
     }
 }
 
-impl<'a> Iterator for Strings<'a> {
+impl<'a> Iterator for Records<'a> {
     type Item = &'a [u8];
 
     #[inline]
@@ -337,11 +337,11 @@ pub(crate) fn next_string(rest: &[u8]) -> Option<Range<usize>> {
 
 /// The entries of a checked metadata payload.
 #[derive(Debug, Clone)]
-pub struct Entries<'a>(Strings<'a>);
+pub struct Entries<'a>(Records<'a>);
 
 impl<'a> Entries<'a> {
     pub(crate) fn new(payload: &'a [u8]) -> Self {
-        Entries(Strings::new(payload))
+        Entries(Records::new(payload))
     }
 }
 

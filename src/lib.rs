@@ -52,7 +52,7 @@ mod source;
 pub mod varint;
 mod writer;
 
-pub use block::{BlockKind, Entries, Strings, FORMAT_VERSION, MAGIC};
+pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use error::{Cause, Error, Result};
 pub use mapped::{open, MappedFile};
 pub use reader::{

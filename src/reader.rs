@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::ops::Range;
 
-use crate::block::{self, BlockKind, Body, Entries, Place, Strings, FORMAT_VERSION};
+use crate::block::{self, BlockKind, Body, Entries, Place, Records, FORMAT_VERSION};
 use crate::cobs;
 use crate::error::{Cause, Error, Result};
 use crate::frame::{self, Check, Frame, Scan};
@@ -103,10 +103,10 @@ impl<'a> Block<'a> {
     }
 
     /// The records of a data block (none for other kinds).
-    pub fn records(&self) -> Strings<'a> {
+    pub fn records(&self) -> Records<'a> {
         match self.info.kind {
-            BlockKind::Data => Strings::new(self.payload),
-            _ => Strings::new(&[]),
+            BlockKind::Data => Records::new(self.payload),
+            _ => Records::new(&[]),
         }
     }
 
@@ -359,6 +359,8 @@ impl<S: Source> Reader<S> {
     }
 
     /// The next intact block, or the error that stands for a damaged region before it.
+    /// Records of the current block that [`next_record`](Self::next_record) has not yet
+    /// returned are passed over.
     pub fn next_block(&mut self) -> Option<Result<Block<'_>>> {
         self.cursor = 0..0;
         let f = match self.next_frame(Mode::All)? {
