@@ -56,7 +56,8 @@ pub(crate) enum Scan {
     },
     /// A sync byte follows the sync byte at the position: padding to skip, not damage.
     Padding { resume: usize },
-    /// The window ends inside what may be a sound frame and more input may follow.
+    /// The window ends inside what may be a sound frame and more input may follow. In a full
+    /// check, the window then holds no 0x00 after `pos`.
     NeedMore,
     /// The input ends here.
     End,
@@ -70,8 +71,19 @@ pub(crate) fn next_sync(buf: &[u8], from: usize) -> usize {
 
 /// Scans the window `buf`, whose first byte is at absolute offset `base`, at `pos`: normally a
 /// sync byte, or the start of the input. `eof` says no bytes follow the window; `limit` caps
-/// the length field.
-pub(crate) fn scan(buf: &[u8], pos: usize, base: u64, eof: bool, limit: u64, check: Check) -> Scan {
+/// the length field. `searched` is an index up to which the caller knows the window holds no
+/// 0x00 after `pos` (an earlier full check of this frame needed more input): a full check
+/// looks for the closing sync byte from there on, so a frame that arrives in many small reads
+/// is not searched again from its start each time.
+pub(crate) fn scan(
+    buf: &[u8],
+    pos: usize,
+    base: u64,
+    eof: bool,
+    limit: u64,
+    check: Check,
+    searched: usize,
+) -> Scan {
     let at = |i: usize| base + i as u64;
     let Some(&first) = buf.get(pos) else {
         return if eof { Scan::End } else { Scan::NeedMore };
@@ -141,7 +153,7 @@ pub(crate) fn scan(buf: &[u8], pos: usize, base: u64, eof: bool, limit: u64, che
         })
     };
     let found = match check {
-        Check::Full => next_sync(buf, body),
+        Check::Full => next_sync(buf, body.max(searched.min(buf.len()))),
         Check::Landing => match buf.get(end) {
             Some(0) => end,
             Some(_) => next_sync(buf, t),
@@ -182,7 +194,7 @@ mod tests {
     const LIMIT: u64 = 1 << 20;
 
     fn full(buf: &[u8], eof: bool) -> Scan {
-        scan(buf, 0, 100, eof, LIMIT, Check::Full)
+        scan(buf, 0, 100, eof, LIMIT, Check::Full, 0)
     }
 
     #[test]
@@ -203,11 +215,11 @@ mod tests {
         let buf = [0, 6, 6, 1, 1];
         for check in [Check::Full, Check::Landing] {
             assert!(matches!(
-                scan(&buf, 0, 0, false, LIMIT, check),
+                scan(&buf, 0, 0, false, LIMIT, check, 0),
                 Scan::NeedMore
             ));
             assert!(matches!(
-                scan(&buf, 0, 0, true, LIMIT, check),
+                scan(&buf, 0, 0, true, LIMIT, check, 0),
                 Scan::Damage { .. }
             ));
         }
@@ -242,7 +254,7 @@ mod tests {
         // Length 5 points past a sync byte at index 5.
         let buf = [0, 6, 10, 1, 1, 0, 6, 4, 1, 0];
         for check in [Check::Full, Check::Landing] {
-            match scan(&buf, 0, 0, true, LIMIT, check) {
+            match scan(&buf, 0, 0, true, LIMIT, check, 0) {
                 Scan::Damage { resume, .. } => assert_eq!(resume, 5, "{check:?}"),
                 other => panic!("{other:?}"),
             }
@@ -254,10 +266,20 @@ mod tests {
         // Landing on a sync byte is enough for a landing check even with a 0x00 inside.
         let buf = [0, 6, 8, 1, 0, 1, 0];
         assert!(matches!(
-            scan(&buf, 0, 0, true, LIMIT, Check::Landing),
+            scan(&buf, 0, 0, true, LIMIT, Check::Landing, 0),
             Scan::Frame(_)
         ));
         assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
+    }
+
+    #[test]
+    fn a_full_check_searches_from_where_it_stopped() {
+        // The caller vouches for index 4 (it searched there before), so the search for the
+        // closing sync byte starts at 5 and finds the one the length points at.
+        let buf = [0, 6, 8, 1, 0, 1, 0];
+        assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
+        let vouched = scan(&buf, 0, 0, true, LIMIT, Check::Full, 5);
+        assert!(matches!(vouched, Scan::Frame(Frame { end: 6, .. })));
     }
 
     #[test]

@@ -194,6 +194,9 @@ pub struct Reader<S> {
     cursor: Range<usize>,
     /// Start and cause of damage seen but not yet reported.
     damage: Option<(u64, Cause)>,
+    /// Absolute offsets `(sync, end)`: the bytes after the sync byte up to `end` hold no 0x00,
+    /// as a full check of the frame at `sync` found before it needed more input.
+    zero_free: Option<(u64, u64)>,
     /// Set after an error that makes the rest of the input unreadable.
     stopped: bool,
     stats: Stats,
@@ -201,7 +204,9 @@ pub struct Reader<S> {
 
 impl<S: Source> Reader<S> {
     fn new(src: S, options: &ReaderBuilder) -> Self {
-        let max_block_size = options.max_block_size;
+        // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
+        // limit") would overflow the encoded length computed from it.
+        let max_block_size = options.max_block_size.min(isize::MAX as usize);
         Reader {
             src,
             pos: 0,
@@ -210,6 +215,7 @@ impl<S: Source> Reader<S> {
             scratch: Vec::new(),
             cursor: 0..0,
             damage: None,
+            zero_free: None,
             stopped: false,
             stats: Stats::default(),
         }
@@ -246,7 +252,7 @@ impl<S: Source> Reader<S> {
     }
 
     /// The next frame: checked in full, or (in metadata mode) skipped by its length unless it
-    /// is to be decoded. Damage before it is reported first, on its own.
+    /// is to be decoded. Damage before it stays pending: the caller reports it.
     fn next_frame(&mut self, mode: Mode) -> Option<Result<Frame>> {
         if self.stopped {
             return None;
@@ -257,6 +263,12 @@ impl<S: Source> Reader<S> {
         };
         loop {
             let window = self.src.window();
+            let searched = match self.zero_free {
+                Some((sync, end)) if sync == self.offset(self.pos) => {
+                    (end - self.src.base()) as usize
+                }
+                _ => 0,
+            };
             let scan = frame::scan(
                 window,
                 self.pos,
@@ -264,9 +276,14 @@ impl<S: Source> Reader<S> {
                 self.src.at_eof(),
                 self.max_length,
                 check,
+                searched,
             );
             match scan {
                 Scan::NeedMore => {
+                    if check == Check::Full {
+                        let end = self.offset(window.len());
+                        self.zero_free = Some((self.offset(self.pos), end));
+                    }
                     let max_window = self.max_length as usize + 2 * varint::MAX_LEN + 1;
                     if let Err(e) = self.src.refill(self.pos, max_window) {
                         self.stopped = true;
@@ -303,9 +320,6 @@ impl<S: Source> Reader<S> {
                             continue;
                         }
                     }
-                    if let Some(err) = self.take_damage(self.offset(f.start)) {
-                        return Some(Err(err));
-                    }
                     self.pos = f.end;
                     return Some(Ok(f));
                 }
@@ -313,8 +327,51 @@ impl<S: Source> Reader<S> {
         }
     }
 
+    /// The next block: decoded, or only framed if `mode` skips its type (`None`). A block that
+    /// fails to decode is damage like a frame that fails its checks and merges with the damage
+    /// around it. Damage is reported once the next intact block is found (which is then found
+    /// and decoded again on the next call) or the input ends.
+    fn next_decoded(&mut self, mode: Mode) -> Option<Result<Option<(BlockInfo, Body)>>> {
+        loop {
+            let f = match self.next_frame(mode)? {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e)),
+            };
+            let kind = BlockKind::from_type(f.kind);
+            let wanted =
+                mode == Mode::All || matches!(kind, BlockKind::Header | BlockKind::Metadata);
+            let decoded = if wanted {
+                match self.decode(&f) {
+                    Ok(decoded) => Some(decoded),
+                    Err(cause) => {
+                        self.note_damage(f.start + 1, cause);
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            if let Some(err) = self.take_damage(self.offset(f.start)) {
+                self.pos = f.start;
+                return Some(Err(err));
+            }
+            if let Some((info, body)) = &decoded {
+                if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
+                    self.stopped = true;
+                    return Some(Err(Error::UnsupportedVersion {
+                        offset: info.offset,
+                        version,
+                        supported: FORMAT_VERSION,
+                    }));
+                }
+                self.stats.blocks += 1;
+            }
+            return Some(Ok(decoded));
+        }
+    }
+
     /// Decodes a frame into `scratch`.
-    fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body)> {
+    fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
         let window = self.src.window();
         let base = self.src.base();
         let at = |i: usize| base + i as u64;
@@ -331,24 +388,7 @@ impl<S: Source> Reader<S> {
             self.max_block_size,
             &mut self.scratch,
         );
-        let body = decoded.map_err(|cause| {
-            self.stats.damaged_regions += 1;
-            self.stats.damaged_bytes += (f.end - f.start - 1) as u64;
-            Error::Damaged {
-                start: at(f.start + 1),
-                end: at(f.end),
-                cause,
-            }
-        })?;
-        if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
-            self.stopped = true;
-            return Err(Error::UnsupportedVersion {
-                offset: at(f.start),
-                version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        self.stats.blocks += 1;
+        let body = decoded?;
         let info = BlockInfo {
             offset: at(f.start),
             kind,
@@ -363,11 +403,11 @@ impl<S: Source> Reader<S> {
     /// returned are passed over.
     pub fn next_block(&mut self) -> Option<Result<Block<'_>>> {
         self.cursor = 0..0;
-        let f = match self.next_frame(Mode::All)? {
-            Ok(f) => f,
+        let (info, body) = match self.next_decoded(Mode::All)? {
+            Ok(decoded) => decoded.expect("a full read decodes every block"),
             Err(e) => return Some(Err(e)),
         };
-        Some(self.decode(&f).map(|(info, body)| Block {
+        Some(Ok(Block {
             info,
             version: body.version,
             payload: &self.scratch[body.payload],
@@ -382,17 +422,14 @@ impl<S: Source> Reader<S> {
             if let Some(record) = self.next_in_cursor() {
                 return Some(Ok(&self.scratch[record]));
             }
-            let f = match self.next_frame(Mode::All)? {
-                Ok(f) => f,
+            let (info, body) = match self.next_decoded(Mode::All)? {
+                Ok(decoded) => decoded.expect("a full read decodes every block"),
                 Err(e) => return Some(Err(e)),
             };
-            match self.decode(&f) {
-                Ok((info, body)) => match info.kind {
-                    BlockKind::Data => self.cursor = strings_start(&self.scratch, body.payload),
-                    BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
-                    BlockKind::Header | BlockKind::Metadata => {}
-                },
-                Err(e) => return Some(Err(e)),
+            match info.kind {
+                BlockKind::Data => self.cursor = strings_start(&self.scratch, body.payload),
+                BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
+                BlockKind::Header | BlockKind::Metadata => {}
             }
         }
     }
@@ -473,19 +510,12 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
     fn next(&mut self) -> Option<Self::Item> {
         let reader = &mut *self.0;
         loop {
-            let f = match reader.next_frame(Mode::Metadata)? {
-                Ok(f) => f,
+            let (info, body) = match reader.next_decoded(Mode::Metadata)? {
+                Ok(Some(decoded)) => decoded,
+                Ok(None) => continue,
                 Err(e) => return Some(Err(e)),
             };
-            let kind = BlockKind::from_type(f.kind);
-            if !matches!(kind, BlockKind::Header | BlockKind::Metadata) {
-                continue;
-            }
-            let (info, body) = match reader.decode(&f) {
-                Ok(decoded) => decoded,
-                Err(e) => return Some(Err(e)),
-            };
-            if kind == BlockKind::Metadata {
+            if info.kind == BlockKind::Metadata {
                 let entries = Entries::new(&reader.scratch[body.payload])
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
                     .collect();

@@ -43,7 +43,8 @@ impl WriterBuilder {
 
     /// The target number of record bytes (each record plus its length prefix) per data block
     /// (default 256 KiB). A block is closed before a record that would take it past the
-    /// target; a record larger than the target gets a block of its own.
+    /// target (or its body past the maximum block size); a record larger than the target gets
+    /// a block of its own.
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes.max(1);
         self
@@ -121,7 +122,14 @@ impl<W: Write> Writer<W> {
             return Err(Error::RecordTooLarge { len, max });
         }
         let framed = varint::encoded_len(len as i64) + len;
-        if self.count > 0 && self.records.len() + framed > self.options.block_size {
+        // The body with this record: codec, count, records and CRC. It must not exceed the
+        // maximum block size even when the target allows more.
+        let body =
+            ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.records.len() + framed;
+        if self.count > 0
+            && (self.records.len() + framed > self.options.block_size
+                || body > self.options.max_block_size)
+        {
             self.close_block()?;
         }
         block::put_bytes(record, &mut self.records);
