@@ -72,6 +72,12 @@ pub enum Cause {
         /// Offset of the first such byte.
         offset: u64,
     },
+    /// More zero bytes in a row than padding allows: zero-filled data.
+    #[error("zero-filled bytes from offset {offset}")]
+    ZeroRun {
+        /// Offset of the first zero after the sync byte.
+        offset: u64,
+    },
     /// A varint is truncated, not in shortest form, longer than 10 bytes or out of range.
     #[error("invalid {field} varint at offset {offset}: {problem}")]
     Varint {

@@ -8,8 +8,8 @@
 //! A frame is sound when its length lands on a 0x00 and, in a full check, no other 0x00 lies
 //! between the header and that byte. Anything else is damage, and scanning resumes at the next
 //! 0x00 after the damaged block's opening sync byte, so a bad length never hides the blocks it
-//! points over. Consecutive sync bytes are padding (files concatenated, a torn tail fenced
-//! off by an appender), skipped without a report. This module is sans-I/O: it works on whatever window of the input the caller
+//! points over. One extra sync byte is padding (two files concatenated), skipped without a
+//! report; a longer run of zeros is zero-filled data, reported as damage. This module is sans-I/O: it works on whatever window of the input the caller
 //! holds and says when it needs more.
 
 use std::ops::Range;
@@ -54,7 +54,7 @@ pub(crate) enum Scan {
         resume: usize,
         cause: Cause,
     },
-    /// A sync byte follows the sync byte at the position: padding to skip, not damage.
+    /// One extra sync byte follows the one at the position: padding to skip, not damage.
     Padding { resume: usize },
     /// The window ends inside what may be a sound frame and more input may follow. In a full
     /// check, the window then holds no 0x00 after `pos`.
@@ -104,7 +104,7 @@ pub(crate) fn scan(
     };
     match buf.get(t) {
         None => return if eof { Scan::End } else { Scan::NeedMore },
-        Some(0) => return Scan::Padding { resume: t },
+        Some(0) => return zeros(buf, t, base, eof),
         Some(_) => {}
     }
     // The type may be negative (application-defined); the length must be positive.
@@ -176,6 +176,30 @@ pub(crate) fn scan(
         expected: at(end),
         found: at(found),
     })
+}
+
+/// Classifies the zeros that start at `t`, right after a sync byte. One extra sync byte is
+/// padding (two files concatenated end to end); a longer run is zero-filled data (an
+/// unwritten extent after a crash, a zeroed range) and is reported as damage up to its last
+/// zero, which may open the next block.
+fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Scan {
+    let run_end = buf[t..]
+        .iter()
+        .position(|&b| b != 0)
+        .map_or(buf.len(), |n| t + n);
+    if run_end - t == 1 {
+        if run_end == buf.len() && !eof {
+            return Scan::NeedMore;
+        }
+        return Scan::Padding { resume: t };
+    }
+    Scan::Damage {
+        from: t,
+        resume: run_end - 1,
+        cause: Cause::ZeroRun {
+            offset: base + t as u64,
+        },
+    }
 }
 
 /// Checks that a frame found with [`Check::Landing`] holds no 0x00 before its closing sync
@@ -287,6 +311,16 @@ mod tests {
         assert!(matches!(
             full(&[0, 0, 1], true),
             Scan::Padding { resume: 1 }
+        ));
+        assert!(matches!(full(&[0, 0], false), Scan::NeedMore));
+        assert!(matches!(full(&[0, 0], true), Scan::Padding { resume: 1 }));
+        assert!(matches!(
+            full(&[0, 0, 0, 0, 6], true),
+            Scan::Damage {
+                from: 1,
+                resume: 3,
+                cause: Cause::ZeroRun { offset: 101 }
+            }
         ));
         assert!(matches!(
             full(&[0, 6, 1, 0], true),

@@ -170,7 +170,7 @@ impl<W: Write> Writer<W> {
         if payload.len() + ENVELOPE_LEN > self.options.max_block_size {
             return Err(Error::RecordTooLarge {
                 len: payload.len(),
-                max: self.options.max_block_size - ENVELOPE_LEN,
+                max: self.options.max_block_size.saturating_sub(ENVELOPE_LEN),
             });
         }
         self.close_block()?;

@@ -4,7 +4,7 @@
 //!
 //! **Content oracle (exact, every kind of damage).** A block comes back if and only if its
 //! bytes, from its opening to its closing sync byte, appear intact between two consecutive
-//! sync bytes of the damaged file (padding, i.e. runs of sync bytes, aside). Blocks are found
+//! sync bytes of the damaged file (padding, i.e. one extra sync byte, aside). Blocks are found
 //! at every sync byte, so an intact block cannot be hidden by damage before it; anything else
 //! between two sync bytes fails the frame rules or the CRC (up to a 2^-32 chance per damaged
 //! block, which these tests accept). This covers duplicated blocks, which come back twice.
@@ -16,8 +16,8 @@
 //!   a changed byte inside the span breaks the frame or the CRC, a changed opening sync byte
 //!   means no block starts there, a changed closing sync byte means none ends there. So damage
 //!   inside one block costs that block; damage to a sync byte at most the two blocks it joins.
-//!   A lost block is reported, unless it was zeroed whole: a run of 0x00 is padding (spec
-//!   section 5), skipped silently.
+//!   A lost block is always reported, even one zeroed whole: one extra sync byte is padding
+//!   (spec section 5), a longer run of zeros is damage.
 //! - Truncation to `n` bytes touches a block unless its closing sync byte is kept
 //!   (`offset + size <= n - 1`) (exact).
 //! - Inserting bytes before clean byte `p` separates bytes `p - 1` and `p`: it touches the
@@ -209,14 +209,10 @@ fn check_in_place(clean: &Clean, damaged: &[u8], seed: u64) -> Observed {
         "position oracle"
     );
 
-    // Errors if and only if a touched block kept a non-zero byte: a block zeroed whole (its
-    // sync bytes included) is padding, skipped without a report (spec section 5). And errors
-    // only within runs of touched blocks.
-    let silent = clean
-        .spans
-        .iter()
-        .filter(|s| touched(s))
-        .all(|s| damaged[s.offset..=s.end()].iter().all(|&b| b == 0));
+    // Errors if and only if a block was touched: even a block zeroed whole (its sync bytes
+    // included) leaves a run of zeros longer than padding, which is reported (spec section 5).
+    // And errors only within runs of touched blocks.
+    let silent = !clean.spans.iter().any(|s| touched(s));
     assert_eq!(o.errors().next().is_none(), silent);
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for s in clean.spans.iter().filter(|s| touched(s)) {

@@ -94,6 +94,7 @@ fn num(word: &[u8]) -> i64 {
 fn cause_name(cause: &Cause) -> &'static str {
     match cause {
         Cause::NoSync { .. } => "no-sync",
+        Cause::ZeroRun { .. } => "zero-run",
         Cause::Varint { .. } => "varint",
         Cause::InvalidField { .. } => "invalid-field",
         Cause::TooLarge { .. } => "too-large",

@@ -351,6 +351,7 @@ pub fn known_cause(cause: &Cause) -> bool {
     matches!(
         cause,
         Cause::NoSync { .. }
+            | Cause::ZeroRun { .. }
             | Cause::Varint { .. }
             | Cause::InvalidField { .. }
             | Cause::TooLarge { .. }
@@ -539,15 +540,17 @@ pub fn read_all_ways(bytes: &[u8], options: &ReaderBuilder, seed: u64, mapped: b
 /// - the stats count what was yielded.
 pub fn check_invariants(bytes: &[u8], o: &Observed) {
     let len = bytes.len() as i64;
-    // Index of the sync byte the previous item ended on; -1 before the start of the input.
-    let mut at: i64 = -1;
-    // Skips padding: the last of the sync bytes following `at`.
+    // Index of the sync byte the previous item ended on: at first the opening sync byte, or
+    // -1 when the input does not start with one.
+    let mut at: i64 = if bytes.first() == Some(&0) { 0 } else { -1 };
+    // Skips padding: one extra sync byte after `at` (a longer run of zeros is damage).
     let skip = |at: i64| {
-        let mut p = at;
-        while p + 1 < len && bytes[(p + 1) as usize] == 0 {
-            p += 1;
+        let zero = |i: i64| i < len && bytes[i as usize] == 0;
+        if zero(at + 1) && !zero(at + 2) {
+            at + 1
+        } else {
+            at
         }
-        p
     };
     let mut previous_damaged = false;
     let mut damaged_bytes = 0;
