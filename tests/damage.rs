@@ -212,7 +212,7 @@ fn check_in_place(clean: &Clean, damaged: &[u8], seed: u64) -> Observed {
     // Errors if and only if a block was touched: even a block zeroed whole (its sync bytes
     // included) leaves a run of zeros longer than padding, which is reported (spec section 5).
     // And errors only within runs of touched blocks.
-    let silent = !clean.spans.iter().any(|s| touched(s));
+    let silent = !clean.spans.iter().any(&touched);
     assert_eq!(o.errors().next().is_none(), silent);
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for s in clean.spans.iter().filter(|s| touched(s)) {
