@@ -5,15 +5,19 @@
 //! The decoded body is
 //!
 //! ```text
-//! codec    varint   0 = none (the payload follows as is)
-//! payload  bytes    depends on the block type
-//! crc32    4 bytes  little-endian CRC-32 (IEEE) of the type varint followed by codec and payload
+//! codec    varint    0 = none, 1 = zstd, 2 = zstd with a dictionary
+//! dict id  8 bytes   codec 2 only: the dictionary's XXH64, little-endian
+//! size     varint    codecs 1 and 2: the payload's uncompressed size
+//! payload  bytes     depends on the block type; one zstd frame for codecs 1 and 2
+//! crc32    4 bytes   little-endian CRC-32 (IEEE) of the type varint, the fields before the
+//!                    payload and the payload uncompressed
 //! ```
 
 use std::collections::HashSet;
 use std::ops::Range;
 
 use crate::cobs;
+use crate::codec::{self, Compressor, DecompressError, Decompressor};
 use crate::error::{Cause, Error, Result};
 use crate::varint;
 
@@ -22,9 +26,6 @@ pub const FORMAT_VERSION: i64 = 1;
 
 /// The magic at the start of every header block's payload.
 pub const MAGIC: &[u8; 8] = b"COBSFILE";
-
-/// Codec id for a payload stored as is.
-pub const CODEC_NONE: i64 = 0;
 
 /// Bytes of the body that are not payload when the codec is `none`: codec id and CRC.
 pub const ENVELOPE_LEN: usize = 1 + 4;
@@ -37,10 +38,13 @@ pub mod types {
     pub const METADATA: i64 = 2;
     /// A batch of records.
     pub const DATA: i64 = 3;
+    /// A zstd dictionary that later blocks are compressed with.
+    pub const DICTIONARY: i64 = 4;
 }
 
 /// What a block holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BlockKind {
     /// The file header (magic and format version).
     Header,
@@ -48,6 +52,8 @@ pub enum BlockKind {
     Metadata,
     /// Records.
     Data,
+    /// A zstd dictionary, named by the XXH64 of its bytes.
+    Dictionary,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
@@ -59,6 +65,7 @@ impl BlockKind {
             types::HEADER => BlockKind::Header,
             types::METADATA => BlockKind::Metadata,
             types::DATA => BlockKind::Data,
+            types::DICTIONARY => BlockKind::Dictionary,
             other => BlockKind::Unknown(other),
         }
     }
@@ -69,16 +76,18 @@ impl BlockKind {
             BlockKind::Header => types::HEADER,
             BlockKind::Metadata => types::METADATA,
             BlockKind::Data => types::DATA,
+            BlockKind::Dictionary => types::DICTIONARY,
             BlockKind::Unknown(id) => id,
         }
     }
 
-    /// A short lowercase name: `header`, `metadata`, `data` or `unknown(N)`.
+    /// A short lowercase name: `header`, `metadata`, `data`, `dictionary` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockKind::Header => "header".into(),
             BlockKind::Metadata => "metadata".into(),
             BlockKind::Data => "data".into(),
+            BlockKind::Dictionary => "dictionary".into(),
             BlockKind::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -87,29 +96,54 @@ impl BlockKind {
 /// Room left in front of an encoded body for the type and length varints and one sync byte.
 pub(crate) const HEADER_ROOM: usize = 1 + 2 * varint::MAX_LEN;
 
-/// Encodes one block of type `kind` whose payload is the concatenation of `parts` into `out`
-/// (cleared first), and returns the offset in `out` where the block starts. The block is
-/// `out[start..]`: type, length, COBS body and closing sync byte; `out[start - 1]` is free for
-/// a leading sync byte.
-pub(crate) fn encode(kind: i64, parts: &[&[u8]], out: &mut Vec<u8>) -> usize {
-    let payload_len: usize = parts.iter().map(|p| p.len()).sum();
-    out.clear();
-    out.reserve(HEADER_ROOM + cobs::max_encoded_len(payload_len + ENVELOPE_LEN) + 1);
-    out.resize(HEADER_ROOM, 0);
+/// Encodes one block of type `kind` holding `payload` into `out` (cleared first), compressed
+/// with `compressor` when given and when that makes it smaller, and returns the offset in `out`
+/// where the block starts. The block is `out[start..]`: type, length, COBS body and closing
+/// sync byte; `out[start - 1]` is free for a leading sync byte.
+pub(crate) fn encode(
+    kind: i64,
+    payload: &[u8],
+    compressor: Option<&mut Compressor>,
+    out: &mut Vec<u8>,
+) -> Result<usize> {
+    // Codec, dictionary id and size: the fields before the stored payload.
+    let mut fields = Vec::with_capacity(1 + 8 + varint::MAX_LEN);
+    let mut stored = payload;
+    if let Some(compressor) = compressor {
+        let dictionary = compressor.dictionary_id();
+        let frame = compressor.compress(payload)?;
+        let codec = match dictionary {
+            Some(_) => codec::ZSTD_DICTIONARY,
+            None => codec::ZSTD,
+        };
+        varint::write(codec, &mut fields);
+        if let Some(id) = dictionary {
+            fields.extend_from_slice(&id.to_le_bytes());
+        }
+        varint::write(payload.len() as i64, &mut fields);
+        if fields.len() + frame.len() < 1 + payload.len() {
+            stored = frame;
+        } else {
+            fields.clear();
+        }
+    }
+    if fields.is_empty() {
+        varint::write(codec::NONE, &mut fields);
+    }
 
+    out.clear();
+    out.reserve(HEADER_ROOM + cobs::max_encoded_len(fields.len() + stored.len() + 4) + 1);
+    out.resize(HEADER_ROOM, 0);
     let mut type_field = [0; varint::MAX_LEN];
     let type_len = varint::encode(kind, &mut type_field);
-    let codec = [varint::zigzag(CODEC_NONE) as u8];
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field[..type_len]);
-    crc.update(&codec);
+    crc.update(&fields);
+    crc.update(payload);
 
     let mut body = cobs::Encoder::new(out);
-    body.push(&codec);
-    for part in parts {
-        crc.update(part);
-        body.push(part);
-    }
+    body.push(&fields);
+    body.push(stored);
     body.push(&crc.finalize().to_le_bytes());
     body.finish(HEADER_ROOM);
     out.push(0);
@@ -120,7 +154,7 @@ pub(crate) fn encode(kind: i64, parts: &[&[u8]], out: &mut Vec<u8>) -> usize {
     let start = HEADER_ROOM - type_len - length_len;
     out[start..start + type_len].copy_from_slice(&type_field[..type_len]);
     out[start + type_len..HEADER_ROOM].copy_from_slice(&length_field[..length_len]);
-    start
+    Ok(start)
 }
 
 /// The payload of a header block.
@@ -161,10 +195,32 @@ pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
-/// A block body decoded into a caller's buffer.
+/// The buffers a reader decodes blocks into, kept from block to block.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// The COBS-decoded body.
+    body: Vec<u8>,
+    /// The decompressed payload of a compressed block.
+    plain: Vec<u8>,
+    /// Whether the last payload is in `plain`.
+    in_plain: bool,
+}
+
+impl Scratch {
+    /// The buffer that holds the last decoded payload.
+    pub fn buffer(&self) -> &[u8] {
+        if self.in_plain {
+            &self.plain
+        } else {
+            &self.body
+        }
+    }
+}
+
+/// A block body decoded into a [`Scratch`].
 #[derive(Debug, Clone)]
 pub(crate) struct Body {
-    /// Where the payload lies in the buffer the body was decoded into.
+    /// Where the payload lies in the scratch buffer that holds it.
     pub payload: Range<usize>,
     /// Records in a data block, entries in a metadata block.
     pub items: Option<u64>,
@@ -182,43 +238,91 @@ pub(crate) struct Place {
 }
 
 /// Decodes and checks the COBS body `encoded` (known to hold no 0x00) of a block whose type
-/// field is `type_field`, into `scratch`, refusing bodies over `max_body` bytes.
+/// field is `type_field`, into `scratch`, refusing bodies and payloads over `max_body` bytes
+/// before allocating for them.
 pub(crate) fn decode(
     type_field: &[u8],
     kind: BlockKind,
     encoded: &[u8],
     place: Place,
     max_body: usize,
-    scratch: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    decompressor: &mut Decompressor,
 ) -> Result<Body, Cause> {
     let offset = place.offset;
     let malformed = |what| Cause::Malformed { offset, what };
-    cobs::decode_zero_free(encoded, scratch).map_err(|e| Cause::Cobs {
+    let too_large = |size: u64| Cause::BodyTooLarge {
+        offset,
+        size,
+        limit: max_body as u64,
+    };
+    cobs::decode_zero_free(encoded, &mut scratch.body).map_err(|e| Cause::Cobs {
         offset: place.body_offset + e.offset as u64,
     })?;
-    let body = &scratch[..];
+    let body = &scratch.body[..];
     if body.len() > max_body {
-        return Err(Cause::BodyTooLarge {
-            offset,
-            size: body.len() as u64,
-            limit: max_body as u64,
-        });
+        return Err(too_large(body.len() as u64));
     }
     if body.len() < ENVELOPE_LEN {
         return Err(malformed("body too short for codec and CRC"));
     }
-    let (codec, codec_len) = varint::read(body).map_err(|_| malformed("invalid codec varint"))?;
-    if codec != CODEC_NONE {
-        return Err(Cause::UnsupportedCodec { offset, codec });
-    }
     let crc_at = body.len() - 4;
-    if crc_at < codec_len {
-        return Err(malformed("body too short for codec and CRC"));
-    }
     let stored = u32::from_le_bytes(body[crc_at..].try_into().expect("4 bytes"));
+    let fields = &body[..crc_at];
+    let (codec, mut at) = varint::read(fields).map_err(|_| malformed("invalid codec varint"))?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(type_field);
-    crc.update(&body[..crc_at]);
+    scratch.in_plain = codec != codec::NONE;
+    let payload = match codec {
+        codec::NONE => {
+            crc.update(fields);
+            at..crc_at
+        }
+        codec::ZSTD | codec::ZSTD_DICTIONARY => {
+            let dictionary = if codec == codec::ZSTD_DICTIONARY {
+                let id = fields
+                    .get(at..at + 8)
+                    .ok_or(malformed("dictionary id cut short"))?;
+                at += 8;
+                Some(u64::from_le_bytes(id.try_into().expect("8 bytes")))
+            } else {
+                None
+            };
+            let (size, used) =
+                varint::read(&fields[at..]).map_err(|_| malformed("invalid size varint"))?;
+            at += used;
+            let size = u64::try_from(size).map_err(|_| malformed("negative size"))?;
+            if size > max_body as u64 {
+                return Err(too_large(size));
+            }
+            let size = size as usize;
+            decompressor
+                .decompress(&fields[at..], dictionary, size, &mut scratch.plain)
+                .map_err(|e| match e {
+                    DecompressError::Dictionary { needed, given } => Cause::Dictionary {
+                        offset,
+                        needed,
+                        given,
+                    },
+                    DecompressError::Inflates | DecompressError::Short { .. } => {
+                        Cause::SizeMismatch {
+                            offset,
+                            declared: size as u64,
+                        }
+                    }
+                    DecompressError::Zstd(problem) => Cause::Decompress { offset, problem },
+                })?;
+            crc.update(&fields[..at]);
+            crc.update(&scratch.plain);
+            0..size
+        }
+        other => {
+            return Err(Cause::UnsupportedCodec {
+                offset,
+                codec: other,
+            })
+        }
+    };
     let computed = crc.finalize();
     if stored != computed {
         return Err(Cause::Crc {
@@ -227,13 +331,12 @@ pub(crate) fn decode(
             computed,
         });
     }
-    let payload = codec_len..crc_at;
-    let bytes = &body[payload.clone()];
+    let bytes = &scratch.buffer()[payload.clone()];
     let (items, version) = match kind {
         BlockKind::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
         BlockKind::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockKind::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
-        BlockKind::Unknown(_) => (None, None),
+        BlockKind::Dictionary | BlockKind::Unknown(_) => (None, None),
     };
     Ok(Body {
         payload,

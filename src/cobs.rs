@@ -163,8 +163,14 @@ mod tests {
         assert_eq!(enc(&[]), [0x01]);
         assert_eq!(enc(&[0]), [0x01, 0x01]);
         assert_eq!(enc(&[0, 0]), [0x01, 0x01, 0x01]);
-        assert_eq!(enc(&[0x11, 0x22, 0x00, 0x33]), [0x03, 0x11, 0x22, 0x02, 0x33]);
-        assert_eq!(enc(&[0x11, 0x00, 0x00, 0x00]), [0x02, 0x11, 0x01, 0x01, 0x01]);
+        assert_eq!(
+            enc(&[0x11, 0x22, 0x00, 0x33]),
+            [0x03, 0x11, 0x22, 0x02, 0x33]
+        );
+        assert_eq!(
+            enc(&[0x11, 0x00, 0x00, 0x00]),
+            [0x02, 0x11, 0x01, 0x01, 0x01]
+        );
         let full: Vec<u8> = (1..=254).collect();
         let mut expect = vec![0xFF];
         expect.extend(&full);
@@ -178,9 +184,18 @@ mod tests {
     #[test]
     fn decode_rejects_bad_input() {
         let mut out = Vec::new();
-        assert_eq!(decode(&[0x02, 0x00], &mut out), Err(DecodeError { offset: 1 }));
-        assert_eq!(decode(&[0x03, 0x11], &mut out), Err(DecodeError { offset: 0 }));
-        assert_eq!(decode(&[0x01, 0x05, 1], &mut out), Err(DecodeError { offset: 1 }));
+        assert_eq!(
+            decode(&[0x02, 0x00], &mut out),
+            Err(DecodeError { offset: 1 })
+        );
+        assert_eq!(
+            decode(&[0x03, 0x11], &mut out),
+            Err(DecodeError { offset: 0 })
+        );
+        assert_eq!(
+            decode(&[0x01, 0x05, 1], &mut out),
+            Err(DecodeError { offset: 1 })
+        );
     }
 
     fn zero_rich() -> impl Strategy<Value = Vec<u8>> {

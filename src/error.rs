@@ -158,6 +158,32 @@ pub enum Cause {
         /// The codec id.
         codec: i64,
     },
+    /// The block is compressed with a dictionary the reader does not have.
+    #[error("block at offset {offset} needs zstd dictionary {}, {}", crate::codec::DictionaryId(*needed), match given { Some(id) => format!("but the reader was given dictionary {}", crate::codec::DictionaryId(*id)), None => "and the reader has none with that id".to_owned() })]
+    Dictionary {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// The id of the dictionary the block was compressed with.
+        needed: u64,
+        /// The id of the dictionary the reader was given, if any.
+        given: Option<u64>,
+    },
+    /// The compressed payload does not decompress to the size the block declares.
+    #[error("block at offset {offset} does not decompress to its declared {declared} bytes")]
+    SizeMismatch {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// The size the block declares.
+        declared: u64,
+    },
+    /// zstd rejected the compressed payload.
+    #[error("block at offset {offset} cannot be decompressed: {problem}")]
+    Decompress {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// zstd's description of the problem.
+        problem: &'static str,
+    },
     /// The block's CRC matched but its contents do not follow the format.
     #[error("malformed block at offset {offset}: {what}")]
     Malformed {

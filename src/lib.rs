@@ -44,6 +44,7 @@
 
 mod block;
 pub mod cobs;
+mod codec;
 mod error;
 mod frame;
 mod mapped;
@@ -53,6 +54,7 @@ pub mod varint;
 mod writer;
 
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
+pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
 pub use mapped::{open, MappedFile};
 pub use reader::{

@@ -8,8 +8,9 @@
 use std::io::Read;
 use std::ops::Range;
 
-use crate::block::{self, BlockKind, Body, Entries, Place, Records, FORMAT_VERSION};
+use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
 use crate::cobs;
+use crate::codec::{Decompressor, Dictionary};
 use crate::error::{Cause, Error, Result};
 use crate::frame::{self, Check, Frame, Scan};
 use crate::source::{SliceSource, Source, StreamSource};
@@ -35,6 +36,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 #[derive(Debug, Clone)]
 pub struct ReaderBuilder {
     max_block_size: usize,
+    dictionaries: Vec<Dictionary>,
 }
 
 impl Default for ReaderBuilder {
@@ -48,6 +50,7 @@ impl ReaderBuilder {
     pub fn new() -> Self {
         ReaderBuilder {
             max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+            dictionaries: Vec::new(),
         }
     }
 
@@ -56,6 +59,14 @@ impl ReaderBuilder {
     /// make the reader allocate more than about this much.
     pub fn max_block_size(mut self, bytes: usize) -> Self {
         self.max_block_size = bytes;
+        self
+    }
+
+    /// Makes `dictionary` available for blocks compressed with it (repeatable). Dictionaries
+    /// a file embeds are picked up as the reader meets them; a block that needs a dictionary
+    /// the reader does not have is reported, never decoded with another one.
+    pub fn dictionary(mut self, dictionary: Dictionary) -> Self {
+        self.dictionaries.push(dictionary);
         self
     }
 
@@ -189,7 +200,9 @@ pub struct Reader<S> {
     /// Largest acceptable length field.
     max_length: u64,
     /// The last decoded block body.
-    scratch: Vec<u8>,
+    scratch: Scratch,
+    /// The zstd context and the dictionaries known so far.
+    decompressor: Decompressor,
     /// What is left of the current data block's records, in `scratch`.
     cursor: Range<usize>,
     /// Start and cause of damage seen but not yet reported.
@@ -207,12 +220,18 @@ impl<S: Source> Reader<S> {
         // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
         // limit") would overflow the encoded length computed from it.
         let max_block_size = options.max_block_size.min(isize::MAX as usize);
+        let mut decompressor = Decompressor::default();
+        for dictionary in &options.dictionaries {
+            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+            let _ = decompressor.add(dictionary, true);
+        }
         Reader {
             src,
             pos: 0,
             max_block_size,
             max_length: cobs::max_encoded_len(max_block_size) as u64 + 1,
-            scratch: Vec::new(),
+            scratch: Scratch::default(),
+            decompressor,
             cursor: 0..0,
             damage: None,
             zero_free: None,
@@ -364,6 +383,13 @@ impl<S: Source> Reader<S> {
                         supported: FORMAT_VERSION,
                     }));
                 }
+                if info.kind == BlockKind::Dictionary {
+                    let bytes = &self.scratch.buffer()[body.payload.clone()];
+                    // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+                    let _ = self
+                        .decompressor
+                        .add(&Dictionary::new(bytes.to_vec()), false);
+                }
                 self.stats.blocks += 1;
             }
             return Some(Ok(decoded));
@@ -387,6 +413,7 @@ impl<S: Source> Reader<S> {
             place,
             self.max_block_size,
             &mut self.scratch,
+            &mut self.decompressor,
         );
         let body = decoded?;
         let info = BlockInfo {
@@ -410,7 +437,7 @@ impl<S: Source> Reader<S> {
         Some(Ok(Block {
             info,
             version: body.version,
-            payload: &self.scratch[body.payload],
+            payload: &self.scratch.buffer()[body.payload],
         }))
     }
 
@@ -420,23 +447,23 @@ impl<S: Source> Reader<S> {
     pub fn next_record(&mut self) -> Option<Result<&[u8]>> {
         loop {
             if let Some(record) = self.next_in_cursor() {
-                return Some(Ok(&self.scratch[record]));
+                return Some(Ok(&self.scratch.buffer()[record]));
             }
             let (info, body) = match self.next_decoded(Mode::All)? {
                 Ok(decoded) => decoded.expect("a full read decodes every block"),
                 Err(e) => return Some(Err(e)),
             };
             match info.kind {
-                BlockKind::Data => self.cursor = strings_start(&self.scratch, body.payload),
+                BlockKind::Data => self.cursor = strings_start(self.scratch.buffer(), body.payload),
                 BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
-                BlockKind::Header | BlockKind::Metadata => {}
+                BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary => {}
             }
         }
     }
 
     /// Takes the next record's range from the cursor.
     fn next_in_cursor(&mut self) -> Option<Range<usize>> {
-        let item = block::next_string(self.scratch.get(self.cursor.clone())?)?;
+        let item = block::next_string(self.scratch.buffer().get(self.cursor.clone())?)?;
         let range = self.cursor.start + item.start..self.cursor.start + item.end;
         self.cursor.start = range.end;
         Some(range)
@@ -516,7 +543,7 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
                 Err(e) => return Some(Err(e)),
             };
             if info.kind == BlockKind::Metadata {
-                let entries = Entries::new(&reader.scratch[body.payload])
+                let entries = Entries::new(&reader.scratch.buffer()[body.payload])
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
                     .collect();
                 return Some(Ok(Metadata {

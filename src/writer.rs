@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
+use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
@@ -24,7 +25,12 @@ pub const DEFAULT_BLOCK_SIZE: usize = 256 * 1024;
 pub struct WriterBuilder {
     block_size: usize,
     max_block_size: usize,
+    compression: Compression,
+    dictionary: Option<(Dictionary, bool)>,
 }
+
+/// Room kept in front of a data block's records for their count, written when it closes.
+const COUNT_ROOM: usize = varint::MAX_LEN;
 
 impl Default for WriterBuilder {
     fn default() -> Self {
@@ -38,6 +44,8 @@ impl WriterBuilder {
         WriterBuilder {
             block_size: DEFAULT_BLOCK_SIZE,
             max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+            compression: Compression::None,
+            dictionary: None,
         }
     }
 
@@ -57,18 +65,55 @@ impl WriterBuilder {
         self
     }
 
-    /// Starts a file on `inner`: writes the leading sync byte and the header block.
+    /// How data blocks are compressed (default [`Compression::None`]). A block whose
+    /// compressed form would not be smaller is stored as is.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Compresses data blocks with `dictionary` (with zstd compression only). With `embed`,
+    /// the dictionary is written into the file in a dictionary block after the header, so the
+    /// file stays readable on its own; without, readers must be given the same dictionary.
+    /// Either way every block names the dictionary by its id.
+    pub fn dictionary(mut self, dictionary: Dictionary, embed: bool) -> Self {
+        self.dictionary = Some((dictionary, embed));
+        self
+    }
+
+    /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
+    /// dictionary block when a dictionary is to be embedded).
     pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
+        let compressor = match self.compression {
+            Compression::None => None,
+            Compression::Zstd { level } => {
+                let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
+                Some(Compressor::new(level, dictionary)?)
+            }
+        };
+        let embed = match (&self.dictionary, &compressor) {
+            (Some((dictionary, true)), Some(_)) => Some(dictionary.clone()),
+            _ => None,
+        };
         let mut writer = Writer {
             inner: Some(inner),
             options: self,
+            compressor,
             count: 0,
-            records: Vec::new(),
+            records: vec![0; COUNT_ROOM],
             out: Vec::new(),
         };
-        let start = block::encode(types::HEADER, &[&block::header_payload()], &mut writer.out);
+        let start = block::encode(
+            types::HEADER,
+            &block::header_payload(),
+            None,
+            &mut writer.out,
+        )?;
         writer.out[start - 1] = 0;
         writer.write_out(start - 1)?;
+        if let Some(dictionary) = embed {
+            writer.write_block(types::DICTIONARY, dictionary.bytes())?;
+        }
         Ok(writer)
     }
 }
@@ -93,9 +138,11 @@ pub struct Writer<W: Write> {
     /// `None` once `finish` has taken it.
     inner: Option<W>,
     options: WriterBuilder,
+    /// The zstd context, kept for every block.
+    compressor: Option<Compressor>,
     /// Records in the open data block.
     count: u64,
-    /// The open data block's records, each with its length prefix.
+    /// Room for the count, then the open data block's records, each with its length prefix.
     records: Vec<u8>,
     /// The encoded block being written.
     out: Vec<u8>,
@@ -125,19 +172,24 @@ impl<W: Write> Writer<W> {
         // The body with this record: codec, count, records and CRC. It must not exceed the
         // maximum block size even when the target allows more.
         let body =
-            ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.records.len() + framed;
+            ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending() + framed;
         if self.count > 0
-            && (self.records.len() + framed > self.options.block_size
+            && (self.pending() + framed > self.options.block_size
                 || body > self.options.max_block_size)
         {
             self.close_block()?;
         }
         block::put_bytes(record, &mut self.records);
         self.count += 1;
-        if self.records.len() >= self.options.block_size {
+        if self.pending() >= self.options.block_size {
             self.close_block()?;
         }
         Ok(())
+    }
+
+    /// Bytes of records (with their length prefixes) in the open data block.
+    fn pending(&self) -> usize {
+        self.records.len() - COUNT_ROOM
     }
 
     /// Closes the open data block, then writes a metadata block holding `entries`.
@@ -155,8 +207,7 @@ impl<W: Write> Writer<W> {
                 payload.len()
             )));
         }
-        let start = block::encode(types::METADATA, &[&payload], &mut self.out);
-        self.write_out(start)
+        self.write_block(types::METADATA, &payload)
     }
 
     /// Closes the open data block, then writes a block of a type this format version does not
@@ -174,7 +225,12 @@ impl<W: Write> Writer<W> {
             });
         }
         self.close_block()?;
-        let start = block::encode(type_id, &[payload], &mut self.out);
+        self.write_block(type_id, payload)
+    }
+
+    /// Writes one uncompressed block.
+    fn write_block(&mut self, kind: i64, payload: &[u8]) -> Result<()> {
+        let start = block::encode(kind, payload, None, &mut self.out)?;
         self.write_out(start)
     }
 
@@ -214,13 +270,17 @@ impl<W: Write> Writer<W> {
         }
         let mut count = [0; varint::MAX_LEN];
         let count_len = varint::encode(self.count as i64, &mut count);
+        let payload_start = COUNT_ROOM - count_len;
+        self.records[payload_start..COUNT_ROOM].copy_from_slice(&count[..count_len]);
+        let payload = &self.records[payload_start..];
         let start = block::encode(
             types::DATA,
-            &[&count[..count_len], &self.records],
+            payload,
+            self.compressor.as_mut(),
             &mut self.out,
-        );
+        )?;
         self.count = 0;
-        self.records.clear();
+        self.records.truncate(COUNT_ROOM);
         self.write_out(start)
     }
 

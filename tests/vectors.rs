@@ -7,13 +7,16 @@
 //! header VERSION
 //! metadata "KEY" "VALUE" ...
 //! data COUNT            followed by COUNT lines: record "BYTES"
+//! dictionary ID "BYTES"
 //! unknown TYPE "PAYLOAD"
 //! damaged START END CAUSE
 //! error unsupported-version VERSION
 //! ```
 //!
 //! Strings are printable ASCII with `\xNN` for every other byte, `"` and `\`.
-//! Directives: `% block-size N` (writer option), `% from NAME OP...` (this vector is NAME with
+//! Directives: `% block-size N` (writer option), `% compression LEVEL` (zstd),
+//! `% dictionary "BYTES" embed|external` (the writer's dictionary), `% reader-dictionary
+//! "BYTES"` (a dictionary given to the readers), `% from NAME OP...` (this vector is NAME with
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
 //! `zero START END`, `append NAME`), `% header-version N` (the header block declares version N).
 //!
@@ -26,7 +29,9 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use cobsfile::{BlockKind, Cause, Error, Reader, ReaderBuilder, Source, WriterBuilder};
+use cobsfile::{
+    BlockKind, Cause, Compression, Dictionary, Error, Reader, ReaderBuilder, Source, WriterBuilder,
+};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/vectors")
@@ -104,6 +109,9 @@ fn cause_name(cause: &Cause) -> &'static str {
         Cause::BodyTooLarge { .. } => "body-too-large",
         Cause::Crc { .. } => "crc",
         Cause::UnsupportedCodec { .. } => "unsupported-codec",
+        Cause::Dictionary { .. } => "dictionary",
+        Cause::SizeMismatch { .. } => "size-mismatch",
+        Cause::Decompress { .. } => "decompress",
         Cause::Malformed { .. } => "malformed",
         _ => "other",
     }
@@ -138,7 +146,12 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
                 lines.push(format!("data {}", block.info().items.unwrap()));
                 lines.extend(block.records().map(|r| format!("record {}", esc(r))));
             }
+            BlockKind::Dictionary => {
+                let id = cobsfile::dictionary_id(block.payload());
+                lines.push(format!("dictionary {id:016x} {}", esc(block.payload())));
+            }
             BlockKind::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
+            other => panic!("a kind this test does not know: {other:?}"),
         }
     }
     lines
@@ -202,10 +215,14 @@ fn build(v: &Vector) -> Vec<u8> {
         return header_block(num(&version[0]));
     }
     let block_size = directive(v, "block-size").map_or(1 << 20, |w| num(&w[0]) as usize);
-    let mut writer = WriterBuilder::new()
-        .block_size(block_size)
-        .build(Vec::new())
-        .unwrap();
+    let mut builder = WriterBuilder::new().block_size(block_size);
+    if let Some(level) = directive(v, "compression") {
+        builder = builder.compression(Compression::zstd(num(&level[0]) as i32).unwrap());
+    }
+    if let Some(d) = directive(v, "dictionary") {
+        builder = builder.dictionary(Dictionary::new(d[0].clone()), d[1] == b"embed");
+    }
+    let mut writer = builder.build(Vec::new()).unwrap();
     let mut lines = v.lines.iter().map(|l| words(l)).peekable();
     assert_eq!(lines.next().map(|l| l[0].clone()), Some(b"header".to_vec()));
     while let Some(line) = lines.next() {
@@ -223,6 +240,7 @@ fn build(v: &Vector) -> Vec<u8> {
                 writer.flush().unwrap();
             }
             "unknown" => writer.write_raw_block(num(&line[1]), &line[2]).unwrap(),
+            "dictionary" => {} // written by the writer when it embeds its dictionary
             other => panic!("{}: unknown line {other}", v.name),
         }
     }
@@ -320,14 +338,21 @@ fn readers_yield_the_vectors() {
         let v = load(&name);
         let path = dir().join(format!("{name}.cobs"));
         let bytes = fs::read(&path).unwrap();
-        let builder = ReaderBuilder::new();
+        let mut builder = ReaderBuilder::new();
+        if let Some(d) = directive(&v, "reader-dictionary") {
+            builder = builder.dictionary(Dictionary::new(d[0].clone()));
+        }
         assert_eq!(
             dump(&mut builder.from_slice(&bytes)),
             v.lines,
             "{name}: slice reader"
         );
         let mapped = cobsfile::open(&path).unwrap();
-        assert_eq!(dump(&mut mapped.reader()), v.lines, "{name}: mapped reader");
+        assert_eq!(
+            dump(&mut mapped.reader_with(&builder)),
+            v.lines,
+            "{name}: mapped reader"
+        );
         for chunk in [1, 7, 1 << 20] {
             let mut stream = builder.from_read(Trickle(&bytes, chunk));
             assert_eq!(

@@ -361,6 +361,9 @@ pub fn known_cause(cause: &Cause) -> bool {
             | Cause::BodyTooLarge { .. }
             | Cause::Crc { .. }
             | Cause::UnsupportedCodec { .. }
+            | Cause::Dictionary { .. }
+            | Cause::SizeMismatch { .. }
+            | Cause::Decompress { .. }
             | Cause::Malformed { .. }
     )
 }
@@ -651,7 +654,8 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                 assert_eq!(b.version, Some(cobsfile::FORMAT_VERSION));
                 assert_eq!(b.items, None);
             }
-            BlockKind::Unknown(_) => assert_eq!(b.items, None),
+            BlockKind::Dictionary | BlockKind::Unknown(_) => assert_eq!(b.items, None),
+            _ => unreachable!("a kind this test does not know"),
         }
     }
 
