@@ -226,6 +226,8 @@ pub(crate) struct Body {
     pub items: Option<u64>,
     /// The format version a header block declares.
     pub version: Option<i64>,
+    /// The codec id the payload was stored with.
+    pub codec: i64,
 }
 
 /// Where a block lies in the input, for error offsets.
@@ -342,6 +344,7 @@ pub(crate) fn decode(
         payload,
         items,
         version,
+        codec,
     })
 }
 

@@ -58,8 +58,8 @@ pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
 pub use mapped::{open, MappedFile};
 pub use reader::{
-    Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, Stats,
-    StreamReader, DEFAULT_MAX_BLOCK_SIZE,
+    codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,
+    SliceReader, Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
 };
 pub use source::{SliceSource, Source, StreamSource};
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};

@@ -92,6 +92,10 @@ pub struct BlockInfo {
     pub size: u64,
     /// Records in a data block, entries in a metadata block.
     pub items: Option<u64>,
+    /// How the payload is stored: `"none"`, `"zstd"` or `"zstd+dict"` (see [`codec_name`]).
+    pub codec: &'static str,
+    /// The payload's size uncompressed.
+    pub payload_size: u64,
 }
 
 /// A decoded block, borrowed from the reader until its next call.
@@ -421,6 +425,8 @@ impl<S: Source> Reader<S> {
             kind,
             size: (f.end - f.start) as u64,
             items: body.items,
+            codec: codec_name(body.codec),
+            payload_size: body.payload.len() as u64,
         };
         Ok((info, body))
     }
@@ -492,6 +498,16 @@ impl<S: Source> Reader<S> {
             }
         }
         (records, errors)
+    }
+}
+
+/// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.
+pub fn codec_name(codec: i64) -> &'static str {
+    match codec {
+        crate::codec::NONE => "none",
+        crate::codec::ZSTD => "zstd",
+        crate::codec::ZSTD_DICTIONARY => "zstd+dict",
+        _ => "unknown",
     }
 }
 

@@ -20,6 +20,7 @@ struct Row {
     kind: String,
     size: u64,
     items: Option<u64>,
+    codec: &'static str,
     status: String,
 }
 
@@ -30,6 +31,7 @@ impl Row {
             kind: info.kind.name(),
             size: info.size,
             items: info.items,
+            codec: info.codec,
             status: "ok".into(),
         }
     }
@@ -40,6 +42,7 @@ impl Row {
             kind: "damaged".into(),
             size: end - start,
             items: None,
+            codec: "-",
             status: err.to_string(),
         }
     }
@@ -51,6 +54,7 @@ impl Row {
                 "type": self.kind,
                 "size": self.size,
                 "records": self.items,
+                "codec": self.codec,
                 "status": self.status,
             });
             return writeln!(out, "{row}");
@@ -58,8 +62,8 @@ impl Row {
         let items = self.items.map_or("-".to_owned(), |n| n.to_string());
         writeln!(
             out,
-            "{:>12}  {:<12}  {:>10}  {:>8}  {}",
-            self.offset, self.kind, self.size, items, self.status
+            "{:>12}  {:<12}  {:>10}  {:>8}  {:<9}  {}",
+            self.offset, self.kind, self.size, items, self.codec, self.status
         )
     }
 }
@@ -72,8 +76,8 @@ impl ReadJob for Ls {
         if !self.json {
             let header = writeln!(
                 out,
-                "{:>12}  {:<12}  {:>10}  {:>8}  status",
-                "offset", "type", "size", "records"
+                "{:>12}  {:<12}  {:>10}  {:>8}  {:<9}  status",
+                "offset", "type", "size", "records", "codec"
             );
             if !quiet_broken_pipe(header)? {
                 return Ok(Outcome::Clean);
