@@ -20,7 +20,7 @@ pub enum Error {
     ///
     /// Readers yield this error once per damaged region and then resynchronize at the next
     /// sync byte (offset `end`), so iteration may simply go on.
-    #[error("bytes {start}..{end} damaged: {cause}")]
+    #[error("bytes {start}..{end} {}: {cause}", if cause.is_damage() { "damaged" } else { "unreadable" })]
     Damaged {
         /// Absolute offset of the first skipped byte.
         start: u64,
@@ -61,8 +61,9 @@ pub enum Error {
     InvalidMetadata(String),
 }
 
-/// Why a range of bytes was judged damaged. Each cause names the absolute offset at which the
-/// problem was detected.
+/// Why a range of bytes was judged damaged (or, for a block this reader cannot decode though
+/// it may be intact, unreadable). Each cause names the absolute offset at which the problem
+/// was detected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Cause {
@@ -192,4 +193,15 @@ pub enum Cause {
         /// What is wrong.
         what: &'static str,
     },
+}
+
+impl Cause {
+    /// Whether the cause is damage to the bytes, rather than a block this reader cannot
+    /// decode (a codec it does not support, a dictionary it was not given).
+    pub fn is_damage(&self) -> bool {
+        !matches!(
+            self,
+            Cause::UnsupportedCodec { .. } | Cause::Dictionary { .. }
+        )
+    }
 }

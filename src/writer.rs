@@ -112,7 +112,19 @@ impl WriterBuilder {
         writer.out[start - 1] = 0;
         writer.write_out(start - 1)?;
         if let Some(dictionary) = embed {
-            writer.write_block(types::DICTIONARY, dictionary.bytes())?;
+            // Compressed (without a dictionary, which the reader does not have yet).
+            let level = match writer.options.compression {
+                Compression::Zstd { level } => level,
+                Compression::None => Compression::DEFAULT_ZSTD_LEVEL,
+            };
+            let mut plain = Compressor::new(level, None)?;
+            let start = block::encode(
+                types::DICTIONARY,
+                dictionary.bytes(),
+                Some(&mut plain),
+                &mut writer.out,
+            )?;
+            writer.write_out(start)?;
         }
         Ok(writer)
     }

@@ -21,7 +21,7 @@ pub trait ReadJob {
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
 pub fn read<J: ReadJob>(path: &Path, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
-    let builder = options.builder();
+    let builder = options.builder()?;
     if is_stdio(path) {
         let mut reader = builder.from_read(io::stdin().lock());
         return job.run(&mut reader, None);

@@ -5,6 +5,7 @@
 //! 3 damage was skipped (the output holds every intact record).
 
 mod cat;
+mod dict;
 mod framing;
 mod input;
 mod ls;
@@ -38,6 +39,9 @@ enum Command {
     Ls(ListArgs),
     /// Show the metadata blocks, skipping data blocks by their length fields.
     Meta(ListArgs),
+    /// Work with zstd dictionaries.
+    #[command(subcommand)]
+    Dict(dict::Command),
 }
 
 /// How a command ended, short of an error.
@@ -72,12 +76,26 @@ pub struct ReadOptions {
     /// Largest block body to accept, in bytes; larger blocks are reported as damage.
     #[arg(long, value_name = "BYTES", default_value_t = cobsfile::DEFAULT_MAX_BLOCK_SIZE)]
     pub max_block_size: usize,
+    /// A zstd dictionary for blocks compressed with it (repeatable); dictionaries the file
+    /// embeds are found on their own.
+    #[arg(long = "dict", value_name = "FILE")]
+    pub dictionaries: Vec<PathBuf>,
 }
 
 impl ReadOptions {
-    fn builder(&self) -> cobsfile::ReaderBuilder {
-        cobsfile::ReaderBuilder::new().max_block_size(self.max_block_size)
+    fn builder(&self) -> Result<cobsfile::ReaderBuilder, Failure> {
+        let mut builder = cobsfile::ReaderBuilder::new().max_block_size(self.max_block_size);
+        for path in &self.dictionaries {
+            builder = builder.dictionary(load_dictionary(path)?);
+        }
+        Ok(builder)
     }
+}
+
+/// Reads a dictionary file.
+pub fn load_dictionary(path: &Path) -> Result<cobsfile::Dictionary, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| Failure::at(&path.display().to_string(), e))?;
+    Ok(cobsfile::Dictionary::new(bytes))
 }
 
 /// Arguments of the commands that list what a file holds (`ls`, `meta`).
@@ -120,6 +138,7 @@ pub fn run() -> ExitCode {
         Command::Cat(args) => cat::run(args),
         Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
         Command::Meta(args) => args.run(|name, json| meta::Meta { name, json }),
+        Command::Dict(command) => dict::run(command),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

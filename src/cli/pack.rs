@@ -5,7 +5,7 @@ use std::io::{self, BufReader, IsTerminal, Read, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use cobsfile::{WriterBuilder, DEFAULT_BLOCK_SIZE};
+use cobsfile::{Compression, WriterBuilder, DEFAULT_BLOCK_SIZE};
 
 use super::framing::FramingError;
 use super::progress::Progress;
@@ -25,6 +25,17 @@ pub struct Args {
     /// How records are delimited in the input.
     #[arg(long, value_enum, default_value = "lines")]
     framing: Framing,
+    /// Compress data blocks with zstd at LEVEL: -7..-1 fastest, 1..22 smallest; 3 balances
+    /// the two (see BENCHMARKS.md).
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
+    zstd: Option<i32>,
+    /// Compress with this zstd dictionary (made by `cobsfile dict train`); it is embedded in
+    /// the file unless --external-dict is given.
+    #[arg(long, value_name = "FILE", requires = "zstd")]
+    dict: Option<PathBuf>,
+    /// Do not embed the dictionary: readers need the same file (`cat --dict FILE`).
+    #[arg(long, requires = "dict")]
+    external_dict: bool,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
@@ -59,10 +70,15 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         (Box::new(file), size)
     };
     let (sink, out_name) = open_output(args.output.as_ref())?;
-    let mut writer = WriterBuilder::new()
-        .block_size(args.block_size)
-        .build(sink)
-        .map_err(|e| Failure::at(&out_name, e))?;
+    let mut builder = WriterBuilder::new().block_size(args.block_size);
+    if let Some(level) = args.zstd {
+        let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
+        builder = builder.compression(compression);
+    }
+    if let Some(path) = &args.dict {
+        builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
+    }
+    let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;
     if !args.meta.is_empty() {
         writer
             .write_metadata(args.meta.iter().map(|(k, v)| (k, v)))

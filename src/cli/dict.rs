@@ -1,0 +1,69 @@
+//! `cobsfile dict`: zstd dictionaries.
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::PathBuf;
+
+use cobsfile::{Dictionary, DictionaryId};
+
+use super::{input, is_stdio, Failure, Framing, Outcome};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Train a dictionary on records with zstd's trainer.
+    Train(TrainArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Largest dictionary size in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 112_640)]
+    size: usize,
+    /// How records are delimited in the inputs.
+    #[arg(long, value_enum, default_value = "lines")]
+    framing: Framing,
+    /// Where to write the dictionary.
+    #[arg(short, long, value_name = "DICT")]
+    output: PathBuf,
+    /// Files of sample records (`-` for stdin).
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<PathBuf>,
+}
+
+/// The most sample bytes read for training; zstd needs far fewer.
+const MAX_SAMPLE_BYTES: usize = 256 << 20;
+
+pub fn run(command: Command) -> Result<Outcome, Failure> {
+    let Command::Train(args) = command;
+    let mut samples: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0;
+    for path in &args.inputs {
+        let name = input::name(path);
+        let source: Box<dyn io::Read> = if is_stdio(path) {
+            Box::new(io::stdin().lock())
+        } else {
+            Box::new(File::open(path).map_err(|e| Failure::at(&name, e))?)
+        };
+        let mut reader = BufReader::with_capacity(1 << 20, source);
+        args.framing
+            .read_records(&mut reader, MAX_SAMPLE_BYTES, |record| {
+                if total < MAX_SAMPLE_BYTES {
+                    total += record.len();
+                    samples.push(record.to_vec());
+                }
+                Ok::<(), super::framing::FramingError>(())
+            })
+            .map_err(|e| Failure::at(&name, e))?;
+    }
+    let dictionary = Dictionary::train(&samples, args.size)
+        .map_err(|e| Failure(format!("training on {} records failed: {e}", samples.len())))?;
+    let out = args.output.display().to_string();
+    std::fs::write(&args.output, dictionary.bytes()).map_err(|e| Failure::at(&out, e))?;
+    eprintln!(
+        "cobsfile: {out}: dictionary {} of {} bytes from {} records",
+        DictionaryId(dictionary.id()),
+        dictionary.bytes().len(),
+        samples.len()
+    );
+    Ok(Outcome::Clean)
+}
