@@ -375,6 +375,8 @@ pub struct Blk {
     pub size: u64,
     pub kind: BlockKind,
     pub items: Option<u64>,
+    pub codec: &'static str,
+    pub payload_size: u64,
     pub version: Option<i64>,
     pub records: Vec<Vec<u8>>,
     pub entries: Vec<(String, Vec<u8>)>,
@@ -420,6 +422,8 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
                     size: info.size,
                     kind: info.kind,
                     items: info.items,
+                    codec: info.codec,
+                    payload_size: info.payload_size,
                     version: block.version(),
                     records: block.records().map(<[u8]>::to_vec).collect(),
                     entries: block
@@ -633,6 +637,8 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                     kind: b.kind,
                     size: b.size,
                     items: b.items,
+                    codec: b.codec,
+                    payload_size: b.payload_size,
                 })
                 .map_err(Clone::clone)
         })
