@@ -507,19 +507,7 @@ fn stream_with_bound(
         .from_read(ChunkedReader::new(bytes, seed, max_chunk));
     let mut out = Vec::new();
     while let Some(item) = reader.next_block() {
-        out.push(
-            item.map(|b| Blk {
-                offset: b.info().offset,
-                size: b.info().size,
-                kind: b.info().kind,
-                items: b.info().items,
-                version: b.version(),
-                records: b.records().map(<[u8]>::to_vec).collect(),
-                entries: Vec::new(),
-                payload: b.payload().to_vec(),
-            })
-            .map_err(Fault::from),
-        );
+        out.push(item.map(|b| Blk::of(&b)).map_err(Fault::from));
         let capacity = reader.source().capacity();
         assert!(
             capacity <= stream_bound(max),

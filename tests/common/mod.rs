@@ -383,6 +383,28 @@ pub struct Blk {
     pub payload: Vec<u8>,
 }
 
+impl Blk {
+    /// Everything a decoded block holds, owned.
+    pub fn of(block: &cobsfile::Block<'_>) -> Self {
+        let info = block.info();
+        Blk {
+            offset: info.offset,
+            size: info.size,
+            kind: info.kind,
+            items: info.items,
+            codec: info.codec,
+            payload_size: info.payload_size,
+            version: block.version(),
+            records: block.records().map(<[u8]>::to_vec).collect(),
+            entries: block
+                .entries()
+                .map(|(k, v)| (k.to_owned(), v.to_vec()))
+                .collect(),
+            payload: block.payload().to_vec(),
+        }
+    }
+}
+
 /// Everything one kind of reader yields for an input, each API used on a fresh reader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -415,24 +437,7 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
     let mut reader = make();
     while let Some(item) = reader.next_block() {
         blocks.push(match item {
-            Ok(block) => {
-                let info = block.info().clone();
-                Ok(Blk {
-                    offset: info.offset,
-                    size: info.size,
-                    kind: info.kind,
-                    items: info.items,
-                    codec: info.codec,
-                    payload_size: info.payload_size,
-                    version: block.version(),
-                    records: block.records().map(<[u8]>::to_vec).collect(),
-                    entries: block
-                        .entries()
-                        .map(|(k, v)| (k.to_owned(), v.to_vec()))
-                        .collect(),
-                    payload: block.payload().to_vec(),
-                })
-            }
+            Ok(block) => Ok(Blk::of(&block)),
             Err(e) => Err(Fault::from(e)),
         });
         assert!(blocks.len() < 1 << 24, "next_block does not end");
