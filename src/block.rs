@@ -107,7 +107,7 @@ pub(crate) fn encode(
     out: &mut Vec<u8>,
 ) -> Result<usize> {
     // Codec, dictionary id and size: the fields before the stored payload.
-    let mut fields = Vec::with_capacity(1 + 8 + varint::MAX_LEN);
+    let mut fields = Fields::default();
     let mut stored = payload;
     if let Some(compressor) = compressor {
         let dictionary = compressor.dictionary_id();
@@ -116,20 +116,21 @@ pub(crate) fn encode(
             Some(_) => codec::ZSTD_DICTIONARY,
             None => codec::ZSTD,
         };
-        varint::write(codec, &mut fields);
+        fields.varint(codec);
         if let Some(id) = dictionary {
-            fields.extend_from_slice(&id.to_le_bytes());
+            fields.bytes(&id.to_le_bytes());
         }
-        varint::write(payload.len() as i64, &mut fields);
-        if fields.len() + frame.len() < 1 + payload.len() {
+        fields.varint(payload.len() as i64);
+        if fields.len + frame.len() < 1 + payload.len() {
             stored = frame;
         } else {
-            fields.clear();
+            fields = Fields::default();
         }
     }
-    if fields.is_empty() {
-        varint::write(codec::NONE, &mut fields);
+    if fields.len == 0 {
+        fields.varint(codec::NONE);
     }
+    let fields = fields.as_slice();
 
     out.clear();
     out.reserve(HEADER_ROOM + cobs::max_encoded_len(fields.len() + stored.len() + 4) + 1);
@@ -138,11 +139,11 @@ pub(crate) fn encode(
     let type_len = varint::encode(kind, &mut type_field);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field[..type_len]);
-    crc.update(&fields);
+    crc.update(fields);
     crc.update(payload);
 
     let mut body = cobs::Encoder::new(out);
-    body.push(&fields);
+    body.push(fields);
     body.push(stored);
     body.push(&crc.finalize().to_le_bytes());
     body.finish(HEADER_ROOM);
@@ -155,6 +156,30 @@ pub(crate) fn encode(
     out[start..start + type_len].copy_from_slice(&type_field[..type_len]);
     out[start + type_len..HEADER_ROOM].copy_from_slice(&length_field[..length_len]);
     Ok(start)
+}
+
+/// The fields before a stored payload, assembled without allocating.
+#[derive(Default)]
+struct Fields {
+    buf: [u8; 2 * varint::MAX_LEN + 8],
+    len: usize,
+}
+
+impl Fields {
+    fn varint(&mut self, n: i64) {
+        let mut field = [0; varint::MAX_LEN];
+        let len = varint::encode(n, &mut field);
+        self.bytes(&field[..len]);
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 /// The payload of a header block.

@@ -202,13 +202,20 @@ impl Write for RecordingWriter {
 /// CRC-32 (little-endian) of type field, codec and payload; on disk: type, length, COBS(body),
 /// 0x00, where length counts the COBS body and the closing sync byte.
 pub fn raw_block(type_id: i64, payload: &[u8]) -> Vec<u8> {
+    raw_block_with(type_id, &[0], payload, payload) // codec: none (zig-zag 0)
+}
+
+/// A block built by hand: `fields` (codec, dictionary id, size), then `stored`, then the CRC
+/// of the type field, `fields` and `crc_payload` (the payload uncompressed).
+pub fn raw_block_with(type_id: i64, fields: &[u8], stored: &[u8], crc_payload: &[u8]) -> Vec<u8> {
     let mut type_field = Vec::new();
     varint::write(type_id, &mut type_field);
-    let mut body = vec![0u8]; // codec: none (zig-zag 0)
-    body.extend_from_slice(payload);
+    let mut body = fields.to_vec();
+    body.extend_from_slice(stored);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field);
-    crc.update(&body);
+    crc.update(fields);
+    crc.update(crc_payload);
     body.extend_from_slice(&crc.finalize().to_le_bytes());
     let mut encoded = Vec::new();
     cobsfile::cobs::encode(&body, &mut encoded);
