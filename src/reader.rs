@@ -219,6 +219,28 @@ pub struct Reader<S> {
     stats: Stats,
 }
 
+/// What the scanner found next.
+enum Event {
+    /// Damage from the absolute offset `start`.
+    Damage { start: u64, cause: Cause },
+    /// A frame, positions in the current window.
+    Frame(Frame),
+    /// The input ends at the absolute offset `end`.
+    End { end: u64 },
+    /// The source failed.
+    Failed(Error),
+}
+
+/// What becomes of a frame once it is decoded (or known to need no decoding).
+enum Settled {
+    /// It failed to decode: damage, merged with the damage around it.
+    Merged,
+    /// Damage before it is to be reported first; the frame comes next.
+    Damage(Error),
+    /// What to yield for it.
+    Done(Result<Option<(BlockInfo, Body)>>),
+}
+
 impl<S: Source> Reader<S> {
     fn new(src: S, options: &ReaderBuilder) -> Self {
         // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
@@ -267,10 +289,11 @@ impl<S: Source> Reader<S> {
         Some(Error::Damaged { start, end, cause })
     }
 
-    /// Notes damage from window index `from`, merging it with damage not yet reported.
-    fn note_damage(&mut self, from: usize, cause: Cause) {
+    /// Notes damage from the absolute offset `start`, merging it with damage not yet
+    /// reported.
+    fn note_damage(&mut self, start: u64, cause: Cause) {
         if self.damage.is_none() {
-            self.damage = Some((self.offset(from), cause));
+            self.damage = Some((start, cause));
         }
     }
 
@@ -284,6 +307,23 @@ impl<S: Source> Reader<S> {
             Mode::All => Check::Full,
             Mode::Metadata => Check::Landing,
         };
+        loop {
+            match self.scan(check) {
+                Event::Damage { start, cause } => self.note_damage(start, cause),
+                Event::Frame(f) => return Some(Ok(f)),
+                Event::End { end } => return self.take_damage(end).map(Err),
+                Event::Failed(e) => {
+                    self.stopped = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
+    /// Scans on from `pos` to the next frame, damage or the end of the input, reading more
+    /// input as needed, and moves `pos` past what it found. A frame is checked as `check`
+    /// says; in a landing check, header and metadata frames (which are decoded) in full.
+    fn scan(&mut self, check: Check) -> Event {
         loop {
             let window = self.src.window();
             let searched = match self.zero_free {
@@ -309,8 +349,7 @@ impl<S: Source> Reader<S> {
                     }
                     let max_window = self.max_length as usize + 2 * varint::MAX_LEN + 1;
                     if let Err(e) = self.src.refill(self.pos, max_window) {
-                        self.stopped = true;
-                        return Some(Err(e.into()));
+                        return Event::Failed(e.into());
                     }
                     self.pos = 0;
                 }
@@ -319,13 +358,15 @@ impl<S: Source> Reader<S> {
                     resume,
                     cause,
                 } => {
-                    self.note_damage(from, cause);
+                    let start = self.offset(from);
                     self.pos = resume;
+                    return Event::Damage { start, cause };
                 }
                 Scan::Padding { resume } => self.pos = resume,
                 Scan::End => {
-                    let end = self.offset(window.len());
-                    return self.take_damage(end).map(Err);
+                    return Event::End {
+                        end: self.offset(window.len()),
+                    }
                 }
                 Scan::Frame(f) => {
                     let decoded = matches!(
@@ -338,13 +379,13 @@ impl<S: Source> Reader<S> {
                                 expected: self.offset(f.end),
                                 found: self.offset(zero),
                             };
-                            self.note_damage(f.start + 1, cause);
+                            let start = self.offset(f.start + 1);
                             self.pos = zero;
-                            continue;
+                            return Event::Damage { start, cause };
                         }
                     }
                     self.pos = f.end;
-                    return Some(Ok(f));
+                    return Event::Frame(f);
                 }
             }
         }
@@ -364,71 +405,77 @@ impl<S: Source> Reader<S> {
             let wanted =
                 mode == Mode::All || matches!(kind, BlockKind::Header | BlockKind::Metadata);
             let decoded = if wanted {
-                match self.decode(&f) {
-                    Ok(decoded) => Some(decoded),
-                    Err(cause) => {
-                        self.note_damage(f.start + 1, cause);
-                        continue;
-                    }
-                }
+                self.decode(&f).map(Some)
             } else {
-                None
+                Ok(None)
             };
-            if let Some(err) = self.take_damage(self.offset(f.start)) {
-                self.pos = f.start;
-                return Some(Err(err));
-            }
-            if let Some((info, body)) = &decoded {
-                if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
-                    self.stopped = true;
-                    return Some(Err(Error::UnsupportedVersion {
-                        offset: info.offset,
-                        version,
-                        supported: FORMAT_VERSION,
-                    }));
+            match self.settle(self.offset(f.start), decoded) {
+                Settled::Merged => continue,
+                Settled::Damage(err) => {
+                    self.pos = f.start;
+                    return Some(Err(err));
                 }
-                if info.kind == BlockKind::Dictionary {
-                    let bytes = &self.scratch.buffer()[body.payload.clone()];
-                    // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-                    let _ = self
-                        .decompressor
-                        .add(&Dictionary::new(bytes.to_vec()), false);
-                }
-                self.stats.blocks += 1;
+                Settled::Done(done) => return Some(done),
             }
-            return Some(Ok(decoded));
         }
+    }
+
+    /// The part of [`next_decoded`](Self::next_decoded) after decoding: what to do with the frame at the absolute offset `offset`, decoded into `scratch` (or not,
+    /// `None`), given the damage noted before it.
+    fn settle(
+        &mut self,
+        offset: u64,
+        decoded: Result<Option<(BlockInfo, Body)>, Cause>,
+    ) -> Settled {
+        let decoded = match decoded {
+            Ok(decoded) => decoded,
+            Err(cause) => {
+                self.note_damage(offset + 1, cause);
+                return Settled::Merged;
+            }
+        };
+        if let Some(err) = self.take_damage(offset) {
+            return Settled::Damage(err);
+        }
+        if let Some((info, body)) = &decoded {
+            if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
+                self.stopped = true;
+                return Settled::Done(Err(Error::UnsupportedVersion {
+                    offset: info.offset,
+                    version,
+                    supported: FORMAT_VERSION,
+                }));
+            }
+            if info.kind == BlockKind::Dictionary {
+                let bytes = &self.scratch.buffer()[body.payload.clone()];
+                // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+                let _ = self
+                    .decompressor
+                    .add(&Dictionary::new(bytes.to_vec()), false);
+            }
+            self.stats.blocks += 1;
+        }
+        Settled::Done(Ok(decoded))
     }
 
     /// Decodes a frame into `scratch`.
     fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
         let window = self.src.window();
         let base = self.src.base();
-        let at = |i: usize| base + i as u64;
-        let kind = BlockKind::from_type(f.kind);
         let place = Place {
-            offset: at(f.start),
-            body_offset: at(f.body.start),
+            offset: base + f.start as u64,
+            body_offset: base + f.body.start as u64,
         };
-        let decoded = block::decode(
+        decode_block(
             &window[f.type_field.clone()],
-            kind,
+            BlockKind::from_type(f.kind),
             &window[f.body.clone()],
             place,
+            (f.end - f.start) as u64,
             self.max_block_size,
             &mut self.scratch,
             &mut self.decompressor,
-        );
-        let body = decoded?;
-        let info = BlockInfo {
-            offset: at(f.start),
-            kind,
-            size: (f.end - f.start) as u64,
-            items: body.items,
-            codec: codec_name(body.codec),
-            payload_size: body.payload.len() as u64,
-        };
-        Ok((info, body))
+        )
     }
 
     /// The next intact block, or the error that stands for a damaged region before it.
@@ -499,6 +546,39 @@ impl<S: Source> Reader<S> {
         }
         (records, errors)
     }
+}
+
+/// Decodes a block of type `kind` whose type field and COBS body are given, found at `place`
+/// and `size` bytes long after its opening sync byte, into `scratch`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_block(
+    type_field: &[u8],
+    kind: BlockKind,
+    encoded: &[u8],
+    place: Place,
+    size: u64,
+    max_block_size: usize,
+    scratch: &mut Scratch,
+    decompressor: &mut Decompressor,
+) -> Result<(BlockInfo, Body), Cause> {
+    let body = block::decode(
+        type_field,
+        kind,
+        encoded,
+        place,
+        max_block_size,
+        scratch,
+        decompressor,
+    )?;
+    let info = BlockInfo {
+        offset: place.offset,
+        kind,
+        size,
+        items: body.items,
+        codec: codec_name(body.codec),
+        payload_size: body.payload.len() as u64,
+    };
+    Ok((info, body))
 }
 
 /// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.
