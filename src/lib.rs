@@ -37,7 +37,8 @@
 //! ## Layers
 //! - [`varint`], [`cobs`] and the block codec are pure functions over byte slices;
 //! - [`Writer`] writes blocks to any `io::Write`; [`Reader`] reads them from a slice, a
-//!   [`MappedFile`] or any `io::Read`;
+//!   [`MappedFile`] or any `io::Read`; [`WriterBuilder::threads`] spreads compression over
+//!   worker threads, with the same output as one thread;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
 
 #![deny(missing_docs)]
@@ -48,6 +49,7 @@ mod codec;
 mod error;
 mod frame;
 mod mapped;
+mod parallel;
 mod reader;
 mod source;
 pub mod varint;

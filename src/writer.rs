@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
+use crate::parallel::Encoders;
 use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
 
@@ -27,6 +28,7 @@ pub struct WriterBuilder {
     max_block_size: usize,
     compression: Compression,
     dictionary: Option<(Dictionary, bool)>,
+    threads: usize,
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -46,6 +48,7 @@ impl WriterBuilder {
             max_block_size: DEFAULT_MAX_BLOCK_SIZE,
             compression: Compression::None,
             dictionary: None,
+            threads: 0,
         }
     }
 
@@ -81,24 +84,63 @@ impl WriterBuilder {
         self
     }
 
+    /// Encodes (and compresses) data blocks on `threads` worker threads (default 0; 0 and 1
+    /// encode on the calling thread).
+    ///
+    /// Each worker has its own zstd context, created once. Up to 2 blocks per thread are in
+    /// flight; when that many are, the writer waits for the oldest and writes it. Blocks reach
+    /// the inner writer in the order they were closed (metadata and raw blocks included), each
+    /// in one `write_all`, and the file is byte for byte the one a single thread writes.
+    ///
+    /// A block may so reach the inner writer after the call that closed it returns, and an
+    /// error encoding or writing it is returned by a later call (the next that has to wait for
+    /// it, or [`flush`](Writer::flush) or [`finish`](Writer::finish), which wait for every
+    /// block); the block is then lost. Dropping the writer writes the blocks in flight and
+    /// stops the threads.
+    ///
+    /// ```
+    /// use cobsfile::{Compression, WriterBuilder};
+    ///
+    /// let mut writer = WriterBuilder::new()
+    ///     .compression(Compression::zstd(3)?)
+    ///     .threads(2)
+    ///     .build(Vec::new())?;
+    /// for i in 0..10_000 {
+    ///     writer.write_record(format!("{{\"event\":{i}}}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    /// let (records, errors) = cobsfile::ReaderBuilder::new().from_slice(&file).read_all();
+    /// assert_eq!((records.len(), errors.len()), (10_000, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
     /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
     /// dictionary block when a dictionary is to be embedded).
     pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
-        let compressor = match self.compression {
-            Compression::None => None,
-            Compression::Zstd { level } => {
-                let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
-                Some(Compressor::new(level, dictionary)?)
-            }
+        let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
+        let (compressor, encoders) = if self.threads > 1 {
+            let encoders = Encoders::new(self.threads, self.compression, dictionary)?;
+            (None, Some(encoders))
+        } else {
+            let compressor = match self.compression {
+                Compression::None => None,
+                Compression::Zstd { level } => Some(Compressor::new(level, dictionary)?),
+            };
+            (compressor, None)
         };
-        let embed = match (&self.dictionary, &compressor) {
-            (Some((dictionary, true)), Some(_)) => Some(dictionary.clone()),
+        let embed = match (&self.dictionary, self.compression) {
+            (Some((dictionary, true)), Compression::Zstd { .. }) => Some(dictionary.clone()),
             _ => None,
         };
         let mut writer = Writer {
             inner: Some(inner),
             options: self,
             compressor,
+            encoders,
             count: 0,
             records: vec![0; COUNT_ROOM],
             out: Vec::new(),
@@ -150,8 +192,10 @@ pub struct Writer<W: Write> {
     /// `None` once `finish` has taken it.
     inner: Option<W>,
     options: WriterBuilder,
-    /// The zstd context, kept for every block.
+    /// The zstd context, kept for every block (on one thread).
     compressor: Option<Compressor>,
+    /// The worker threads and the blocks in flight, with `threads > 1`.
+    encoders: Option<Encoders>,
     /// Records in the open data block.
     count: u64,
     /// Room for the count, then the open data block's records, each with its length prefix.
@@ -240,17 +284,40 @@ impl<W: Write> Writer<W> {
         self.write_block(type_id, payload)
     }
 
-    /// Writes one uncompressed block.
+    /// Writes one uncompressed block (behind the blocks in flight).
     fn write_block(&mut self, kind: i64, payload: &[u8]) -> Result<()> {
+        if let Some(encoders) = &mut self.encoders {
+            let inner = self
+                .inner
+                .as_mut()
+                .expect("inner writer present until finish");
+            return encoders.write_block(kind, payload, inner);
+        }
         let start = block::encode(kind, payload, None, &mut self.out)?;
         self.write_out(start)
     }
 
-    /// Closes the open data block and flushes the inner writer.
+    /// Closes the open data block, writes every block in flight, and flushes the inner
+    /// writer.
     pub fn flush(&mut self) -> Result<()> {
         self.close_block()?;
+        self.drain()?;
         self.inner_mut().flush()?;
         Ok(())
+    }
+
+    /// Waits for the blocks in flight and writes them.
+    fn drain(&mut self) -> Result<()> {
+        match (&mut self.encoders, &mut self.inner) {
+            (Some(encoders), Some(inner)) => encoders.drain(inner),
+            _ => Ok(()),
+        }
+    }
+
+    /// Blocks closed and not yet written (tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn blocks_in_flight(&self) -> usize {
+        self.encoders.as_ref().map_or(0, Encoders::in_flight)
     }
 
     /// Closes the open data block, flushes, and returns the inner writer.
@@ -262,7 +329,8 @@ impl<W: Write> Writer<W> {
             .expect("inner writer present until finish"))
     }
 
-    /// The inner writer.
+    /// The inner writer. With [`threads`](WriterBuilder::threads), blocks in flight have not
+    /// reached it yet: [`flush`](Self::flush) first.
     pub fn get_ref(&self) -> &W {
         self.inner
             .as_ref()
@@ -284,6 +352,17 @@ impl<W: Write> Writer<W> {
         let count_len = varint::encode(self.count as i64, &mut count);
         let payload_start = COUNT_ROOM - count_len;
         self.records[payload_start..COUNT_ROOM].copy_from_slice(&count[..count_len]);
+        if let Some(encoders) = &mut self.encoders {
+            let mut next = encoders.spare_payload();
+            next.resize(COUNT_ROOM, 0);
+            let payload = std::mem::replace(&mut self.records, next);
+            self.count = 0;
+            let inner = self
+                .inner
+                .as_mut()
+                .expect("inner writer present until finish");
+            return encoders.write_data(payload, payload_start, inner);
+        }
         let payload = &self.records[payload_start..];
         let start = block::encode(
             types::DATA,
@@ -308,11 +387,12 @@ impl<W: Write> Writer<W> {
 }
 
 impl<W: Write> Drop for Writer<W> {
-    /// Writes the open data block if `finish` was not called. Errors are ignored here: call
-    /// `finish` or `flush` to see them.
+    /// Writes the open data block and the blocks in flight if `finish` was not called.
+    /// Errors are ignored here: call `finish` or `flush` to see them.
     fn drop(&mut self) {
         if self.inner.is_some() && !std::thread::panicking() {
             let _ = self.close_block();
+            while self.drain().is_err() {}
         }
     }
 }

@@ -1,0 +1,106 @@
+//! With worker threads, steady-state writing allocates nothing per record and nothing per
+//! block: buffers and channel slots are all recycled. Checked with a
+//! counting global allocator, which counts every thread's allocations (this test binary only,
+//! one test function, so no other test runs meanwhile).
+//!
+//! A few allocations remain after the warm-up, whatever the number of blocks: a recycled
+//! buffer growing for the largest block it has held yet, a worker's first wait on a channel.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cobsfile::{Compression, Dictionary, WriterBuilder};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: delegates every call to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// A sink that keeps nothing, so only the writer's own allocations count.
+struct Discard;
+
+impl std::io::Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn record(i: usize) -> Vec<u8> {
+    format!(
+        "{{\"event\":{i},\"level\":\"info\",\"pad\":\"{}\"}}",
+        "x".repeat(i % 300)
+    )
+    .into_bytes()
+}
+
+fn builder(compression: Compression, dictionary: Option<&Dictionary>) -> WriterBuilder {
+    let builder = WriterBuilder::new()
+        .block_size(16 * 1024)
+        .compression(compression);
+    match dictionary {
+        Some(d) => builder.dictionary(d.clone(), true),
+        None => builder,
+    }
+}
+
+/// Allocations allowed over the ~175 blocks after the warm-up (see the module documentation).
+const MOST: u64 = 12;
+
+#[test]
+fn steady_state_allocates_nothing_per_block_with_threads() {
+    let records: Vec<Vec<u8>> = (0..20_000).map(record).collect();
+    let dictionary = Dictionary::new(records[..50].concat());
+    for (compression, dictionary) in [
+        (Compression::None, None),
+        (Compression::zstd(3).unwrap(), None),
+        (Compression::zstd(3).unwrap(), Some(&dictionary)),
+    ] {
+        for threads in [2, 3] {
+            // ~175 blocks after the warm-up.
+            let mut writer = builder(compression, dictionary)
+                .threads(threads)
+                .build(Discard)
+                .unwrap();
+            for r in &records[..5_000] {
+                writer.write_record(r).unwrap();
+            }
+            let before = allocations();
+            for r in &records[5_000..] {
+                writer.write_record(r).unwrap();
+            }
+            let during = allocations() - before;
+            assert!(
+                during <= MOST,
+                "{compression:?}, {threads} threads: {during} allocations writing 15000 records"
+            );
+            writer.finish().unwrap();
+        }
+    }
+}
