@@ -37,8 +37,9 @@
 //! ## Layers
 //! - [`varint`], [`cobs`] and the block codec are pure functions over byte slices;
 //! - [`Writer`] writes blocks to any `io::Write`; [`Reader`] reads them from a slice, a
-//!   [`MappedFile`] or any `io::Read`; [`WriterBuilder::threads`] spreads compression over
-//!   worker threads, with the same output as one thread;
+//!   [`MappedFile`] or any `io::Read`; [`WriterBuilder::threads`] and
+//!   [`ReaderBuilder::threads`] spread compression and decoding over worker threads, with
+//!   the same output as one thread;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
 
 #![deny(missing_docs)]

@@ -1,7 +1,7 @@
-//! Worker threads that encode blocks for a [`Writer`](crate::Writer), with results taken back
-//! in file order.
+//! Worker threads that encode blocks for a [`Writer`](crate::Writer) and decode blocks for a
+//! [`Reader`](crate::Reader), with results taken back in file order.
 //!
-//! A [`Pool`] is `n` worker threads, each with its own state (a zstd
+//! Both sides use the same [`Pool`]: `n` worker threads, each with its own state (a zstd
 //! context created once, when the pool starts), pulling jobs from one shared bounded channel
 //! in the order they were sent, so an idle worker always takes the next job, whichever worker
 //! is slow. Each job gets a sequence number; results come back on one channel in any order,
@@ -9,7 +9,8 @@
 //! early aside.
 //!
 //! At most [`DEPTH`] blocks per worker are in flight. When that many are, the submitting
-//! thread first takes the oldest result back and writes it. Buffers travel inside the jobs and come back with the results to free lists, so a
+//! thread first takes the oldest result back (writing it, or handing it to the reader's
+//! caller). Buffers travel inside the jobs and come back with the results to free lists, so a
 //! steady state allocates nothing per record and nothing per block.
 //!
 //! Dropping a pool closes the job channel and joins the threads: a worker finishes the job it
@@ -19,19 +20,23 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 
-use crate::block::{self, types};
-use crate::codec::{Compression, Compressor, Dictionary};
-use crate::error::Result;
+use crate::block::{self, types, BlockKind, Body, Place, Scratch};
+use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
+use crate::error::{Cause, Error, Result};
+use crate::frame::Frame;
+use crate::reader::{decode_block, BlockInfo};
 
 /// Blocks in flight per worker thread.
 pub(crate) const DEPTH: usize = 2;
 
-/// Locks `mutex`, ignoring poisoning: the data behind it (a receiver) stays consistent.
+/// Locks `mutex`, ignoring poisoning: the data behind it stays consistent (a receiver, a list
+/// only ever appended to).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -323,17 +328,395 @@ impl Encoders {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading.
+
+/// A frame to decode, and then the decoded block.
+#[derive(Debug)]
+pub(crate) struct DecodeJob {
+    /// The frame's bytes from its type field to the end of its body (the length field in
+    /// between is not needed but costs nothing to copy along).
+    encoded: Vec<u8>,
+    type_field: Range<usize>,
+    body: Range<usize>,
+    kind: BlockKind,
+    place: Place,
+    /// How many of the dictionaries found in the file so far (in the pool's registry) the
+    /// block may use: those before it.
+    known: usize,
+    /// Window indices of the frame's opening and closing sync bytes.
+    start: usize,
+    end: usize,
+    /// Where the decoded payload is.
+    pub scratch: Scratch,
+    /// Filled in by the decoding.
+    pub result: Option<Result<(BlockInfo, Body), Cause>>,
+}
+
+impl DecodeJob {
+    /// The absolute offset of the frame's opening sync byte.
+    pub fn offset(&self) -> u64 {
+        self.place.offset
+    }
+
+    fn decode(&mut self, max_block_size: usize, decompressor: &mut Decompressor) {
+        self.result = Some(decode_block(
+            &self.encoded[self.type_field.clone()],
+            self.kind,
+            &self.encoded[self.body.clone()],
+            self.place,
+            (self.end - self.start) as u64,
+            max_block_size,
+            &mut self.scratch,
+            decompressor,
+        ));
+    }
+}
+
+/// A decoding worker's state.
+struct DecodeState {
+    max_block_size: usize,
+    decompressor: Decompressor,
+    /// The dictionaries found in the file, in file order, shared with the reader's thread.
+    registry: Arc<Mutex<Vec<Dictionary>>>,
+    /// How many of them `decompressor` holds. A worker takes jobs in file order, so this never
+    /// exceeds what the job at hand may use.
+    added: usize,
+}
+
+/// Decodes a job (boxed, so that it moves through channels as a pointer; the boxes are
+/// recycled) after making the dictionaries before its block available.
+fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
+    if state.added < job.known {
+        for dictionary in &lock(&state.registry)[state.added..job.known] {
+            // Loads: the reader's thread loaded it before registering it.
+            let _ = state.decompressor.add(dictionary, false);
+        }
+        state.added = job.known;
+    }
+    job.decode(state.max_block_size, &mut state.decompressor);
+    job
+}
+
+/// A decompressor holding `dictionaries`, each marked given to the reader or not, added in
+/// order as a sequential reader would have added them.
+fn decompressor_with(dictionaries: &[(Dictionary, bool)]) -> Decompressor {
+    let mut decompressor = Decompressor::default();
+    for (dictionary, given) in dictionaries {
+        // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+        let _ = decompressor.add(dictionary, *given);
+    }
+    decompressor
+}
+
+/// What the scanner found, in file order, waiting for the reader's caller.
+#[derive(Debug)]
+enum Entry {
+    /// Damage from the absolute offset `start`; the scan went on at window index `resume`.
+    Damage {
+        start: u64,
+        cause: Cause,
+        resume: usize,
+    },
+    /// A frame sent to the workers: the job's sequence number.
+    Worker(u64),
+    /// A decoded frame (a dictionary block, decoded on the reader's thread, or a frame put
+    /// back after the damage before it was reported).
+    Ready(Box<DecodeJob>),
+    /// The end of the input at the absolute offset `end`, reached at window index `resume`.
+    End { end: u64, resume: usize },
+    /// The source failed.
+    Failed(Error),
+}
+
+/// What [`Decoders::pop`] hands the reader, in file order.
+pub(crate) enum Popped {
+    /// Damage from the absolute offset `start`.
+    Damage { start: u64, cause: Cause },
+    /// A decoded frame; give it back with [`Decoders::recycle`] or [`Decoders::unpop`].
+    Block(Box<DecodeJob>),
+    /// The end of the input.
+    End { end: u64 },
+    /// The source failed.
+    Failed(Error),
+}
+
+/// The worker threads of a [`Reader`](crate::Reader) built with
+/// [`threads`](crate::ReaderBuilder::threads), and what the scanner found ahead of the caller.
+///
+/// The reader's thread scans frames in order and hands each one to the workers, copied out of
+/// the source (so workers never borrow it), up to a fixed number of frames ahead. Dictionary
+/// blocks are decoded on the reader's thread as they are scanned; an intact one joins a
+/// registry, and each later job carries the number of registered dictionaries, so a worker
+/// knows exactly the dictionaries a sequential reader would know when it decodes a block. The
+/// reader then takes frames and damage back in order and merges damage as a sequential reader
+/// does.
+pub(crate) struct Decoders {
+    pool: Pool<Box<DecodeJob>, Box<DecodeJob>>,
+    queue: VecDeque<Entry>,
+    /// Frames (`Worker` and `Ready` entries) in `queue`.
+    frames: usize,
+    /// The most frames in `queue`.
+    limit: usize,
+    /// Buffers back from the reader, boxes kept so that recycling allocates nothing.
+    #[allow(clippy::vec_box)]
+    free: Vec<Box<DecodeJob>>,
+    /// The dictionaries the workers know (given and embedded so far), to decode dictionary
+    /// blocks on the reader's thread.
+    main: Decompressor,
+    /// The dictionaries found in the file, shared with the workers.
+    registry: Arc<Mutex<Vec<Dictionary>>>,
+    /// The length of `registry`.
+    registered: usize,
+    max_block_size: usize,
+    /// Whether the end of the input (or a failure of the source) is queued: nothing more to
+    /// scan.
+    scanned: bool,
+    /// The window index at which a sequential reader would scan next, having returned what
+    /// was popped so far.
+    consumed: usize,
+}
+
+impl fmt::Debug for Decoders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decoders")
+            .field("threads", &self.pool.len())
+            .field("frames_in_flight", &self.frames)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Decoders {
+    /// Starts `threads` workers that know `dictionaries` (see [`decompressor_with`]); the scan
+    /// starts at window index `pos`.
+    pub fn new(
+        threads: usize,
+        max_block_size: usize,
+        dictionaries: &[(Dictionary, bool)],
+        pos: usize,
+    ) -> io::Result<Self> {
+        let registry = Arc::new(Mutex::new(Vec::new()));
+        let states = (0..threads)
+            .map(|_| DecodeState {
+                max_block_size,
+                decompressor: decompressor_with(dictionaries),
+                registry: Arc::clone(&registry),
+                added: 0,
+            })
+            .collect();
+        let limit = DEPTH * threads;
+        Ok(Decoders {
+            pool: Pool::spawn("cobsfile-decode", states, limit, decode)?,
+            queue: VecDeque::with_capacity(2 * limit + 2),
+            frames: 0,
+            limit,
+            free: Vec::with_capacity(limit + 1),
+            main: decompressor_with(dictionaries),
+            registry,
+            registered: 0,
+            max_block_size,
+            scanned: false,
+            consumed: pos,
+        })
+    }
+
+    /// Whether to stop scanning ahead: enough frames are in flight, or the input is scanned.
+    pub fn full(&self) -> bool {
+        self.scanned || self.frames >= self.limit
+    }
+
+    /// Whether nothing is queued: the scan is where the caller is.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Notes that the scan goes on at `pos` (the caller may have scanned on its own thread
+    /// while nothing was queued).
+    pub fn resume_at(&mut self, pos: usize) {
+        if self.is_idle() {
+            self.consumed = pos;
+        }
+    }
+
+    /// Frames queued: being decoded or decoded and not yet taken.
+    #[cfg(test)]
+    pub fn frames_in_flight(&self) -> usize {
+        self.frames
+    }
+
+    /// The window index at which a sequential reader would scan next.
+    pub fn consumed(&self) -> usize {
+        self.consumed
+    }
+
+    /// Queues damage from the absolute offset `start`; the scan goes on at `resume`. Damage
+    /// right after damage is merged here already (the first start and cause stand).
+    pub fn push_damage(&mut self, start: u64, cause: Cause, resume: usize) {
+        if let Some(Entry::Damage { resume: last, .. }) = self.queue.back_mut() {
+            *last = resume;
+            return;
+        }
+        self.queue.push_back(Entry::Damage {
+            start,
+            cause,
+            resume,
+        });
+    }
+
+    /// Queues the end of the input.
+    pub fn push_end(&mut self, end: u64, resume: usize) {
+        self.scanned = true;
+        self.queue.push_back(Entry::End { end, resume });
+    }
+
+    /// Queues a failure of the source.
+    pub fn push_failed(&mut self, error: Error) {
+        self.scanned = true;
+        self.queue.push_back(Entry::Failed(error));
+    }
+
+    /// Queues the frame `f` of `window`, whose first byte is at absolute offset `base`: sent
+    /// to a worker, or decoded here if it is a dictionary block.
+    pub fn push_frame(&mut self, window: &[u8], base: u64, f: &Frame) {
+        let mut job = self.free.pop().unwrap_or_else(|| {
+            Box::new(DecodeJob {
+                encoded: Vec::new(),
+                type_field: 0..0,
+                body: 0..0,
+                kind: BlockKind::Data,
+                place: Place {
+                    offset: 0,
+                    body_offset: 0,
+                },
+                known: 0,
+                start: 0,
+                end: 0,
+                scratch: Scratch::default(),
+                result: None,
+            })
+        });
+        let from = f.type_field.start;
+        job.encoded.clear();
+        job.encoded.extend_from_slice(&window[from..f.body.end]);
+        job.type_field = 0..f.type_field.len();
+        job.body = f.body.start - from..f.body.end - from;
+        job.kind = BlockKind::from_type(f.kind);
+        job.place = Place {
+            offset: base + f.start as u64,
+            body_offset: base + f.body.start as u64,
+        };
+        job.known = self.registered;
+        job.start = f.start;
+        job.end = f.end;
+        job.result = None;
+        self.frames += 1;
+        if job.kind != BlockKind::Dictionary {
+            let seq = self.pool.send(job);
+            self.queue.push_back(Entry::Worker(seq));
+            return;
+        }
+        job.decode(self.max_block_size, &mut self.main);
+        if let Some(Ok((_, body))) = &job.result {
+            let bytes = &job.scratch.buffer()[body.payload.clone()];
+            let dictionary = Dictionary::new(bytes.to_vec());
+            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+            if !self.main.has(dictionary.id()) && self.main.add(&dictionary, false).is_ok() {
+                lock(&self.registry).push(dictionary);
+                self.registered += 1;
+            }
+        }
+        self.queue.push_back(Entry::Ready(job));
+    }
+
+    /// The oldest entry, waiting for its worker if need be; `None` when nothing is queued.
+    pub fn pop(&mut self) -> Option<Popped> {
+        let popped = match self.queue.pop_front()? {
+            Entry::Damage {
+                start,
+                cause,
+                resume,
+            } => {
+                self.consumed = resume;
+                Popped::Damage { start, cause }
+            }
+            Entry::Worker(seq) => {
+                let job = self.pool.recv(seq);
+                self.frames -= 1;
+                self.consumed = job.end;
+                Popped::Block(job)
+            }
+            Entry::Ready(job) => {
+                self.frames -= 1;
+                self.consumed = job.end;
+                Popped::Block(job)
+            }
+            Entry::End { end, resume } => {
+                self.consumed = resume;
+                Popped::End { end }
+            }
+            Entry::Failed(error) => Popped::Failed(error),
+        };
+        Some(popped)
+    }
+
+    /// Puts a popped block back at the front, to be popped again next (after the damage
+    /// before it is reported).
+    pub fn unpop(&mut self, job: Box<DecodeJob>) {
+        self.frames += 1;
+        self.consumed = job.start;
+        self.queue.push_front(Entry::Ready(job));
+    }
+
+    /// Takes back the buffers of a popped block.
+    pub fn recycle(&mut self, job: Box<DecodeJob>) {
+        self.free.push(job);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::WriterBuilder;
+    use crate::{ReaderBuilder, WriterBuilder};
 
     // The pools are `Send` and `Sync`, so readers and writers stay so.
     const _: fn() = || {
         fn check<T: Send + Sync>() {}
         check::<Encoders>();
+        check::<Decoders>();
         check::<crate::Writer<Vec<u8>>>();
+        check::<crate::SliceReader<'static>>();
     };
+
+    fn file(blocks: usize) -> Vec<u8> {
+        let mut writer = WriterBuilder::new()
+            .block_size(100)
+            .build(Vec::new())
+            .unwrap();
+        for i in 0..blocks {
+            writer.write_record(&[b'a' + (i % 26) as u8; 100]).unwrap();
+        }
+        writer.finish().unwrap()
+    }
+
+    #[test]
+    fn a_reader_keeps_a_bounded_number_of_frames_in_flight() {
+        let file = file(200);
+        for threads in [2, 3] {
+            let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+            let mut records = 0;
+            while let Some(record) = reader.next_record() {
+                record.unwrap();
+                records += 1;
+                let in_flight = reader.frames_in_flight();
+                assert!(in_flight <= DEPTH * threads, "{in_flight} frames in flight");
+                if records == 10 {
+                    // Scanned ahead, refilled before the block being read was taken.
+                    assert_eq!(in_flight, DEPTH * threads - 1);
+                }
+            }
+            assert_eq!(records, 200);
+        }
+    }
 
     #[test]
     fn a_writer_keeps_a_bounded_number_of_blocks_in_flight() {

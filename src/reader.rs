@@ -13,6 +13,7 @@ use crate::cobs;
 use crate::codec::{Decompressor, Dictionary};
 use crate::error::{Cause, Error, Result};
 use crate::frame::{self, Check, Frame, Scan};
+use crate::parallel::{Decoders, Popped};
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -37,6 +38,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 pub struct ReaderBuilder {
     max_block_size: usize,
     dictionaries: Vec<Dictionary>,
+    threads: usize,
 }
 
 impl Default for ReaderBuilder {
@@ -51,6 +53,7 @@ impl ReaderBuilder {
         ReaderBuilder {
             max_block_size: DEFAULT_MAX_BLOCK_SIZE,
             dictionaries: Vec::new(),
+            threads: 0,
         }
     }
 
@@ -70,14 +73,44 @@ impl ReaderBuilder {
         self
     }
 
+    /// Decodes blocks on `threads` worker threads in readers over slices and mapped files
+    /// (default 0; 0 and 1 decode on the calling thread; `from_read` always does).
+    ///
+    /// The reader scans the input on the calling thread and hands up to 2 blocks per thread
+    /// to the workers, each with its own zstd context, while the caller goes through the
+    /// blocks before them. Records, blocks, errors (merged the same way) and
+    /// [`stats`](Reader::stats) are exactly those of a reader on one thread, in the same
+    /// order; [`Reader::metadata`] skips data blocks on the calling thread as always.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// for i in 0..1000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().threads(2).from_slice(&file);
+    /// let mut count = 0;
+    /// while let Some(record) = reader.next_record() {
+    ///     assert_eq!(record?, format!("event {count}").as_bytes());
+    ///     count += 1;
+    /// }
+    /// assert_eq!(count, 1000);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
-        Reader::new(SliceSource(bytes), self)
+        Reader::new(SliceSource(bytes), self, self.threads)
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
     pub fn from_read<R: Read>(&self, inner: R) -> StreamReader<R> {
-        Reader::new(StreamSource::new(inner), self)
+        Reader::new(StreamSource::new(inner), self, 0)
     }
 }
 
@@ -217,6 +250,13 @@ pub struct Reader<S> {
     /// Set after an error that makes the rest of the input unreadable.
     stopped: bool,
     stats: Stats,
+    /// Worker threads for full reads, with `threads > 1` (started on first use).
+    decoders: Option<Box<Decoders>>,
+    /// The number of worker threads asked for (0 or 1: none).
+    threads: usize,
+    /// With `threads > 1`: the dictionaries the decompressor holds, marked given or not, in
+    /// the order they were added, to start workers that know the same.
+    dictionaries: Vec<(Dictionary, bool)>,
 }
 
 /// What the scanner found next.
@@ -235,21 +275,25 @@ enum Event {
 enum Settled {
     /// It failed to decode: damage, merged with the damage around it.
     Merged,
-    /// Damage before it is to be reported first; the frame comes next.
-    Damage(Error),
+    /// Damage before it is to be reported first; the frame (given back) comes next.
+    Damage(Error, Option<(BlockInfo, Body)>),
     /// What to yield for it.
     Done(Result<Option<(BlockInfo, Body)>>),
 }
 
 impl<S: Source> Reader<S> {
-    fn new(src: S, options: &ReaderBuilder) -> Self {
+    fn new(src: S, options: &ReaderBuilder, threads: usize) -> Self {
         // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
         // limit") would overflow the encoded length computed from it.
         let max_block_size = options.max_block_size.min(isize::MAX as usize);
         let mut decompressor = Decompressor::default();
+        let mut dictionaries = Vec::new();
         for dictionary in &options.dictionaries {
             // A dictionary zstd cannot load stays unavailable: its blocks are reported.
             let _ = decompressor.add(dictionary, true);
+            if threads > 1 {
+                dictionaries.push((dictionary.clone(), true));
+            }
         }
         Reader {
             src,
@@ -263,6 +307,9 @@ impl<S: Source> Reader<S> {
             zero_free: None,
             stopped: false,
             stats: Stats::default(),
+            decoders: None,
+            threads,
+            dictionaries,
         }
     }
 
@@ -396,6 +443,12 @@ impl<S: Source> Reader<S> {
     /// around it. Damage is reported once the next intact block is found (which is then found
     /// and decoded again on the next call) or the input ends.
     fn next_decoded(&mut self, mode: Mode) -> Option<Result<Option<(BlockInfo, Body)>>> {
+        if self.threads > 1 && !self.stopped {
+            match mode {
+                Mode::All => return self.next_decoded_parallel(),
+                Mode::Metadata => self.catch_up(),
+            }
+        }
         loop {
             let f = match self.next_frame(mode)? {
                 Ok(f) => f,
@@ -411,7 +464,7 @@ impl<S: Source> Reader<S> {
             };
             match self.settle(self.offset(f.start), decoded) {
                 Settled::Merged => continue,
-                Settled::Damage(err) => {
+                Settled::Damage(err, _) => {
                     self.pos = f.start;
                     return Some(Err(err));
                 }
@@ -420,7 +473,8 @@ impl<S: Source> Reader<S> {
         }
     }
 
-    /// The part of [`next_decoded`](Self::next_decoded) after decoding: what to do with the frame at the absolute offset `offset`, decoded into `scratch` (or not,
+    /// The part of [`next_decoded`](Self::next_decoded) shared by both ways of reading: what
+    /// to do with the frame at the absolute offset `offset`, decoded into `scratch` (or not,
     /// `None`), given the damage noted before it.
     fn settle(
         &mut self,
@@ -435,7 +489,7 @@ impl<S: Source> Reader<S> {
             }
         };
         if let Some(err) = self.take_damage(offset) {
-            return Settled::Damage(err);
+            return Settled::Damage(err, decoded);
         }
         if let Some((info, body)) = &decoded {
             if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
@@ -448,14 +502,108 @@ impl<S: Source> Reader<S> {
             }
             if info.kind == BlockKind::Dictionary {
                 let bytes = &self.scratch.buffer()[body.payload.clone()];
+                let dictionary = Dictionary::new(bytes.to_vec());
                 // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-                let _ = self
-                    .decompressor
-                    .add(&Dictionary::new(bytes.to_vec()), false);
+                if !self.decompressor.has(dictionary.id())
+                    && self.decompressor.add(&dictionary, false).is_ok()
+                    && self.threads > 1
+                {
+                    self.dictionaries.push((dictionary, false));
+                }
             }
             self.stats.blocks += 1;
         }
         Settled::Done(Ok(decoded))
+    }
+
+    /// [`next_decoded`](Self::next_decoded) of a full read, with blocks decoded by worker
+    /// threads: the scan runs ahead of the caller by a bounded number of frames, and what it
+    /// found is settled in order exactly as on one thread. Falls back to one thread if the
+    /// workers cannot be started.
+    fn next_decoded_parallel(&mut self) -> Option<Result<Option<(BlockInfo, Body)>>> {
+        let mut decoders = match self.decoders.take() {
+            Some(decoders) => decoders,
+            None => match Decoders::new(
+                self.threads,
+                self.max_block_size,
+                &self.dictionaries,
+                self.pos,
+            ) {
+                Ok(decoders) => Box::new(decoders),
+                Err(_) => {
+                    self.threads = 0;
+                    self.dictionaries = Vec::new();
+                    return self.next_decoded(Mode::All);
+                }
+            },
+        };
+        let next = self.next_from(&mut decoders);
+        // After an unsupported version nothing more is read: let the threads go.
+        if !self.stopped {
+            self.decoders = Some(decoders);
+        }
+        next
+    }
+
+    /// [`next_decoded_parallel`](Self::next_decoded_parallel) with the workers at hand: scans
+    /// ahead until enough frames are in flight, then settles what comes back in order.
+    fn next_from(&mut self, decoders: &mut Decoders) -> Option<Result<Option<(BlockInfo, Body)>>> {
+        decoders.resume_at(self.pos);
+        loop {
+            while !decoders.full() {
+                match self.scan(Check::Full) {
+                    Event::Damage { start, cause } => decoders.push_damage(start, cause, self.pos),
+                    Event::Frame(f) => decoders.push_frame(self.src.window(), self.src.base(), &f),
+                    Event::End { end } => decoders.push_end(end, self.pos),
+                    Event::Failed(e) => decoders.push_failed(e),
+                }
+            }
+            match decoders.pop()? {
+                Popped::Damage { start, cause } => self.note_damage(start, cause),
+                Popped::End { end } => return self.take_damage(end).map(Err),
+                Popped::Failed(e) => {
+                    self.stopped = true;
+                    return Some(Err(e));
+                }
+                Popped::Block(mut job) => {
+                    let decoded = job.result.take().expect("a popped block is decoded");
+                    std::mem::swap(&mut self.scratch, &mut job.scratch);
+                    match self.settle(job.offset(), decoded.map(Some)) {
+                        Settled::Merged => decoders.recycle(job),
+                        Settled::Damage(err, decoded) => {
+                            std::mem::swap(&mut self.scratch, &mut job.scratch);
+                            job.result = decoded.map(Ok);
+                            decoders.unpop(job);
+                            return Some(Err(err));
+                        }
+                        Settled::Done(done) => {
+                            decoders.recycle(job);
+                            return Some(done);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Before scanning on this thread: drops what the workers scanned ahead of the caller and
+    /// goes back to where the caller is. The workers, which may know dictionaries from blocks
+    /// the caller has not reached, are stopped too (and started afresh on the next full read).
+    fn catch_up(&mut self) {
+        if let Some(decoders) = self.decoders.take() {
+            if decoders.is_idle() {
+                self.decoders = Some(decoders);
+            } else {
+                self.pos = decoders.consumed();
+                self.zero_free = None;
+            }
+        }
+    }
+
+    /// Frames scanned ahead of the caller (tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn frames_in_flight(&self) -> usize {
+        self.decoders.as_ref().map_or(0, |d| d.frames_in_flight())
     }
 
     /// Decodes a frame into `scratch`.

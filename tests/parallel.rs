@@ -1,6 +1,8 @@
-//! Worker threads: `WriterBuilder::threads` writes byte for byte what one thread writes, with
-//! and without zstd and dictionaries; memory stays bounded and nothing hangs when a writer is
-//! dropped midway or fails.
+//! Worker threads: `WriterBuilder::threads` writes byte for byte what one thread writes, and
+//! `ReaderBuilder::threads` yields exactly what one thread yields (records, blocks, errors,
+//! stats, in every mix of calls), on clean and damaged files, with and without zstd and
+//! dictionaries; memory stays bounded and nothing hangs when a reader or writer is dropped
+//! midway.
 
 mod common;
 
@@ -9,8 +11,8 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cobsfile::{Compression, Dictionary, Error, ReaderBuilder, WriterBuilder};
-use common::{RecordingWriter, Rng};
+use cobsfile::{BlockInfo, Compression, Dictionary, Error, ReaderBuilder, Stats, WriterBuilder};
+use common::{Blk, RecordingWriter, Rng, TempFile};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -143,6 +145,187 @@ fn writes(ops: &[Op], codec: Codec, block_size: usize, threads: usize) -> (Vec<V
     apply(&mut writer, ops);
     let inner = writer.finish().unwrap();
     (inner.writes, inner.flushes)
+}
+
+fn write_file(ops: &[Op], codec: Codec, block_size: usize) -> Vec<u8> {
+    let mut writer = builder(codec, block_size, 0).build(Vec::new()).unwrap();
+    apply(&mut writer, ops);
+    writer.finish().unwrap()
+}
+
+/// Ways to damage a file.
+#[derive(Debug, Clone)]
+enum Damage {
+    None,
+    Flips(Vec<(usize, u8)>),
+    Truncate(usize),
+    Insert(usize, Vec<u8>),
+    Zero(usize, usize),
+    Duplicate(usize, usize, usize),
+}
+
+fn damage_strategy() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        1 => Just(Damage::None),
+        3 => prop::collection::vec((any::<usize>(), 1..=255u8), 1..6).prop_map(Damage::Flips),
+        1 => any::<usize>().prop_map(Damage::Truncate),
+        1 => (any::<usize>(), prop::collection::vec(prop_oneof![Just(0u8), any::<u8>()], 1..300))
+            .prop_map(|(p, b)| Damage::Insert(p, b)),
+        1 => (any::<usize>(), 1..2000usize).prop_map(|(p, n)| Damage::Zero(p, n)),
+        1 => any::<(usize, usize, usize)>().prop_map(|(a, b, p)| Damage::Duplicate(a, b, p)),
+    ]
+}
+
+fn damage(mut file: Vec<u8>, damage: &Damage) -> Vec<u8> {
+    let len = file.len().max(1);
+    match damage {
+        Damage::None => {}
+        Damage::Flips(flips) => {
+            for (at, mask) in flips {
+                if let Some(b) = file.get_mut(at % len) {
+                    *b ^= mask;
+                }
+            }
+        }
+        Damage::Truncate(at) => file.truncate(at % len),
+        Damage::Insert(at, bytes) => {
+            let at = at % len;
+            file.splice(at..at, bytes.iter().copied());
+        }
+        Damage::Zero(at, n) => {
+            let at = at % len;
+            let end = (at + n).min(file.len());
+            file[at..end].fill(0);
+        }
+        Damage::Duplicate(a, b, p) => {
+            let (a, b) = ((a % len).min(b % len), (a % len).max(b % len));
+            let copy = file[a..b.min(file.len())].to_vec();
+            let p = p % len;
+            file.splice(p..p, copy);
+        }
+    }
+    file
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observing readers exactly.
+
+/// What one call yielded, owned; errors by their full `Debug` form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Out {
+    Record(Result<Vec<u8>, String>),
+    Block(Result<Blk, String>),
+    Info(Result<BlockInfo, String>),
+    Metadata(Result<cobsfile::Metadata, String>),
+    None,
+}
+
+fn err(e: Error) -> String {
+    format!("{e:?}")
+}
+
+/// One call on a reader.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Record,
+    Block,
+    Info,
+    Metadata,
+}
+
+fn call<S: cobsfile::Source>(reader: &mut cobsfile::Reader<S>, c: Call) -> Out {
+    match c {
+        Call::Record => match reader.next_record() {
+            Some(r) => Out::Record(r.map(<[u8]>::to_vec).map_err(err)),
+            None => Out::None,
+        },
+        Call::Block => match reader.next_block() {
+            Some(b) => Out::Block(b.map(|b| Blk::of(&b)).map_err(err)),
+            None => Out::None,
+        },
+        Call::Info => match reader.blocks().next() {
+            Some(b) => Out::Info(b.map_err(err)),
+            None => Out::None,
+        },
+        Call::Metadata => match reader.metadata().next() {
+            Some(m) => Out::Metadata(m.map_err(err)),
+            None => Out::None,
+        },
+    }
+}
+
+/// Makes the calls `calls`, over and over, until three in a row yield nothing; the outputs
+/// and the stats after each call.
+fn trace<S: cobsfile::Source>(
+    mut reader: cobsfile::Reader<S>,
+    calls: &[Call],
+) -> Vec<(Out, Stats)> {
+    let mut out = Vec::new();
+    let mut nothing = 0;
+    for &c in calls.iter().cycle() {
+        let o = call(&mut reader, c);
+        nothing = if o == Out::None { nothing + 1 } else { 0 };
+        out.push((o, reader.stats().clone()));
+        if nothing == 3 {
+            return out;
+        }
+        assert!(out.len() < 1 << 22, "the reader does not end");
+    }
+    unreachable!("calls cycle")
+}
+
+/// Asserts that readers with 2..=4 threads (over the slice, and once over a mapped file)
+/// yield exactly what the reader on one thread yields: for each API alone until the end, and
+/// for a mix of calls driven by `seed`.
+fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let mixed: Vec<Call> = (0..64)
+        .map(|_| match rng.below(8) {
+            0..=3 => Call::Record,
+            4 | 5 => Call::Block,
+            6 => Call::Info,
+            _ => Call::Metadata,
+        })
+        .collect();
+    let scripts: [&[Call]; 5] = [
+        &[Call::Record],
+        &[Call::Block],
+        &[Call::Info],
+        &[Call::Metadata],
+        &mixed,
+    ];
+    let temp = TempFile::with_contents(file);
+    let mapped = cobsfile::open(&temp.0).unwrap();
+    for script in scripts {
+        let sequential = trace(options.from_slice(file), script);
+        for threads in [2, 3, 4] {
+            let parallel = trace(options.clone().threads(threads).from_slice(file), script);
+            assert_same_trace(
+                &parallel,
+                &sequential,
+                &format!("{threads} threads, {script:?}"),
+            );
+        }
+        let parallel = trace(mapped.reader_with(&options.clone().threads(2)), script);
+        assert_same_trace(&parallel, &sequential, &format!("mapped, {script:?}"));
+    }
+}
+
+/// Fails naming the first call whose output differs (records abbreviated).
+fn assert_same_trace(got: &[(Out, Stats)], expected: &[(Out, Stats)], what: &str) {
+    let short = |o: &(Out, Stats)| {
+        let text = format!("{o:?}");
+        text.chars().take(400).collect::<String>()
+    };
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            g == e,
+            "{what}: call {i} yields\n{}\ninstead of\n{}",
+            short(g),
+            short(e)
+        );
+    }
+    assert_eq!(got.len(), expected.len(), "{what}: number of calls");
 }
 
 /// Runs `f` on a thread and fails if it takes longer than a minute (instead of hanging).
@@ -320,4 +503,288 @@ fn write_errors_come_back_and_blocks_stay_in_order() {
         assert!(errors > 0);
         assert_eq!(got, expected[..20]);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader.
+
+proptest! {
+    #![proptest_config(common::config(40))]
+
+    /// Parallel readers agree exactly with the reader on one thread, on damaged files too.
+    #[test]
+    fn the_parallel_reader_reads_what_one_thread_reads(
+        ops in prop::collection::vec(op_strategy(), 0..60),
+        codec in codec_strategy(),
+        block_size in prop_oneof![Just(1usize), Just(500), Just(4096)],
+        given in any::<bool>(),
+        small_limit in prop::bool::weighted(0.1),
+        damage_kind in damage_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let file = damage(write_file(&ops, codec, block_size), &damage_kind);
+        let mut options = ReaderBuilder::new();
+        if given {
+            options = options.dictionary(dictionary().clone());
+        }
+        if small_limit {
+            options = options.max_block_size(3000);
+        }
+        assert_same_as_sequential(&file, &options, seed);
+    }
+}
+
+/// A file whose first blocks need the test dictionary before any block provides it, then the
+/// dictionary block, then blocks that need it: concatenated files.
+fn dictionary_late_file() -> Vec<u8> {
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Record {
+            len: 400,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let mut file = write_file(&ops, Codec::Dictionary { embed: false }, 1000);
+    let mut writer = builder(Codec::Dictionary { embed: true }, 1000, 0)
+        .build(Vec::new())
+        .unwrap();
+    writer.write_metadata([("part", "two")]).unwrap();
+    apply(&mut writer, &ops);
+    file.extend_from_slice(&writer.finish().unwrap());
+    file
+}
+
+#[test]
+fn dictionary_blocks_count_from_where_they_are() {
+    let file = dictionary_late_file();
+    // Without the dictionary the first part is lost (one merged region), the second is read.
+    let (records, errors) = ReaderBuilder::new().threads(3).from_slice(&file).read_all();
+    assert_eq!(records.len(), 40);
+    assert_eq!(errors.len(), 1);
+    assert!(format!("{errors:?}").contains("Dictionary"), "{errors:?}");
+    for seed in 0..8 {
+        assert_same_as_sequential(&file, &ReaderBuilder::new(), seed);
+        assert_same_as_sequential(
+            &file,
+            &ReaderBuilder::new().dictionary(dictionary().clone()),
+            seed,
+        );
+    }
+    // Given the dictionary, both parts are read.
+    let options = ReaderBuilder::new().dictionary(dictionary().clone());
+    let (records, errors) = options.clone().threads(2).from_slice(&file).read_all();
+    assert_eq!((records.len(), errors.len()), (80, 0));
+}
+
+#[test]
+fn metadata_midway_does_not_leak_dictionaries_scanned_ahead() {
+    // header, metadata, blocks needing the dictionary, ..., the dictionary, blocks needing it.
+    let ops: Vec<Op> = (0..30)
+        .map(|i| Op::Record {
+            len: 400,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let mut writer = builder(Codec::Dictionary { embed: false }, 1000, 0)
+        .build(Vec::new())
+        .unwrap();
+    writer.write_metadata([("part", "one")]).unwrap();
+    apply(&mut writer, &ops[..2]);
+    let mut file = writer.finish().unwrap();
+    file.extend_from_slice(&write_file(&ops, Codec::Dictionary { embed: true }, 1000));
+
+    let read = |threads: usize| {
+        let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+        let header = reader.next_block().unwrap().unwrap().info().clone();
+        // With 3 or more threads the scan is past the dictionary block by now; metadata()
+        // must go back to where the caller is and forget that dictionary.
+        let meta = reader.metadata().next().unwrap().unwrap();
+        let (records, errors) = reader.read_all();
+        (
+            header,
+            meta,
+            records,
+            format!("{errors:?}"),
+            reader.stats().clone(),
+        )
+    };
+    let sequential = read(0);
+    assert_eq!(sequential.2.len(), 30);
+    assert!(sequential.3.contains("Dictionary"));
+    for threads in [2, 3, 4] {
+        assert_eq!(read(threads), sequential, "{threads} threads");
+    }
+}
+
+#[test]
+fn metadata_midway_keeps_the_dictionaries_already_read() {
+    // header, dictionary, then metadata every 10 records.
+    let mut ops = Vec::new();
+    for i in 0..60 {
+        if i % 10 == 0 {
+            ops.push(Op::Metadata(vec![("i".into(), vec![i as u8])]));
+        }
+        ops.push(Op::Record {
+            len: 400,
+            text: true,
+            seed: i,
+        });
+    }
+    let file = write_file(&ops, Codec::Dictionary { embed: true }, 1000);
+    let read = |threads: usize| {
+        let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+        let mut out = Vec::new();
+        // A record (the dictionary block is read by then), then metadata, alternately.
+        loop {
+            let record = reader
+                .next_record()
+                .map(|r| r.map(<[u8]>::to_vec).map_err(err));
+            let meta = reader.metadata().next().map(|m| m.map_err(err));
+            if record.is_none() && meta.is_none() {
+                break;
+            }
+            out.push((record, meta, reader.stats().clone()));
+        }
+        out
+    };
+    let sequential = read(0);
+    // Six rounds, and the rest of the last data block's records.
+    assert_eq!(sequential.len(), 7);
+    assert!(sequential
+        .iter()
+        .all(|(r, m, _)| matches!(r, Some(Ok(_))) && (m.is_none() || matches!(m, Some(Ok(_))))));
+    for threads in [2, 3, 4] {
+        assert_eq!(read(threads), sequential, "{threads} threads");
+    }
+    for seed in 0..16 {
+        assert_same_as_sequential(&file, &ReaderBuilder::new(), seed);
+    }
+}
+
+#[test]
+fn a_damaged_dictionary_block_is_not_used() {
+    let ops: Vec<Op> = (0..30)
+        .map(|i| Op::Record {
+            len: 400,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let mut file = write_file(&ops, Codec::Dictionary { embed: true }, 1000);
+    // The dictionary block follows the header; flip a byte in its middle.
+    let info = ReaderBuilder::new()
+        .from_slice(&file)
+        .blocks()
+        .nth(1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.kind, cobsfile::BlockKind::Dictionary);
+    file[(info.offset + info.size / 2) as usize] ^= 0x10;
+    let (records, errors) = ReaderBuilder::new().threads(2).from_slice(&file).read_all();
+    assert!(records.is_empty());
+    assert_eq!(errors.len(), 1);
+    for seed in 0..4 {
+        assert_same_as_sequential(&file, &ReaderBuilder::new(), seed);
+    }
+}
+
+#[test]
+fn a_newer_version_stops_parallel_readers_too() {
+    let ops: Vec<Op> = (0..50)
+        .map(|i| Op::Record {
+            len: 300,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let mut file = write_file(&ops, Codec::Zstd(3), 1000);
+    // A second file declaring version 2 in the middle.
+    let mut newer = vec![0];
+    newer.extend_from_slice(&common::raw_block(1, &common::header_payload(2)));
+    file.extend_from_slice(&newer[1..]);
+    file.extend_from_slice(&write_file(&ops, Codec::Zstd(3), 1000)[1..]);
+    for seed in 0..4 {
+        assert_same_as_sequential(&file, &ReaderBuilder::new(), seed);
+    }
+    let (records, errors) = ReaderBuilder::new().threads(2).from_slice(&file).read_all();
+    assert_eq!(records.len(), 50);
+    assert!(matches!(errors[..], [Error::UnsupportedVersion { .. }]));
+}
+
+#[test]
+fn every_codec_reads_the_same_in_parallel() {
+    let ops: Vec<Op> = (0..300)
+        .map(|i| Op::Record {
+            len: 187 + (i * 7919) % 5000,
+            text: i % 17 != 0,
+            seed: i as u64,
+        })
+        .collect();
+    for codec in [
+        Codec::None,
+        Codec::Zstd(-1),
+        Codec::Zstd(3),
+        Codec::Dictionary { embed: true },
+        Codec::Dictionary { embed: false },
+    ] {
+        let file = write_file(&ops, codec, 8192);
+        for given in [false, true] {
+            let mut options = ReaderBuilder::new();
+            if given {
+                options = options.dictionary(dictionary().clone());
+            }
+            assert_same_as_sequential(&file, &options, 1);
+            let (records, errors) = options.clone().threads(3).from_slice(&file).read_all();
+            if codec == (Codec::Dictionary { embed: false }) && !given {
+                assert!(records.is_empty() && errors.len() == 1, "{errors:?}");
+            } else {
+                assert_eq!(records.len(), 300, "{codec:?}");
+                assert!(errors.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn stream_readers_ignore_threads() {
+    let ops: Vec<Op> = (0..100)
+        .map(|i| Op::Record {
+            len: 300,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let file = write_file(&ops, Codec::Zstd(3), 2000);
+    let (records, errors) = ReaderBuilder::new()
+        .threads(4)
+        .from_read(&file[..])
+        .read_all();
+    assert_eq!((records.len(), errors.len()), (100, 0));
+}
+
+#[test]
+fn dropping_a_reader_midway_returns() {
+    let ops: Vec<Op> = (0..3000)
+        .map(|i| Op::Record {
+            len: 300,
+            text: true,
+            seed: i,
+        })
+        .collect();
+    let file = write_file(&ops, Codec::Zstd(3), 1000);
+    within_a_minute(move || {
+        for threads in [2, 4, 16] {
+            let options = ReaderBuilder::new().threads(threads);
+            let mut reader = options.from_slice(&file);
+            assert_eq!(reader.next_record().unwrap().unwrap(), event(300, 0));
+            drop(reader);
+            let mut reader = options.from_slice(&file);
+            assert!(reader.blocks().take(5).all(|b| b.is_ok()));
+            drop(reader);
+            // Never used for a full read: no threads started.
+            let mut reader = options.from_slice(&file);
+            assert!(reader.metadata().next().is_none());
+        }
+    });
 }

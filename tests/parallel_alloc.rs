@@ -1,5 +1,5 @@
-//! With worker threads, steady-state writing allocates nothing per record and nothing per
-//! block: buffers and channel slots are all recycled. Checked with a
+//! With worker threads, steady-state writing and reading allocate nothing per record and
+//! nothing per block: buffers, job boxes and channel slots are all recycled. Checked with a
 //! counting global allocator, which counts every thread's allocations (this test binary only,
 //! one test function, so no other test runs meanwhile).
 //!
@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cobsfile::{Compression, Dictionary, WriterBuilder};
+use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
 
 struct Counting;
 
@@ -83,7 +83,7 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
         (Compression::zstd(3).unwrap(), Some(&dictionary)),
     ] {
         for threads in [2, 3] {
-            // ~175 blocks after the warm-up.
+            // Writing: ~200 blocks after the warm-up.
             let mut writer = builder(compression, dictionary)
                 .threads(threads)
                 .build(Discard)
@@ -101,6 +101,29 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
                 "{compression:?}, {threads} threads: {during} allocations writing 15000 records"
             );
             writer.finish().unwrap();
+
+            // Reading.
+            let mut writer = builder(compression, dictionary).build(Vec::new()).unwrap();
+            for r in &records {
+                writer.write_record(r).unwrap();
+            }
+            let file = writer.finish().unwrap();
+            let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+            for _ in 0..5_000 {
+                reader.next_record().unwrap().unwrap();
+            }
+            let before = allocations();
+            let mut count = 5_000;
+            while let Some(r) = reader.next_record() {
+                r.unwrap();
+                count += 1;
+            }
+            let during = allocations() - before;
+            assert_eq!(count, 20_000);
+            assert!(
+                during <= MOST,
+                "{compression:?}, {threads} threads: {during} allocations reading 15000 records"
+            );
         }
     }
 }
