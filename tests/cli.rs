@@ -315,6 +315,23 @@ fn zstd_pack_cat_and_dictionaries() {
     let out = run(bin().arg("cat").arg(&compressed), b"");
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, std::fs::read(&sample).unwrap());
+    // Two threads: the same file, the same records.
+    let threaded = dir.join("t.cobs");
+    let out = run(
+        bin()
+            .args(["pack", "--zstd", "-3", "--threads", "2", "-o"])
+            .arg(&threaded)
+            .arg(&sample),
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(&threaded).unwrap(),
+        std::fs::read(&compressed).unwrap()
+    );
+    let out = run(bin().args(["cat", "--threads", "2"]).arg(&threaded), b"");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, std::fs::read(&sample).unwrap());
     let listing = run(bin().args(["ls", "--json"]).arg(&compressed), b"");
     assert!(json_lines(&listing).iter().any(|r| r["codec"] == "zstd"));
 

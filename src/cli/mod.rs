@@ -80,11 +80,16 @@ pub struct ReadOptions {
     /// embeds are found on their own.
     #[arg(long = "dict", value_name = "FILE")]
     pub dictionaries: Vec<PathBuf>,
+    /// Decode blocks on N threads (files only; stdin is read on one).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
 }
 
 impl ReadOptions {
     fn builder(&self) -> Result<cobsfile::ReaderBuilder, Failure> {
-        let mut builder = cobsfile::ReaderBuilder::new().max_block_size(self.max_block_size);
+        let mut builder = cobsfile::ReaderBuilder::new()
+            .max_block_size(self.max_block_size)
+            .threads(self.threads);
         for path in &self.dictionaries {
             builder = builder.dictionary(load_dictionary(path)?);
         }

@@ -36,6 +36,9 @@ pub struct Args {
     /// Do not embed the dictionary: readers need the same file (`cat --dict FILE`).
     #[arg(long, requires = "dict")]
     external_dict: bool,
+    /// Compress blocks on N threads; the output is the same as with one.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
@@ -70,7 +73,9 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         (Box::new(file), size)
     };
     let (sink, out_name) = open_output(args.output.as_ref())?;
-    let mut builder = WriterBuilder::new().block_size(args.block_size);
+    let mut builder = WriterBuilder::new()
+        .block_size(args.block_size)
+        .threads(args.threads);
     if let Some(level) = args.zstd {
         let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
         builder = builder.compression(compression);
