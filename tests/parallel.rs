@@ -341,13 +341,45 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
 // ---------------------------------------------------------------------------------------------
 // Writer.
 
+/// Every codec the tests run through.
+const CODECS: [Codec; 5] = [
+    Codec::None,
+    Codec::Zstd(-1),
+    Codec::Zstd(3),
+    Codec::Dictionary { embed: true },
+    Codec::Dictionary { embed: false },
+];
+
+/// `count` text records of `len` bytes.
+fn text_records(count: u64, len: usize) -> Vec<Op> {
+    (0..count)
+        .map(|seed| Op::Record {
+            len,
+            text: true,
+            seed,
+        })
+        .collect()
+}
+
+/// `count` records of 187 bytes and up (by `spread`), every `binary_every`-th one binary.
+fn mixed_records(count: usize, spread: usize, binary_every: usize) -> Vec<Op> {
+    (0..count)
+        .map(|i| Op::Record {
+            len: 187 + (i * 7919) % spread,
+            text: i % binary_every != 0,
+            seed: i as u64,
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(common::config(48))]
 
     /// The parallel writer makes the same `write` calls as one thread (so the same bytes, each
     /// block in one call, in the same order, metadata and raw blocks included) and the same
     /// flushes.
-    #[test]
+
+#[test]
     fn the_parallel_writer_writes_what_one_thread_writes(
         ops in prop::collection::vec(op_strategy(), 0..80),
         codec in codec_strategy(),
@@ -364,20 +396,8 @@ proptest! {
 
 #[test]
 fn every_level_and_dictionary_is_byte_identical() {
-    let ops: Vec<Op> = (0..400)
-        .map(|i| Op::Record {
-            len: 187 + (i * 7919) % 3000,
-            text: i % 13 != 0,
-            seed: i as u64,
-        })
-        .collect();
-    for codec in [
-        Codec::None,
-        Codec::Zstd(-1),
-        Codec::Zstd(3),
-        Codec::Dictionary { embed: true },
-        Codec::Dictionary { embed: false },
-    ] {
+    let ops = mixed_records(400, 3000, 13);
+    for codec in CODECS {
         let expected = writes(&ops, codec, 16 * 1024, 0);
         assert!(expected.0.len() > 20, "{codec:?}: too few blocks");
         for threads in 1..=4 {
@@ -469,13 +489,7 @@ impl Write for Failing {
 
 #[test]
 fn write_errors_come_back_and_blocks_stay_in_order() {
-    let ops: Vec<Op> = (0..300)
-        .map(|i| Op::Record {
-            len: 500,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(300, 500);
     let (expected, _) = writes(&ops, Codec::Zstd(3), 2000, 0);
     for threads in [2, 4] {
         let failed = within_a_minute(move || {
@@ -537,13 +551,7 @@ proptest! {
 /// A file whose first blocks need the test dictionary before any block provides it, then the
 /// dictionary block, then blocks that need it: concatenated files.
 fn dictionary_late_file() -> Vec<u8> {
-    let ops: Vec<Op> = (0..40)
-        .map(|i| Op::Record {
-            len: 400,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(40, 400);
     let mut file = write_file(&ops, Codec::Dictionary { embed: false }, 1000);
     let mut writer = builder(Codec::Dictionary { embed: true }, 1000, 0)
         .build(Vec::new())
@@ -579,13 +587,7 @@ fn dictionary_blocks_count_from_where_they_are() {
 #[test]
 fn metadata_midway_does_not_leak_dictionaries_scanned_ahead() {
     // header, metadata, blocks needing the dictionary, ..., the dictionary, blocks needing it.
-    let ops: Vec<Op> = (0..30)
-        .map(|i| Op::Record {
-            len: 400,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(30, 400);
     let mut writer = builder(Codec::Dictionary { embed: false }, 1000, 0)
         .build(Vec::new())
         .unwrap();
@@ -664,13 +666,7 @@ fn metadata_midway_keeps_the_dictionaries_already_read() {
 
 #[test]
 fn a_damaged_dictionary_block_is_not_used() {
-    let ops: Vec<Op> = (0..30)
-        .map(|i| Op::Record {
-            len: 400,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(30, 400);
     let mut file = write_file(&ops, Codec::Dictionary { embed: true }, 1000);
     // The dictionary block follows the header; flip a byte in its middle.
     let info = ReaderBuilder::new()
@@ -691,13 +687,7 @@ fn a_damaged_dictionary_block_is_not_used() {
 
 #[test]
 fn a_newer_version_stops_parallel_readers_too() {
-    let ops: Vec<Op> = (0..50)
-        .map(|i| Op::Record {
-            len: 300,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(50, 300);
     let mut file = write_file(&ops, Codec::Zstd(3), 1000);
     // A second file declaring version 2 in the middle.
     let mut newer = vec![0];
@@ -714,20 +704,8 @@ fn a_newer_version_stops_parallel_readers_too() {
 
 #[test]
 fn every_codec_reads_the_same_in_parallel() {
-    let ops: Vec<Op> = (0..300)
-        .map(|i| Op::Record {
-            len: 187 + (i * 7919) % 5000,
-            text: i % 17 != 0,
-            seed: i as u64,
-        })
-        .collect();
-    for codec in [
-        Codec::None,
-        Codec::Zstd(-1),
-        Codec::Zstd(3),
-        Codec::Dictionary { embed: true },
-        Codec::Dictionary { embed: false },
-    ] {
+    let ops = mixed_records(300, 5000, 17);
+    for codec in CODECS {
         let file = write_file(&ops, codec, 8192);
         for given in [false, true] {
             let mut options = ReaderBuilder::new();
@@ -748,13 +726,7 @@ fn every_codec_reads_the_same_in_parallel() {
 
 #[test]
 fn stream_readers_ignore_threads() {
-    let ops: Vec<Op> = (0..100)
-        .map(|i| Op::Record {
-            len: 300,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(100, 300);
     let file = write_file(&ops, Codec::Zstd(3), 2000);
     let (records, errors) = ReaderBuilder::new()
         .threads(4)
@@ -765,13 +737,7 @@ fn stream_readers_ignore_threads() {
 
 #[test]
 fn dropping_a_reader_midway_returns() {
-    let ops: Vec<Op> = (0..3000)
-        .map(|i| Op::Record {
-            len: 300,
-            text: true,
-            seed: i,
-        })
-        .collect();
+    let ops = text_records(3000, 300);
     let file = write_file(&ops, Codec::Zstd(3), 1000);
     within_a_minute(move || {
         for threads in [2, 4, 16] {
