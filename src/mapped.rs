@@ -1,6 +1,7 @@
 //! Whole files mapped into memory with memmap2, read through a [`SliceReader`].
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::Path;
 
 use memmap2::Mmap;
@@ -53,6 +54,12 @@ impl MappedFile {
     /// A reader over the file with the given options.
     pub fn reader_with(&self, options: &ReaderBuilder) -> SliceReader<'_> {
         options.from_slice(self.bytes())
+    }
+
+    /// A reader over the blocks whose opening sync byte lies in `range`; see
+    /// [`ReaderBuilder::from_slice_range`].
+    pub fn range_with(&self, options: &ReaderBuilder, range: Range<u64>) -> SliceReader<'_> {
+        options.from_slice_range(self.bytes(), range)
     }
 }
 

@@ -108,6 +108,50 @@ impl ReaderBuilder {
         Reader::new(SliceSource(bytes), self, self.threads)
     }
 
+    /// A reader over the blocks of `bytes` whose opening sync byte lies in `range` (byte
+    /// offsets into `bytes`; the range may extend past the end).
+    ///
+    /// Readers over adjacent ranges that cover the input, whatever their sizes, together
+    /// return every intact block exactly once and in order: the same blocks, records and
+    /// dictionaries as one reader over the whole input (the input-split contract that lets N
+    /// readers share a file; spec 9.4). A reader starts at the first sync byte at or after
+    /// `range.start` (bytes before it belong to the block or damage before the range) and
+    /// stops at the first sync byte at or after `range.end` (the last block may end past
+    /// it). Damage is reported as usual, clipped to the range's part of it. A block
+    /// compressed with a dictionary the file embeds before the range is found by skipping
+    /// through the blocks before the range, once, when the first such block is met.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+    /// for i in 0..1000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// let options = cobsfile::ReaderBuilder::new();
+    /// let split = file.len() as u64 / 3;
+    /// let mut count = 0;
+    /// for range in [0..split, split..2 * split, 2 * split..u64::MAX] {
+    ///     let mut reader = options.from_slice_range(&file, range);
+    ///     while let Some(record) = reader.next_record() {
+    ///         assert_eq!(record?, format!("event {count}").as_bytes());
+    ///         count += 1;
+    ///     }
+    /// }
+    /// assert_eq!(count, 1000);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn from_slice_range<'a>(&self, bytes: &'a [u8], range: Range<u64>) -> SliceReader<'a> {
+        let mut reader = Reader::new(SliceSource(bytes), self, self.threads);
+        let start = usize::try_from(range.start).map_or(bytes.len(), |s| s.min(bytes.len()));
+        if start > 0 {
+            reader.pos = frame::next_sync(bytes, start);
+            reader.prefix = reader.pos;
+        }
+        reader.stop = range.end;
+        reader
+    }
+
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
     pub fn from_read<R: Read>(&self, inner: R) -> StreamReader<R> {
         Reader::new(StreamSource::new(inner), self, 0)
@@ -249,11 +293,18 @@ pub struct Reader<S> {
     zero_free: Option<(u64, u64)>,
     /// Set after an error that makes the rest of the input unreadable.
     stopped: bool,
+    /// The absolute offset at or after which no block opens for this reader (a range read).
+    stop: u64,
+    /// A range reader's start: the bytes before it may embed dictionaries its blocks need,
+    /// not yet searched (0: nothing to search).
+    prefix: usize,
     stats: Stats,
     /// Worker threads for full reads, with `threads > 1` (started on first use).
     decoders: Option<Box<Decoders>>,
     /// The number of worker threads asked for (0 or 1: none).
     threads: usize,
+    /// Keep the dictionaries met in `dictionaries` even on one thread (a prefix search).
+    collect_dictionaries: bool,
     /// With `threads > 1`: the dictionaries the decompressor holds, marked given or not, in
     /// the order they were added, to start workers that know the same.
     dictionaries: Vec<(Dictionary, bool)>,
@@ -306,9 +357,12 @@ impl<S: Source> Reader<S> {
             damage: None,
             zero_free: None,
             stopped: false,
+            stop: u64::MAX,
+            prefix: 0,
             stats: Stats::default(),
             decoders: None,
             threads,
+            collect_dictionaries: false,
             dictionaries,
         }
     }
@@ -372,6 +426,11 @@ impl<S: Source> Reader<S> {
     /// says; in a landing check, header and metadata frames (which are decoded) in full.
     fn scan(&mut self, check: Check) -> Event {
         loop {
+            if self.offset(self.pos) >= self.stop {
+                return Event::End {
+                    end: self.offset(self.pos),
+                };
+            }
             let window = self.src.window();
             let searched = match self.zero_free {
                 Some((sync, end)) if sync == self.offset(self.pos) => {
@@ -416,11 +475,7 @@ impl<S: Source> Reader<S> {
                     }
                 }
                 Scan::Frame(f) => {
-                    let decoded = matches!(
-                        BlockKind::from_type(f.kind),
-                        BlockKind::Header | BlockKind::Metadata
-                    );
-                    if check == Check::Landing && decoded {
+                    if check == Check::Landing && decoded_by_scans(BlockKind::from_type(f.kind)) {
                         if let Err(zero) = frame::verify(window, &f) {
                             let cause = Cause::SyncMismatch {
                                 expected: self.offset(f.end),
@@ -455,8 +510,7 @@ impl<S: Source> Reader<S> {
                 Err(e) => return Some(Err(e)),
             };
             let kind = BlockKind::from_type(f.kind);
-            let wanted =
-                mode == Mode::All || matches!(kind, BlockKind::Header | BlockKind::Metadata);
+            let wanted = mode == Mode::All || decoded_by_scans(kind);
             let decoded = if wanted {
                 self.decode(&f).map(Some)
             } else {
@@ -506,7 +560,7 @@ impl<S: Source> Reader<S> {
                 // A dictionary zstd cannot load stays unavailable: its blocks are reported.
                 if !self.decompressor.has(dictionary.id())
                     && self.decompressor.add(&dictionary, false).is_ok()
-                    && self.threads > 1
+                    && (self.threads > 1 || self.collect_dictionaries)
                 {
                     self.dictionaries.push((dictionary, false));
                 }
@@ -521,6 +575,9 @@ impl<S: Source> Reader<S> {
     /// found is settled in order exactly as on one thread. Falls back to one thread if the
     /// workers cannot be started.
     fn next_decoded_parallel(&mut self) -> Option<Result<Option<(BlockInfo, Body)>>> {
+        if self.prefix > 0 && self.decoders.is_none() {
+            self.search_prefix();
+        }
         let mut decoders = match self.decoders.take() {
             Some(decoders) => decoders,
             None => match Decoders::new(
@@ -606,8 +663,41 @@ impl<S: Source> Reader<S> {
         self.decoders.as_ref().map_or(0, |d| d.frames_in_flight())
     }
 
-    /// Decodes a frame into `scratch`.
+    /// Decodes a frame into `scratch`. In a range read, a block that needs a dictionary the
+    /// reader lacks first has the bytes before the range searched for it.
     fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
+        match self.decode_once(f) {
+            Err(Cause::Dictionary { .. }) if self.prefix > 0 => {
+                self.search_prefix();
+                self.decode_once(f)
+            }
+            decoded => decoded,
+        }
+    }
+
+    /// Adds the dictionaries embedded in the bytes before a range read's range, found by a
+    /// skipping scan, to those the reader knows (once).
+    fn search_prefix(&mut self) {
+        let prefix = std::mem::take(&mut self.prefix);
+        let mut scan = Reader::new(
+            SliceSource(&self.src.window()[..prefix]),
+            &ReaderBuilder::new().max_block_size(self.max_block_size),
+            0,
+        );
+        scan.collect_dictionaries = true;
+        while scan.next_decoded(Mode::Metadata).is_some() {}
+        for (dictionary, _) in scan.dictionaries {
+            if !self.decompressor.has(dictionary.id())
+                && self.decompressor.add(&dictionary, false).is_ok()
+                && self.threads > 1
+            {
+                self.dictionaries.push((dictionary, false));
+            }
+        }
+    }
+
+    /// [`decode`](Self::decode) without the search.
+    fn decode_once(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
         let window = self.src.window();
         let base = self.src.base();
         let place = Place {
@@ -727,6 +817,15 @@ pub(crate) fn decode_block(
         payload_size: body.payload.len() as u64,
     };
     Ok((info, body))
+}
+
+/// Whether a skipping scan decodes blocks of this kind: the header, metadata and the
+/// dictionaries that later metadata (and, in a range read, data) may need.
+fn decoded_by_scans(kind: BlockKind) -> bool {
+    matches!(
+        kind,
+        BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary
+    )
 }
 
 /// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.

@@ -1,0 +1,154 @@
+//! Range reads: readers over adjacent byte ranges, of any sizes, together return every intact
+//! block exactly once and in order, the same blocks as one reader over the whole input, on
+//! clean and damaged files alike.
+
+mod common;
+
+use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
+use common::*;
+use proptest::prelude::*;
+
+/// The intact blocks one reader over the whole input returns.
+fn whole(bytes: &[u8], options: &ReaderBuilder) -> Vec<Blk> {
+    let mut reader = options.from_slice(bytes);
+    let mut blocks = Vec::new();
+    while let Some(item) = reader.next_block() {
+        if let Ok(block) = item {
+            blocks.push(Blk::of(&block));
+        }
+    }
+    blocks
+}
+
+/// The intact blocks readers over the ranges between consecutive `cuts` return, in order;
+/// checks that every block opens inside its range and every error lies in the input.
+fn split(bytes: &[u8], options: &ReaderBuilder, cuts: &[u64]) -> Vec<Blk> {
+    let mut blocks = Vec::new();
+    for pair in cuts.windows(2) {
+        let range = pair[0]..pair[1];
+        let mut reader = options.from_slice_range(bytes, range.clone());
+        while let Some(item) = reader.next_block() {
+            match item {
+                Ok(block) => {
+                    let blk = Blk::of(&block);
+                    assert!(
+                        range.contains(&blk.offset),
+                        "block at {} outside {range:?}",
+                        blk.offset
+                    );
+                    blocks.push(blk);
+                }
+                Err(cobsfile::Error::Damaged { start, end, .. }) => {
+                    assert!(start < end && end <= bytes.len() as u64);
+                }
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+    }
+    blocks
+}
+
+/// Cut points from 0 to past the end: `n` random points in `0..=len + 2`, sorted.
+fn cuts(len: usize, points: &[u64]) -> Vec<u64> {
+    let mut cuts: Vec<u64> = points.iter().map(|p| p % (len as u64 + 3)).collect();
+    cuts.push(0);
+    cuts.push(u64::MAX);
+    cuts.sort_unstable();
+    cuts
+}
+
+fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::collection::vec(
+            prop_oneof![
+                8 => (0usize..60, content_strategy(), any::<u64>())
+                    .prop_map(|(len, c, seed)| Op::Record(record_bytes(len, c, seed))),
+                1 => metadata_strategy().prop_map(Op::Metadata),
+            ],
+            0..60,
+        ),
+        prop_oneof![1usize..8, 8usize..64, 64usize..300],
+    )
+        .prop_map(|(ops, block_size)| write_file(&ops, Options::block_size(block_size)))
+}
+
+/// Damage applied to a file: flips, zeroed bytes, inserted and deleted bytes.
+fn damage(file: &mut Vec<u8>, edits: &[(u64, u8, u8)]) {
+    for &(at, kind, value) in edits {
+        if file.is_empty() {
+            return;
+        }
+        let at = (at % file.len() as u64) as usize;
+        match kind % 5 {
+            0 | 1 => file[at] ^= value.max(1),
+            2 => file[at] = 0,
+            3 => file.insert(at, value),
+            _ => {
+                file.remove(at);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn splits_see_every_block_once(
+        mut file in file_strategy(),
+        edits in prop::collection::vec((any::<u64>(), any::<u8>(), any::<u8>()), 0..4),
+        points in prop::collection::vec(any::<u64>(), 0..8),
+        threads in prop_oneof![Just(0usize), Just(2)],
+    ) {
+        damage(&mut file, &edits);
+        let options = ReaderBuilder::new().threads(threads);
+        let expected = whole(&file, &ReaderBuilder::new());
+        let got = split(&file, &options, &cuts(file.len(), &points));
+        prop_assert_eq!(got, expected);
+    }
+}
+
+#[test]
+fn every_split_point_of_a_small_file() {
+    let ops: Vec<Op> = (0..40u64)
+        .map(|i| Op::Record(record_bytes(i as usize % 23, Content::Random, i)))
+        .collect();
+    let mut file = write_file(&ops, Options::block_size(30));
+    file[50] ^= 0x10;
+    let options = ReaderBuilder::new();
+    let expected = whole(&file, &options);
+    for a in 0..=file.len() as u64 + 1 {
+        for b in [a, a + 1, a + 7, a + 100] {
+            let got = split(&file, &options, &[0, a, b, u64::MAX]);
+            assert_eq!(got, expected, "cuts at {a} and {b}");
+        }
+    }
+}
+
+/// A range after the dictionary block still decodes the blocks compressed with it, on one
+/// thread and on two.
+#[test]
+fn ranges_find_the_embedded_dictionary() {
+    let samples: Vec<Vec<u8>> = (0..2000)
+        .map(|i| format!("{{\"event\":{i},\"service\":\"api\",\"status\":\"ok\"}}").into_bytes())
+        .collect();
+    let dictionary = Dictionary::train(&samples, 4096).expect("train");
+    let mut writer = WriterBuilder::new()
+        .block_size(2000)
+        .compression(Compression::Zstd { level: 3 })
+        .dictionary(dictionary, true)
+        .build(Vec::new())
+        .expect("build");
+    for s in &samples {
+        writer.write_record(s).expect("write");
+    }
+    let file = writer.finish().expect("finish");
+    for threads in [0, 2] {
+        let options = ReaderBuilder::new().threads(threads);
+        let expected = whole(&file, &options);
+        assert!(expected.iter().any(|b| b.codec == "zstd+dict"));
+        let len = file.len() as u64;
+        let got = split(&file, &options, &[0, len / 3, len / 2, len - 5, u64::MAX]);
+        assert_eq!(got, expected, "threads {threads}");
+    }
+}
