@@ -52,8 +52,10 @@ mod frame;
 mod mapped;
 mod parallel;
 mod reader;
+mod recover;
 mod source;
 pub mod varint;
+mod verify;
 mod writer;
 
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
@@ -64,7 +66,9 @@ pub use reader::{
     codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,
     SliceReader, Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
 };
+pub use recover::{recover, Recovery};
 pub use source::{SliceSource, Source, StreamSource};
+pub use verify::{verify, BlockCounts, Damage, Report};
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};
 
 /// The README's Rust example, compiled and run as a doctest.

@@ -12,6 +12,8 @@ mod ls;
 mod meta;
 mod pack;
 mod progress;
+mod recover;
+mod verify;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,10 @@ enum Command {
     Ls(ListArgs),
     /// Show the metadata blocks, skipping data blocks by their length fields.
     Meta(ListArgs),
+    /// Read and check every block; report intact and damaged ranges (exit 0 only if clean).
+    Verify(ListArgs),
+    /// Write a new file holding every intact block; report what was lost (exit 3 if anything).
+    Recover(recover::Args),
     /// Work with zstd dictionaries.
     #[command(subcommand)]
     Dict(dict::Command),
@@ -106,7 +112,7 @@ pub fn load_dictionary(path: &Path) -> Result<cobsfile::Dictionary, Failure> {
 /// Arguments of the commands that list what a file holds (`ls`, `meta`).
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
-    /// One JSON object per line.
+    /// Print JSON (one object per line).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -143,6 +149,8 @@ pub fn run() -> ExitCode {
         Command::Cat(args) => cat::run(args),
         Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
         Command::Meta(args) => args.run(|name, json| meta::Meta { name, json }),
+        Command::Verify(args) => args.run(|name, json| verify::Verify { name, json }),
+        Command::Recover(args) => recover::run(args),
         Command::Dict(command) => dict::run(command),
     };
     match result {

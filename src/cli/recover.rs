@@ -1,0 +1,112 @@
+//! `cobsfile recover`: a new, valid file holding every intact block of a damaged one.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::verify::{not_a_cobsfile, outcome, report_json, write_text};
+use super::{input, is_stdio, Failure, Outcome, ReadOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    read: ReadOptions,
+    /// The damaged cobsfile, or `-` for stdin (read into memory).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// Where to write the recovered file (replaced only once it is complete).
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let name = input::name(&args.input);
+    let out_name = args.output.display().to_string();
+    if is_stdio(&args.output) {
+        return Err(Failure("recover writes to a file: give -o a path".into()));
+    }
+    if same_file(&args.input, &args.output) {
+        return Err(Failure::at(
+            &out_name,
+            "is the input; recover into another file",
+        ));
+    }
+    let options = args.read.builder()?;
+    let stdin;
+    let mapped;
+    let bytes = if is_stdio(&args.input) {
+        let mut buffer = Vec::new();
+        io::Read::read_to_end(&mut io::stdin().lock(), &mut buffer)
+            .map_err(|e| Failure::at(&name, e))?;
+        stdin = buffer;
+        &stdin[..]
+    } else {
+        mapped = cobsfile::open(&args.input).map_err(|e| Failure::at(&name, e))?;
+        mapped.bytes()
+    };
+
+    // Written next to the output and renamed over it when complete, so a failed recovery
+    // never leaves a partial file under the output's name.
+    let temp = temp_path(&args.output);
+    let file = File::create(&temp).map_err(|e| Failure::at(&temp.display().to_string(), e))?;
+    let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, &file))
+        .and_then(|recovery| Ok((recovery, file.sync_all()?)));
+    let recovery = match recovered {
+        Ok((recovery, ())) => recovery,
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            return Err(match e {
+                cobsfile::Error::Io(e) => Failure::at(&out_name, e),
+                other => Failure::at(&name, other),
+            });
+        }
+    };
+    if let Err(failure) = not_a_cobsfile(&name, &recovery.report) {
+        let _ = fs::remove_file(&temp);
+        return Err(failure);
+    }
+    fs::rename(&temp, &args.output).map_err(|e| {
+        let _ = fs::remove_file(&temp);
+        Failure::at(&out_name, e)
+    })?;
+
+    let report = &recovery.report;
+    let mut out = io::stdout().lock();
+    let written = if args.json {
+        let mut value = report_json(&name, report);
+        value["output"] = out_name.into();
+        value["blocks_written"] = recovery.blocks.into();
+        value["bytes_written"] = recovery.written.into();
+        writeln!(out, "{value}")
+    } else {
+        write_text(&mut out, &name, report, "lost").and_then(|()| {
+            writeln!(
+                out,
+                "{out_name}: wrote {} blocks, {} records, {} bytes",
+                recovery.blocks, report.records, recovery.written
+            )
+        })
+    };
+    super::quiet_broken_pipe(written)?;
+    Ok(outcome(report))
+}
+
+/// Whether `a` and `b` name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A temporary name in the output's directory.
+fn temp_path(output: &Path) -> PathBuf {
+    let file_name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    output.with_file_name(format!(".{file_name}.recover-{}", std::process::id()))
+}

@@ -1,0 +1,132 @@
+//! `cobsfile verify`: every block read and checked; a report of intact and damaged ranges.
+
+use std::io::{self, Write};
+
+use cobsfile::{Reader, Report, Source};
+use serde_json::{json, Value};
+
+use super::input::ReadJob;
+use super::{Failure, Outcome};
+
+/// The `verify` command's job.
+pub struct Verify {
+    pub name: String,
+    pub json: bool,
+}
+
+impl ReadJob for Verify {
+    type Output = Outcome;
+
+    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let report = cobsfile::verify(reader).map_err(|e| Failure::at(&self.name, e))?;
+        not_a_cobsfile(&self.name, &report)?;
+        let mut out = io::stdout().lock();
+        let written = if self.json {
+            writeln!(out, "{}", report_json(&self.name, &report))
+        } else {
+            write_text(&mut out, &self.name, &report, "damaged")
+        };
+        super::quiet_broken_pipe(written)?;
+        Ok(outcome(&report))
+    }
+}
+
+/// Fails for a non-empty input in which nothing at all is intact.
+pub fn not_a_cobsfile(name: &str, report: &Report) -> Result<(), Failure> {
+    if report.blocks.total() == 0 && !report.damaged.is_empty() {
+        return Err(Failure::at(name, "not a cobsfile: no intact block found"));
+    }
+    Ok(())
+}
+
+/// Clean when nothing is damaged or unreadable.
+pub fn outcome(report: &Report) -> Outcome {
+    if report.is_clean() {
+        Outcome::Clean
+    } else {
+        Outcome::Damaged
+    }
+}
+
+/// One line per damaged range (`verb` says what became of it), then a summary line.
+pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str) -> io::Result<()> {
+    for d in &report.damaged {
+        let state = if d.is_damage() { verb } else { "unreadable" };
+        writeln!(
+            out,
+            "{name}: bytes {}..{} {state}: {}",
+            d.range.start, d.range.end, d.cause
+        )?;
+    }
+    let b = &report.blocks;
+    let mut kinds = format!(
+        "{} header, {} metadata, {} data, {} dictionary",
+        b.header, b.metadata, b.data, b.dictionary
+    );
+    for (id, n) in &b.unknown {
+        kinds.push_str(&format!(", {n} of unknown type {id}"));
+    }
+    let state = if report.is_clean() {
+        "clean".to_owned()
+    } else {
+        let bytes = report.damaged_bytes();
+        format!(
+            "{} {verb} range(s), {bytes} bytes ({:.3}%)",
+            report.damaged.len(),
+            100.0 * bytes as f64 / report.len.max(1) as f64
+        )
+    };
+    writeln!(
+        out,
+        "{name}: {state}; intact: {} blocks ({kinds}), {} records, {} of {} bytes",
+        b.total(),
+        report.records,
+        report.len - report.damaged_bytes(),
+        report.len
+    )
+}
+
+/// The report as a JSON object.
+pub fn report_json(name: &str, report: &Report) -> Value {
+    let b = &report.blocks;
+    let unknown: Vec<Value> = b
+        .unknown
+        .iter()
+        .map(|(id, n)| json!({ "type": id, "blocks": n }))
+        .collect();
+    let damaged: Vec<Value> = report
+        .damaged
+        .iter()
+        .map(|d| {
+            json!({
+                "start": d.range.start,
+                "end": d.range.end,
+                "status": if d.is_damage() { "damaged" } else { "unreadable" },
+                "cause": d.cause.to_string(),
+            })
+        })
+        .collect();
+    let intact: Vec<Value> = report
+        .intact_ranges()
+        .iter()
+        .map(|r| json!([r.start, r.end]))
+        .collect();
+    json!({
+        "file": name,
+        "size": report.len,
+        "clean": report.is_clean(),
+        "blocks": {
+            "total": b.total(),
+            "header": b.header,
+            "metadata": b.metadata,
+            "data": b.data,
+            "dictionary": b.dictionary,
+            "unknown": unknown,
+        },
+        "records": report.records,
+        "intact_bytes": report.len - report.damaged_bytes(),
+        "damaged_bytes": report.damaged_bytes(),
+        "intact": intact,
+        "damaged": damaged,
+    })
+}

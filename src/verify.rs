@@ -1,0 +1,169 @@
+//! Verification: every block read and checked, and a report of what is intact and what is not.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::block::BlockKind;
+use crate::error::{Cause, Error, Result};
+use crate::reader::{BlockInfo, Reader};
+use crate::source::Source;
+
+/// A damaged (or unreadable) byte range, as a full read reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The bytes skipped: from the first damaged byte to the next sync byte that opens an
+    /// intact block, or the end of the input.
+    pub range: Range<u64>,
+    /// What gave the damage away.
+    pub cause: Cause,
+}
+
+impl Damage {
+    /// Whether the range is damaged, rather than unreadable by this reader (a block that
+    /// needs a dictionary the reader was not given); see [`Cause::is_damage`].
+    pub fn is_damage(&self) -> bool {
+        self.cause.is_damage()
+    }
+}
+
+/// Intact blocks counted by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockCounts {
+    /// Header blocks (one per file; more after files were concatenated).
+    pub header: u64,
+    /// Metadata blocks.
+    pub metadata: u64,
+    /// Data blocks.
+    pub data: u64,
+    /// Dictionary blocks.
+    pub dictionary: u64,
+    /// Blocks of types this version does not define, by type id.
+    pub unknown: BTreeMap<i64, u64>,
+}
+
+impl BlockCounts {
+    /// All intact blocks.
+    pub fn total(&self) -> u64 {
+        self.header
+            + self.metadata
+            + self.data
+            + self.dictionary
+            + self.unknown.values().sum::<u64>()
+    }
+
+    /// Counts one intact block.
+    fn add(&mut self, kind: BlockKind) {
+        match kind {
+            BlockKind::Header => self.header += 1,
+            BlockKind::Metadata => self.metadata += 1,
+            BlockKind::Data => self.data += 1,
+            BlockKind::Dictionary => self.dictionary += 1,
+            BlockKind::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
+        }
+    }
+}
+
+/// What a full read of a file found: its intact blocks and records, and its damaged ranges.
+///
+/// ```
+/// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+/// for i in 0..100 {
+///     writer.write_record(format!("event {i}").as_bytes())?;
+/// }
+/// let mut file = writer.finish()?;
+/// assert!(cobsfile::verify(&mut cobsfile::ReaderBuilder::new().from_slice(&file))?.is_clean());
+///
+/// file[300] ^= 1;
+/// let report = cobsfile::verify(&mut cobsfile::ReaderBuilder::new().from_slice(&file))?;
+/// assert!(!report.is_clean());
+/// assert_eq!(report.damaged.len(), 1);
+/// assert!(report.damaged[0].range.contains(&300));
+/// assert!(report.records < 100);
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The input's length in bytes.
+    pub len: u64,
+    /// Intact blocks by kind.
+    pub blocks: BlockCounts,
+    /// Records in intact data blocks.
+    pub records: u64,
+    /// Bytes in intact blocks, each counted from the byte after its opening sync byte up to
+    /// and including its closing one (neighbours share a sync byte).
+    pub intact_bytes: u64,
+    /// Damaged and unreadable ranges, in order.
+    pub damaged: Vec<Damage>,
+}
+
+impl Report {
+    /// Whether nothing is damaged or unreadable.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty()
+    }
+
+    /// Bytes in damaged and unreadable ranges.
+    pub fn damaged_bytes(&self) -> u64 {
+        self.damaged
+            .iter()
+            .map(|d| d.range.end - d.range.start)
+            .sum()
+    }
+
+    /// The byte ranges between the damaged ones: intact blocks and the padding between them.
+    pub fn intact_ranges(&self) -> Vec<Range<u64>> {
+        let mut ranges = Vec::with_capacity(self.damaged.len() + 1);
+        let mut at = 0;
+        for d in &self.damaged {
+            if d.range.start > at {
+                ranges.push(at..d.range.start);
+            }
+            at = d.range.end;
+        }
+        if self.len > at {
+            ranges.push(at..self.len);
+        }
+        ranges
+    }
+
+    /// Counts an intact block.
+    pub(crate) fn add_block(&mut self, info: &BlockInfo) {
+        self.blocks.add(info.kind);
+        if info.kind == BlockKind::Data {
+            self.records += info.items.unwrap_or(0);
+        }
+        self.intact_bytes += info.size;
+    }
+
+    /// Notes an error a full read yielded: damage goes into the report; any other error (the
+    /// input failed, or names a newer format version) ends verification.
+    pub(crate) fn add_error(&mut self, error: Error) -> Result<()> {
+        match error {
+            Error::Damaged { start, end, cause } => {
+                self.damaged.push(Damage {
+                    range: start..end,
+                    cause,
+                });
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+}
+
+/// Reads every block `reader` has left and reports what is intact and what is damaged.
+///
+/// Fails only when the input cannot be read or declares a format version this library does
+/// not read; damage is what the report is for.
+pub fn verify<S: Source>(reader: &mut Reader<S>) -> Result<Report> {
+    let mut report = Report::default();
+    while let Some(item) = reader.next_block() {
+        match item {
+            Ok(block) => report.add_block(block.info()),
+            Err(e) => report.add_error(e)?,
+        }
+    }
+    let source = reader.source();
+    report.len = source.base() + source.window().len() as u64;
+    Ok(report)
+}
