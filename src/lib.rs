@@ -53,6 +53,7 @@ mod mapped;
 mod parallel;
 mod reader;
 mod recover;
+mod scan;
 mod source;
 pub mod varint;
 mod verify;
@@ -67,6 +68,7 @@ pub use reader::{
     SliceReader, Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
 };
 pub use recover::{recover, Recovery};
+pub use scan::ScanSink;
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::{verify, BlockCounts, Damage, Report};
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};

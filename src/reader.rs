@@ -38,7 +38,8 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 pub struct ReaderBuilder {
     max_block_size: usize,
     dictionaries: Vec<Dictionary>,
-    threads: usize,
+    pub(crate) threads: usize,
+    pub(crate) min_split: u64,
 }
 
 impl Default for ReaderBuilder {
@@ -54,6 +55,7 @@ impl ReaderBuilder {
             max_block_size: DEFAULT_MAX_BLOCK_SIZE,
             dictionaries: Vec::new(),
             threads: 0,
+            min_split: 1 << 20,
         }
     }
 
@@ -103,6 +105,15 @@ impl ReaderBuilder {
         self
     }
 
+    /// The smallest range a [`scan`](Self::scan) on several threads gives one thread
+    /// (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
+    /// input when that is larger. Smaller ranges balance the threads better and cost a
+    /// reader's setup each.
+    pub fn min_split(mut self, bytes: u64) -> Self {
+        self.min_split = bytes.max(1);
+        self
+    }
+
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
         Reader::new(SliceSource(bytes), self, self.threads)
@@ -116,8 +127,8 @@ impl ReaderBuilder {
     /// dictionaries as one reader over the whole input (the input-split contract that lets N
     /// readers share a file; spec 9.4). A reader starts at the first sync byte at or after
     /// `range.start` (bytes before it belong to the block or damage before the range) and
-    /// stops at the first sync byte at or after `range.end` (the last block may end past
-    /// it). Damage is reported as usual, clipped to the range's part of it. A block
+    /// stops at the first sync byte at or after `range.end` that can open a block, one
+    /// followed by a byte other than 0x00 (the last block may end past `range.end`). Damage is reported as usual, clipped to the range's part of it. A block
     /// compressed with a dictionary the file embeds before the range is found by skipping
     /// through the blocks before the range, once, when the first such block is met.
     ///
@@ -426,7 +437,12 @@ impl<S: Source> Reader<S> {
     /// says; in a landing check, header and metadata frames (which are decoded) in full.
     fn scan(&mut self, check: Check) -> Event {
         loop {
-            if self.offset(self.pos) >= self.stop {
+            // A range read stops at the first sync byte at or after its end that can open a
+            // block: not one followed by another 0x00 (padding or zero-filled bytes) or by
+            // the end of the input. Damage running into such bytes then ends where it does
+            // in a read of the whole input.
+            let opens = self.src.window().get(self.pos + 1).is_some_and(|&b| b != 0);
+            if self.offset(self.pos) >= self.stop && opens {
                 return Event::End {
                     end: self.offset(self.pos),
                 };

@@ -6,11 +6,13 @@
 //! Because blocks are copied as they are and nothing else is added, recovering a recovered
 //! file gives the same bytes again.
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::ops::{ControlFlow, Range};
 
 use crate::block::{self, types, BlockKind};
 use crate::error::Result;
-use crate::reader::ReaderBuilder;
+use crate::reader::{Block, ReaderBuilder};
+use crate::scan::ScanSink;
 use crate::verify::Report;
 
 /// What [`recover`] wrote, and what the input held.
@@ -55,6 +57,8 @@ pub(crate) fn file_header() -> Vec<u8> {
 ///
 /// Fails when `out` fails or the input declares a format version this library does not
 /// read (what follows such a header cannot be checked); `out` then holds a partial file.
+/// With [`ReaderBuilder::threads`], blocks are checked on that many threads (see
+/// [`ReaderBuilder::scan`]); the output is the same.
 ///
 /// ```
 /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
@@ -76,33 +80,59 @@ pub(crate) fn file_header() -> Vec<u8> {
 /// assert_eq!(again, recovered);
 /// # Ok::<(), cobsfile::Error>(())
 /// ```
-pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, mut out: W) -> Result<Recovery> {
-    let mut recovery = Recovery::default();
+pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Result<Recovery> {
     let header = file_header();
-    out.write_all(&header)?;
-    recovery.blocks = 1;
-    recovery.written = header.len() as u64;
-    let mut reader = options.from_slice(bytes);
-    while let Some(item) = reader.next_block() {
-        let info = match item {
-            Ok(block) => block.info().clone(),
-            Err(e) => {
-                recovery.report.add_error(e)?;
-                continue;
-            }
-        };
-        recovery.report.add_block(&info);
-        if info.kind == BlockKind::Header {
-            continue;
-        }
-        // The block after its opening sync byte, which the output already ends with.
-        let start = info.offset as usize + 1;
-        let copy = &bytes[start..start + info.size as usize];
-        out.write_all(copy)?;
-        recovery.blocks += 1;
-        recovery.written += copy.len() as u64;
+    let mut copier = Copier {
+        bytes,
+        out,
+        blocks: 1,
+        written: header.len() as u64,
+        failed: None,
+    };
+    copier.out.write_all(&header)?;
+    let report = options.scan(bytes, copy_range, &mut copier)?;
+    if let Some(e) = copier.failed {
+        return Err(e.into());
     }
-    recovery.report.len = bytes.len() as u64;
-    out.flush()?;
-    Ok(recovery)
+    copier.out.flush()?;
+    Ok(Recovery {
+        report,
+        blocks: copier.blocks,
+        written: copier.written,
+    })
+}
+
+/// Notes where an intact block to copy lies: the bytes after its opening sync byte, which
+/// the output already ends with, up to and including its closing one. Header blocks are not
+/// copied (the output has its own).
+fn copy_range(ranges: &mut Vec<Range<usize>>, block: &Block<'_>) {
+    let info = block.info();
+    if info.kind != BlockKind::Header {
+        let start = info.offset as usize + 1;
+        ranges.push(start..start + info.size as usize);
+    }
+}
+
+/// Writes the blocks a scan found, in order.
+struct Copier<'a, W> {
+    bytes: &'a [u8],
+    out: W,
+    blocks: u64,
+    written: u64,
+    failed: Option<io::Error>,
+}
+
+impl<W: Write> ScanSink<Vec<Range<usize>>> for Copier<'_, W> {
+    fn part(&mut self, ranges: Vec<Range<usize>>) -> ControlFlow<()> {
+        for range in ranges {
+            let len = range.len() as u64;
+            if let Err(e) = self.out.write_all(&self.bytes[range]) {
+                self.failed = Some(e);
+                return ControlFlow::Break(());
+            }
+            self.blocks += 1;
+            self.written += len;
+        }
+        ControlFlow::Continue(())
+    }
 }

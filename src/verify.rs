@@ -1,11 +1,13 @@
 //! Verification: every block read and checked, and a report of what is intact and what is not.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
+use std::fmt;
+use std::ops::{ControlFlow, Range};
 
 use crate::block::BlockKind;
 use crate::error::{Cause, Error, Result};
-use crate::reader::{BlockInfo, Reader};
+use crate::reader::{BlockInfo, Reader, ReaderBuilder};
+use crate::scan::ScanSink;
 use crate::source::Source;
 
 /// A damaged (or unreadable) byte range, as a full read reports it.
@@ -23,6 +25,19 @@ impl Damage {
     /// needs a dictionary the reader was not given); see [`Cause::is_damage`].
     pub fn is_damage(&self) -> bool {
         self.cause.is_damage()
+    }
+}
+
+impl fmt::Display for Damage {
+    /// As [`Error::Damaged`] says it: `bytes START..END damaged: CAUSE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.is_damage() {
+            "damaged"
+        } else {
+            "unreadable"
+        };
+        let (start, end) = (self.range.start, self.range.end);
+        write!(f, "bytes {start}..{end} {state}: {}", self.cause)
     }
 }
 
@@ -154,7 +169,8 @@ impl Report {
 /// Reads every block `reader` has left and reports what is intact and what is damaged.
 ///
 /// Fails only when the input cannot be read or declares a format version this library does
-/// not read; damage is what the report is for.
+/// not read; damage is what the report is for. For a slice or mapped file,
+/// [`ReaderBuilder::verify`](crate::ReaderBuilder::verify) does the same on several threads.
 pub fn verify<S: Source>(reader: &mut Reader<S>) -> Result<Report> {
     let mut report = Report::default();
     while let Some(item) = reader.next_block() {
@@ -166,4 +182,33 @@ pub fn verify<S: Source>(reader: &mut Reader<S>) -> Result<Report> {
     let source = reader.source();
     report.len = source.base() + source.window().len() as u64;
     Ok(report)
+}
+
+/// A sink that keeps nothing.
+struct Discard;
+
+impl ScanSink<()> for Discard {
+    fn part(&mut self, (): ()) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
+
+impl ReaderBuilder {
+    /// [`verify`] of all of `bytes`, on [`threads`](Self::threads) threads (see
+    /// [`scan`](Self::scan)): the same report as one reader gives.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+    /// for i in 0..1000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    /// let report = cobsfile::ReaderBuilder::new().threads(2).min_split(500).verify(&file)?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(report.records, 1000);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
+        self.scan(bytes, |_: &mut (), _| {}, &mut Discard)
+    }
 }

@@ -152,3 +152,61 @@ fn ranges_find_the_embedded_dictionary() {
         assert_eq!(got, expected, "threads {threads}");
     }
 }
+
+/// Collects what a scan hands the sink.
+#[derive(Default)]
+struct Collect {
+    records: Vec<Vec<u8>>,
+    damage: Vec<std::ops::Range<u64>>,
+}
+
+impl cobsfile::ScanSink<Vec<Vec<u8>>> for Collect {
+    fn part(&mut self, records: Vec<Vec<u8>>) -> std::ops::ControlFlow<()> {
+        self.records.extend(records);
+        std::ops::ControlFlow::Continue(())
+    }
+    fn damage(&mut self, damage: &cobsfile::Damage) -> std::ops::ControlFlow<()> {
+        self.damage.push(damage.range.clone());
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// A scan on several threads over small ranges returns the records, the damage and the
+    /// report of one reader; recovery on several threads writes the same bytes.
+    #[test]
+    fn scans_match_one_reader(
+        mut file in file_strategy(),
+        edits in prop::collection::vec((any::<u64>(), any::<u8>(), any::<u8>()), 0..4),
+        threads in 1usize..4,
+        min_split in 1u64..200,
+    ) {
+        damage(&mut file, &edits);
+        let one = ReaderBuilder::new();
+        let expected = cobsfile::verify(&mut one.from_slice(&file)).expect("verify");
+        let (records, _) = one.from_slice(&file).read_all();
+
+        let many = ReaderBuilder::new().threads(threads).min_split(min_split);
+        let mut sink = Collect::default();
+        let report = many
+            .scan(
+                &file,
+                |out: &mut Vec<Vec<u8>>, block| out.extend(block.records().map(<[u8]>::to_vec)),
+                &mut sink,
+            )
+            .expect("scan");
+        prop_assert_eq!(&report, &expected);
+        prop_assert_eq!(sink.records, records);
+        let ranges: Vec<_> = expected.damaged.iter().map(|d| d.range.clone()).collect();
+        prop_assert_eq!(sink.damage, ranges);
+
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        let ra = cobsfile::recover(&file, &one, &mut a).expect("recover");
+        let rb = cobsfile::recover(&file, &many, &mut b).expect("recover");
+        prop_assert_eq!(a, b);
+        prop_assert_eq!(ra, rb);
+    }
+}

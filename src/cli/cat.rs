@@ -1,13 +1,14 @@
 //! `cobsfile cat`: every intact record to stdout.
 
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
-use cobsfile::{Reader, Source};
+use cobsfile::{Block, Damage, Reader, ScanSink, Source};
 
 use super::input::{self, ReadJob};
 use super::progress::Progress;
-use super::{quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
+use super::{is_stdio, quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -22,6 +23,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
+    if args.read.threads > 1 && !is_stdio(&args.file) {
+        return run_split(&args);
+    }
     let job = Cat {
         name: input::name(&args.file),
         framing: args.framing,
@@ -69,5 +73,114 @@ impl ReadJob for Cat {
             );
         }
         diagnostics.finish(reader)
+    }
+}
+
+/// `cat --threads N` of a file: the file is read in ranges on N threads (see
+/// `ReaderBuilder::scan`), each formatting its records into a buffer that this thread
+/// writes out in order.
+fn run_split(args: &Args) -> Result<Outcome, Failure> {
+    let name = input::name(&args.file);
+    let file = cobsfile::open(&args.file).map_err(|e| Failure::at(&name, e))?;
+    let framing = args.framing;
+    let format = |part: &mut Part, block: &Block<'_>| {
+        part.blocks += 1;
+        if part.failed.is_none() {
+            for record in block.records() {
+                if let Err(e) = framing.write_record(&mut part.out, record) {
+                    part.failed = Some(e);
+                    break;
+                }
+            }
+        }
+    };
+    let mut sink = Sink {
+        name: name.clone(),
+        out: io::stdout().lock(),
+        blocks: 0,
+        held: Vec::new(),
+        failed: None,
+        closed: false,
+    };
+    let report = args
+        .read
+        .builder()?
+        .scan(file.bytes(), format, &mut sink)
+        .map_err(|e| Failure::at(&name, e))?;
+    if let Some(failure) = sink.failed {
+        return Err(failure);
+    }
+    if sink.closed {
+        return Ok(super::verify::outcome(&report));
+    }
+    quiet_broken_pipe(sink.out.flush())?;
+    super::verify::not_a_cobsfile(&name, &report)?;
+    for line in sink.held {
+        eprintln!("{line}");
+    }
+    let unknown: u64 = report.blocks.unknown.values().sum();
+    if unknown > 0 {
+        eprintln!("cobsfile: {name}: skipped {unknown} block(s) of unknown type");
+    }
+    Ok(super::verify::outcome(&report))
+}
+
+/// One range's records, formatted.
+#[derive(Default)]
+struct Part {
+    out: Vec<u8>,
+    blocks: u64,
+    failed: Option<io::Error>,
+}
+
+/// Writes the ranges' output in order and reports damage on stderr, holding it back until an
+/// intact block shows the input is a cobsfile.
+struct Sink<W> {
+    name: String,
+    out: W,
+    blocks: u64,
+    held: Vec<String>,
+    failed: Option<Failure>,
+    /// The reader of the output went away.
+    closed: bool,
+}
+
+impl<W: Write> ScanSink<Part> for Sink<W> {
+    fn part(&mut self, part: Part) -> ControlFlow<()> {
+        let written = self
+            .out
+            .write_all(&part.out)
+            .and_then(|()| match part.failed {
+                Some(e) => Err(e),
+                None => Ok(()),
+            });
+        match quiet_broken_pipe(written) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.closed = true;
+                return ControlFlow::Break(());
+            }
+            Err(failure) => {
+                self.failed = Some(failure);
+                return ControlFlow::Break(());
+            }
+        }
+        self.blocks += part.blocks;
+        if self.blocks > 0 {
+            for line in self.held.drain(..) {
+                eprintln!("{line}");
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn damage(&mut self, damage: &Damage) -> ControlFlow<()> {
+        let line = format!("cobsfile: {}: {damage}", self.name);
+        if self.blocks == 0 && self.held.len() < 64 {
+            self.held.push(line);
+        } else {
+            eprintln!("{line}");
+        }
+        ControlFlow::Continue(())
     }
 }

@@ -149,7 +149,11 @@ pub fn run() -> ExitCode {
         Command::Cat(args) => cat::run(args),
         Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
         Command::Meta(args) => args.run(|name, json| meta::Meta { name, json }),
-        Command::Verify(args) => args.run(|name, json| verify::Verify { name, json }),
+        Command::Verify(args) => verify::Verify {
+            name: input::name(&args.file),
+            json: args.json,
+        }
+        .run(&args.file, &args.read),
         Command::Recover(args) => recover::run(args),
         Command::Dict(command) => dict::run(command),
     };

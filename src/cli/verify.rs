@@ -1,12 +1,13 @@
 //! `cobsfile verify`: every block read and checked; a report of intact and damaged ranges.
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use cobsfile::{Reader, Report, Source};
 use serde_json::{json, Value};
 
-use super::input::ReadJob;
-use super::{Failure, Outcome};
+use super::input::{self, ReadJob};
+use super::{is_stdio, Failure, Outcome, ReadOptions};
 
 /// The `verify` command's job.
 pub struct Verify {
@@ -14,20 +15,39 @@ pub struct Verify {
     pub json: bool,
 }
 
+impl Verify {
+    /// Verifies the file at `path` (mapped, on the options' threads) or stdin (streamed).
+    pub fn run(self, path: &Path, options: &ReadOptions) -> Result<Outcome, Failure> {
+        if is_stdio(path) {
+            return input::read(path, options, self);
+        }
+        let file = cobsfile::open(path).map_err(|e| Failure::at(&self.name, e))?;
+        let report = options
+            .builder()?
+            .verify(file.bytes())
+            .map_err(|e| Failure::at(&self.name, e))?;
+        self.print(&report)
+    }
+
+    fn print(&self, report: &Report) -> Result<Outcome, Failure> {
+        not_a_cobsfile(&self.name, report)?;
+        let mut out = io::stdout().lock();
+        let written = if self.json {
+            writeln!(out, "{}", report_json(&self.name, report))
+        } else {
+            write_text(&mut out, &self.name, report, "damaged")
+        };
+        super::quiet_broken_pipe(written)?;
+        Ok(outcome(report))
+    }
+}
+
 impl ReadJob for Verify {
     type Output = Outcome;
 
     fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
         let report = cobsfile::verify(reader).map_err(|e| Failure::at(&self.name, e))?;
-        not_a_cobsfile(&self.name, &report)?;
-        let mut out = io::stdout().lock();
-        let written = if self.json {
-            writeln!(out, "{}", report_json(&self.name, &report))
-        } else {
-            write_text(&mut out, &self.name, &report, "damaged")
-        };
-        super::quiet_broken_pipe(written)?;
-        Ok(outcome(&report))
+        self.print(&report)
     }
 }
 

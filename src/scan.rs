@@ -1,0 +1,338 @@
+//! Whole-slice scans split into byte ranges read on several threads.
+//!
+//! A slice is cut into adjacent ranges and each range is read by its own [`Reader`] (see
+//! [`ReaderBuilder::from_slice_range`]): every intact block is seen by exactly one range, in
+//! any order across threads. The calling thread then takes the ranges' results in order and
+//! puts their reports together, joining a damaged range that one range's reader ended with
+//! to the one the next range's reader started with, so the report is the one a single
+//! reader gives.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::reader::{Block, ReaderBuilder};
+use crate::verify::{Damage, Report};
+
+/// Ranges per thread in a scan: enough that threads finishing early find more work.
+const SPLITS_PER_THREAD: u64 = 8;
+
+/// Where the results of a [`ReaderBuilder::scan`] go, on the calling thread and in order.
+pub trait ScanSink<T> {
+    /// Takes the result of the next range (its blocks in file order).
+    fn part(&mut self, part: T) -> ControlFlow<()>;
+
+    /// Takes the next damaged or unreadable range, once it is known whole (damage at the
+    /// end of a range may go on into the next). Does nothing by default.
+    fn damage(&mut self, damage: &Damage) -> ControlFlow<()> {
+        let _ = damage;
+        ControlFlow::Continue(())
+    }
+}
+
+/// What one range's reader found.
+struct Part<T> {
+    value: T,
+    report: Report,
+    /// The range's reader reported damage before any intact block.
+    first_damaged: bool,
+    /// The range's reader reported damage after its last intact block.
+    last_damaged: bool,
+    /// An error that ends the scan (a newer format version).
+    error: Option<Error>,
+}
+
+/// Reads the blocks that open in `range`.
+fn read_part<T: Default>(
+    options: &ReaderBuilder,
+    bytes: &[u8],
+    range: std::ops::Range<u64>,
+    on_block: &(impl Fn(&mut T, &Block<'_>) + Sync),
+) -> Part<T> {
+    let mut part = Part {
+        value: T::default(),
+        report: Report::default(),
+        first_damaged: false,
+        last_damaged: false,
+        error: None,
+    };
+    let mut reader = options.from_slice_range(bytes, range);
+    let mut seen_block = false;
+    while let Some(item) = reader.next_block() {
+        match item {
+            Ok(block) => {
+                part.report.add_block(block.info());
+                on_block(&mut part.value, &block);
+                seen_block = true;
+                part.last_damaged = false;
+            }
+            Err(e) => match part.report.add_error(e) {
+                Ok(()) => {
+                    part.first_damaged |= !seen_block;
+                    part.last_damaged = true;
+                }
+                Err(e) => {
+                    part.error = Some(e);
+                    break;
+                }
+            },
+        }
+    }
+    part
+}
+
+/// Ranges the scan of `len` bytes on `threads` threads uses.
+fn splits(len: u64, threads: usize, min_split: u64) -> Vec<std::ops::Range<u64>> {
+    if threads <= 1 {
+        return Vec::from([0..u64::MAX]);
+    }
+    let size = (len / (threads as u64 * SPLITS_PER_THREAD)).max(min_split);
+    let mut ranges: Vec<_> = (0..len.div_ceil(size).max(1))
+        .map(|i| i * size..(i + 1) * size)
+        .collect();
+    if let Some(last) = ranges.last_mut() {
+        last.end = u64::MAX;
+    }
+    ranges
+}
+
+/// The ranges' results, handed from the workers to the calling thread.
+struct Shared<T> {
+    /// The next range to read.
+    next: usize,
+    /// The ranges the calling thread has taken.
+    taken: usize,
+    /// Results waiting to be taken, by range.
+    done: BTreeMap<usize, Part<T>>,
+    /// Set when the calling thread stops early or a worker failed.
+    stop: bool,
+}
+
+/// Marks the scan stopped if a worker unwinds, so the calling thread does not wait for a
+/// result that will never come.
+struct StopOnUnwind<'a, T>(&'a Mutex<Shared<T>>, &'a Condvar);
+
+impl<T> Drop for StopOnUnwind<'_, T> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut shared) = self.0.lock() {
+                shared.stop = true;
+            }
+            self.1.notify_all();
+        }
+    }
+}
+
+impl ReaderBuilder {
+    /// Reads every block of `bytes` on [`threads`](Self::threads) threads and returns the
+    /// report [`verify`](crate::verify) would give, calling `on_block` for each intact block
+    /// and `sink` with the results in file order.
+    ///
+    /// The slice is cut into ranges of at least [`min_split`](Self::min_split) bytes, about 8
+    /// per thread, each read by a
+    /// [range reader](Self::from_slice_range) on a worker thread, which calls `on_block` for
+    /// its blocks in order on a value of its own (`T::default()` to start). The calling thread
+    /// hands the values to [`ScanSink::part`] in range order and each damaged range, whole,
+    /// to [`ScanSink::damage`]; at most 2 ranges per thread wait for it. So the blocks,
+    /// their order, the damage and the report are those of one reader over the whole slice,
+    /// while the work scales with threads. With 0 or 1 threads it all runs on the calling
+    /// thread, in one range. A sink that breaks stops the scan; the report then covers what
+    /// was read. Fails when the input declares a newer format version, after the blocks
+    /// before that header went to the sink, as with one reader.
+    ///
+    /// ```
+    /// use std::ops::ControlFlow;
+    ///
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// for i in 0..10_000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// // Count the bytes of the records on 2 threads, range by range.
+    /// struct Total(u64);
+    /// impl cobsfile::ScanSink<u64> for Total {
+    ///     fn part(&mut self, bytes: u64) -> ControlFlow<()> {
+    ///         self.0 += bytes;
+    ///         ControlFlow::Continue(())
+    ///     }
+    /// }
+    /// let mut total = Total(0);
+    /// let report = cobsfile::ReaderBuilder::new().threads(2).scan(
+    ///     &file,
+    ///     |bytes: &mut u64, block| *bytes += block.records().map(|r| r.len() as u64).sum::<u64>(),
+    ///     &mut total,
+    /// )?;
+    /// assert_eq!(report.records, 10_000);
+    /// assert!(report.is_clean());
+    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn scan<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &Block<'_>) + Sync,
+        K: ScanSink<T> + ?Sized,
+    {
+        let ranges = splits(bytes.len() as u64, self.threads, self.min_split);
+        let options = self.clone().threads(0);
+        let threads = self.threads.clamp(1, ranges.len());
+        let mut merged = Merged::default();
+        if threads == 1 {
+            for range in ranges {
+                let part = read_part(&options, bytes, range, &on_block);
+                if merged.take(part, sink)?.is_break() {
+                    break;
+                }
+            }
+            return merged.finish(bytes.len(), sink);
+        }
+
+        let shared = Mutex::new(Shared {
+            next: 0,
+            taken: 0,
+            done: BTreeMap::new(),
+            stop: false,
+        });
+        let changed = Condvar::new();
+        let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+        let outcome = std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let _guard = StopOnUnwind(&shared, &changed);
+                    loop {
+                        let index = {
+                            let mut s = lock();
+                            while !s.stop && s.next >= s.taken + 2 * threads {
+                                s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                            }
+                            if s.stop || s.next >= ranges.len() {
+                                return;
+                            }
+                            s.next += 1;
+                            s.next - 1
+                        };
+                        let part = read_part(&options, bytes, ranges[index].clone(), &on_block);
+                        lock().done.insert(index, part);
+                        changed.notify_all();
+                    }
+                });
+            }
+            let mut outcome = Ok(());
+            for index in 0..ranges.len() {
+                let part = {
+                    let mut s = lock();
+                    loop {
+                        if let Some(part) = s.done.remove(&index) {
+                            s.taken = index + 1;
+                            break Some(part);
+                        }
+                        if s.stop {
+                            break None;
+                        }
+                        s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                    }
+                };
+                changed.notify_all();
+                let Some(part) = part else { break };
+                match merged.take(part, sink) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => break,
+                    Err(e) => {
+                        outcome = Err(e);
+                        break;
+                    }
+                }
+            }
+            lock().stop = true;
+            changed.notify_all();
+            outcome
+        });
+        outcome?;
+        merged.finish(bytes.len(), sink)
+    }
+}
+
+/// The report of the ranges taken so far.
+#[derive(Default)]
+struct Merged {
+    report: Report,
+    /// The last range taken ended with damage that the next may continue.
+    open: bool,
+    /// Damaged ranges already given to the sink.
+    sunk: usize,
+}
+
+impl Merged {
+    /// Adds the next range's result; stops at an error that ends the scan.
+    fn take<T, K: ScanSink<T> + ?Sized>(
+        &mut self,
+        part: Part<T>,
+        sink: &mut K,
+    ) -> Result<ControlFlow<()>> {
+        let Part {
+            value,
+            report,
+            first_damaged,
+            last_damaged,
+            error,
+        } = part;
+        let had_damage = !report.damaged.is_empty();
+        let had_blocks = report.blocks.total() > 0;
+        let mut damaged = report.damaged.into_iter();
+        if self.open && first_damaged {
+            // One damaged range seen from both sides of the cut (their ends may overlap in a
+            // run of zeros).
+            let first = damaged
+                .next()
+                .expect("a range that starts damaged has damage");
+            let last = self.report.damaged.last_mut().expect("open damage");
+            last.range.end = last.range.end.max(first.range.end);
+        }
+        self.report.damaged.extend(damaged);
+        let r = &mut self.report;
+        r.blocks.header += report.blocks.header;
+        r.blocks.metadata += report.blocks.metadata;
+        r.blocks.data += report.blocks.data;
+        r.blocks.dictionary += report.blocks.dictionary;
+        for (id, n) in report.blocks.unknown {
+            *r.blocks.unknown.entry(id).or_default() += n;
+        }
+        r.records += report.records;
+        r.intact_bytes += report.intact_bytes;
+        // A range with neither blocks nor damage (no sync byte opens in it) changes nothing.
+        if had_blocks || had_damage {
+            self.open = last_damaged;
+        }
+        let flow = sink.part(value);
+        let settled = self.report.damaged.len() - usize::from(self.open);
+        if self.sink_damage(settled, sink).is_break() || flow.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(ControlFlow::Continue(())),
+        }
+    }
+
+    /// Gives the sink the damaged ranges up to `settled` it has not had.
+    fn sink_damage<T, K: ScanSink<T> + ?Sized>(
+        &mut self,
+        settled: usize,
+        sink: &mut K,
+    ) -> ControlFlow<()> {
+        while self.sunk < settled {
+            self.sunk += 1;
+            sink.damage(&self.report.damaged[self.sunk - 1])?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The report, once every damaged range went to the sink.
+    fn finish<T, K: ScanSink<T> + ?Sized>(mut self, len: usize, sink: &mut K) -> Result<Report> {
+        let _ = self.sink_damage(self.report.damaged.len(), sink);
+        self.report.len = len as u64;
+        Ok(self.report)
+    }
+}
