@@ -85,7 +85,7 @@ fn read_part<T: Default>(
 /// Ranges the scan of `len` bytes on `threads` threads uses.
 fn splits(len: u64, threads: usize, min_split: u64) -> Vec<std::ops::Range<u64>> {
     if threads <= 1 {
-        return Vec::from([0..u64::MAX]);
+        return std::iter::once(0..u64::MAX).collect();
     }
     let size = (len / (threads as u64 * SPLITS_PER_THREAD)).max(min_split);
     let mut ranges: Vec<_> = (0..len.div_ceil(size).max(1))

@@ -150,10 +150,7 @@ impl<W: Write> ScanSink<Part> for Sink<W> {
         let written = self
             .out
             .write_all(&part.out)
-            .and_then(|()| match part.failed {
-                Some(e) => Err(e),
-                None => Ok(()),
-            });
+            .and(part.failed.map_or(Ok(()), Err));
         match quiet_broken_pipe(written) {
             Ok(true) => {}
             Ok(false) => {
