@@ -727,6 +727,65 @@ fn percent(part: usize, whole: usize) -> String {
     }
 }
 
+/// How a read ended, in a word.
+fn ending(outcome: &Outcome) -> &'static str {
+    let s = outcome.summary.as_str();
+    if s.starts_with("continued") {
+        "continued"
+    } else if s.starts_with("read to end") {
+        "to end"
+    } else if s.starts_with("process died") {
+        "aborted"
+    } else if s.starts_with("failed to open") {
+        "no open"
+    } else {
+        "stopped"
+    }
+}
+
+/// Per corpus, formats × scenarios: records returned intact, silently corrupted, how it ended.
+fn print_summary(rows: &[Row]) {
+    println!("## Summary\n");
+    println!(
+        "Each cell: records returned intact (% of written) · records returned silently \
+         corrupted · how the read ended (continued past errors, to end without error, stopped \
+         at the first error, process aborted)."
+    );
+    let mut corpora: Vec<&str> = rows.iter().map(|r| r.corpus).collect();
+    corpora.dedup();
+    for corpus in corpora {
+        let written = rows
+            .iter()
+            .find(|r| r.corpus == corpus)
+            .map_or(0, |r| r.written);
+        println!("\n### {corpus}, {written} records written\n");
+        let mut header = "| format |".to_string();
+        let mut rule = "|---|".to_string();
+        for scenario in Scenario::ALL {
+            let _ = write!(header, " {} |", scenario.name());
+            rule.push_str("---|");
+        }
+        println!("{header}\n{rule}");
+        for (label, _, _) in ROWS {
+            let mut line = format!("| {label} |");
+            for scenario in Scenario::ALL {
+                let row = rows
+                    .iter()
+                    .find(|r| r.corpus == corpus && r.format == label && r.scenario == scenario)
+                    .expect("every cell was read");
+                let _ = write!(
+                    line,
+                    " {} · {} · {} |",
+                    percent(row.counts.intact, row.written),
+                    row.counts.corrupted,
+                    ending(&row.outcome)
+                );
+            }
+            println!("{line}");
+        }
+    }
+}
+
 fn main() {
     let names: Vec<String> = std::env::args().skip(1).collect();
     if names.first().map(String::as_str) == Some(CHILD_FLAG) {
@@ -817,7 +876,9 @@ fn main() {
 
     let _ = std::fs::remove_dir_all(&dir);
 
-    println!("## Files\n");
+    print_summary(&rows);
+
+    println!("\n## Files\n");
     println!("| corpus | format | bytes | units | records in the largest unit |");
     println!("|---|---|---:|---:|---:|");
     print!("{sizes}");
