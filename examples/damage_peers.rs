@@ -900,7 +900,7 @@ fn main() {
                 let _ = write!(reader, "; {} out of order", c.out_of_order);
             }
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |  {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 row.corpus,
                 row.format,
                 row.written,
