@@ -62,7 +62,7 @@ mod writer;
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
-pub use mapped::{open, MappedFile};
+pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{
     codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,
     SliceReader, Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
