@@ -1,12 +1,30 @@
 //! `cobsfile meta`: the metadata blocks, found by skipping data blocks.
+//!
+//! A file is scanned through [`MappedFile::metadata_with`], which keeps the kernel from
+//! reading ahead around each block header; stdin is a stream and is read through.
 
 use std::io::{self, BufWriter, Write};
 
-use cobsfile::{Metadata, Reader, Source};
+use cobsfile::{MappedFile, Metadata, Reader, Result as ReadResult, Source};
 use serde_json::{json, Map, Value};
 
 use super::input::{self, ReadJob};
-use super::{quiet_broken_pipe, Failure, Outcome};
+use super::{is_stdio, quiet_broken_pipe, Failure, ListArgs, Outcome};
+
+/// Runs `cobsfile meta`.
+pub fn run(args: ListArgs) -> Result<Outcome, Failure> {
+    let job = Meta {
+        name: input::name(&args.file),
+        json: args.json,
+    };
+    if is_stdio(&args.file) {
+        return input::read(&args.file, &args.read, job);
+    }
+    let builder = args.read.builder()?;
+    let file = MappedFile::open(&args.file).map_err(|e| Failure::at(&job.name, e))?;
+    let mut scan = file.metadata_with(&builder);
+    job.print(&mut scan, |scan| scan.reader())
+}
 
 /// The `meta` command's job.
 pub struct Meta {
@@ -53,9 +71,24 @@ impl ReadJob for Meta {
     type Output = Outcome;
 
     fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        self.print(&mut reader.metadata(), |blocks| blocks.reader())
+    }
+}
+
+impl Meta {
+    /// Prints the metadata blocks `blocks` yields and reports its errors; `reader` gives the
+    /// reader behind it.
+    fn print<I, S>(
+        self,
+        blocks: &mut I,
+        reader: impl Fn(&I) -> &Reader<S>,
+    ) -> Result<Outcome, Failure>
+    where
+        I: Iterator<Item = ReadResult<Metadata>>,
+        S: Source,
+    {
         let mut out = BufWriter::new(io::stdout().lock());
-        let mut diagnostics = input::Diagnostics::new(self.name.clone());
-        let mut blocks = reader.metadata();
+        let mut diagnostics = input::Diagnostics::new(self.name);
         while let Some(item) = blocks.next() {
             match item {
                 Ok(block) => {
@@ -63,10 +96,10 @@ impl ReadJob for Meta {
                         break;
                     }
                 }
-                Err(e) => diagnostics.error(blocks.reader(), e)?,
+                Err(e) => diagnostics.error(reader(blocks), e)?,
             }
         }
         quiet_broken_pipe(out.flush())?;
-        diagnostics.finish(reader)
+        diagnostics.finish(reader(blocks))
     }
 }

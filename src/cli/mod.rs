@@ -148,7 +148,7 @@ pub fn run() -> ExitCode {
         Command::Pack(args) => pack::run(args),
         Command::Cat(args) => cat::run(args),
         Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
-        Command::Meta(args) => args.run(|name, json| meta::Meta { name, json }),
+        Command::Meta(args) => meta::run(args),
         Command::Verify(args) => verify::Verify {
             name: input::name(&args.file),
             json: args.json,
