@@ -18,9 +18,7 @@
 //!   streaming readers), avro `Reader`, mcap `MessageStream` and `RawMessageStream`;
 //! - `block_size`: cobsfile write and read at block sizes from 64 KiB to 1 MiB.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::Cursor;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -31,10 +29,11 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
-use mcap::records::MessageHeader;
 
 #[path = "corpus.rs"]
 mod corpus;
+#[path = "peers.rs"]
+mod peers;
 
 use corpus::{Corpus, Kind};
 
@@ -130,26 +129,7 @@ fn write_avro_serde(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
 }
 
 fn write_mcap(c: &Corpus, buf: Vec<u8>) -> Vec<u8> {
-    let mut buf = buf;
-    buf.clear();
-    let mut w = mcap::WriteOptions::new()
-        .compression(None)
-        .create(Cursor::new(buf))
-        .expect("mcap header");
-    let channel = w
-        .add_channel(0, "events", "application/octet-stream", &BTreeMap::new())
-        .expect("channel");
-    for (i, r) in c.records().enumerate() {
-        let header = MessageHeader {
-            channel_id: channel,
-            sequence: i as u32,
-            log_time: i as u64,
-            publish_time: i as u64,
-        };
-        w.write_to_known_channel(&header, r).expect("message");
-    }
-    w.finish().expect("finish");
-    w.into_inner().into_inner()
+    peers::write_mcap(c, mcap::WriteOptions::new().compression(None), buf)
 }
 
 fn read_cobsfile_slice(file: &[u8]) -> usize {

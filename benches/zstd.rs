@@ -33,7 +33,7 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::{Cursor, Write as _};
+use std::io::Write as _;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -44,11 +44,12 @@ use apache_avro::ZstandardSettings;
 use apache_avro::{Codec, Schema};
 use cobsfile::{varint, BlockKind, Compression, ReaderBuilder, WriterBuilder, DEFAULT_BLOCK_SIZE};
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput};
-use mcap::records::MessageHeader;
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
 
 #[path = "corpus.rs"]
 mod corpus;
+#[path = "peers.rs"]
+mod peers;
 
 use corpus::{Corpus, Kind};
 
@@ -371,8 +372,6 @@ fn read_avro(file: &[u8]) -> usize {
 /// MCAP with zstd chunks at `LEVEL` on the calling thread, of `chunk_size` bytes (`None`: its
 /// default, 1 MiB).
 fn write_mcap(c: &Corpus, chunk_size: Option<u64>, buf: Vec<u8>) -> Vec<u8> {
-    let mut buf = buf;
-    buf.clear();
     let mut options = mcap::WriteOptions::new()
         .compression(Some(mcap::Compression::Zstd))
         .compression_level(LEVEL as u32)
@@ -380,21 +379,7 @@ fn write_mcap(c: &Corpus, chunk_size: Option<u64>, buf: Vec<u8>) -> Vec<u8> {
     if let Some(size) = chunk_size {
         options = options.chunk_size(Some(size));
     }
-    let mut w = options.create(Cursor::new(buf)).expect("mcap header");
-    let channel = w
-        .add_channel(0, "events", "application/octet-stream", &BTreeMap::new())
-        .expect("channel");
-    for (i, r) in c.records().enumerate() {
-        let header = MessageHeader {
-            channel_id: channel,
-            sequence: i as u32,
-            log_time: i as u64,
-            publish_time: i as u64,
-        };
-        w.write_to_known_channel(&header, r).expect("message");
-    }
-    w.finish().expect("finish");
-    w.into_inner().into_inner()
+    peers::write_mcap(c, options, buf)
 }
 
 fn read_mcap(file: &[u8]) -> usize {

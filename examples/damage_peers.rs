@@ -32,10 +32,9 @@
 //! says how many of them came back intact, what a reader that skips exactly the damaged units
 //! would return.
 
-use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{BufReader, Cursor, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -44,10 +43,11 @@ use std::process::{Command, Stdio};
 use apache_avro::types::Value;
 use apache_avro::{Codec, Schema, ZstandardSettings};
 use cobsfile::{BlockKind, Compression, ReaderBuilder, WriterBuilder};
-use mcap::records::MessageHeader;
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
+#[path = "../benches/peers.rs"]
+mod peers;
 
 use corpus::{Corpus, Kind, SplitMix64};
 
@@ -216,24 +216,11 @@ fn avro_units(file: &[u8]) -> Vec<(Range<usize>, Range<usize>)> {
 /// MCAP with its default options (chunk CRCs written) but for compression; one channel, one
 /// message per record, log time = record index.
 fn write_mcap(c: &Corpus, compression: Option<mcap::Compression>) -> Vec<u8> {
-    let mut w = mcap::WriteOptions::new()
-        .compression(compression)
-        .create(Cursor::new(Vec::new()))
-        .expect("mcap header");
-    let channel = w
-        .add_channel(0, "events", "application/octet-stream", &BTreeMap::new())
-        .expect("channel");
-    for (i, r) in c.records().enumerate() {
-        let header = MessageHeader {
-            channel_id: channel,
-            sequence: i as u32,
-            log_time: i as u64,
-            publish_time: i as u64,
-        };
-        w.write_to_known_channel(&header, r).expect("message");
-    }
-    w.finish().expect("finish");
-    w.into_inner().into_inner()
+    peers::write_mcap(
+        c,
+        mcap::WriteOptions::new().compression(compression),
+        Vec::new(),
+    )
 }
 
 /// MCAP chunks from the summary's chunk indexes (message log times are record indexes).
