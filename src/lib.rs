@@ -31,6 +31,13 @@
 //! assert_eq!(records.len(), 200);
 //! assert_eq!(records[0], b"event 000");
 //! assert_eq!(records[199], b"event 299");
+//!
+//! // Recovery writes a new file of every intact block: clean, and it recovers to itself.
+//! let mut recovered = Vec::new();
+//! let recovery = cobsfile::recover(&file, &ReaderBuilder::new(), &mut recovered)?;
+//! assert_eq!(recovery.report.damaged.len(), 1);
+//! assert_eq!(recovery.report.records, 200);
+//! assert!(ReaderBuilder::new().verify(&recovered)?.is_clean());
 //! # Ok::<(), Error>(())
 //! ```
 //!
@@ -40,6 +47,10 @@
 //!   [`MappedFile`] or any `io::Read`; [`WriterBuilder::threads`] and
 //!   [`ReaderBuilder::threads`] spread compression and decoding over worker threads, with
 //!   the same output as one thread;
+//! - [`verify`] reports a file's intact and damaged ranges; [`recover`] writes every intact
+//!   block into a new file; [`ReaderBuilder::from_slice_range`] reads the blocks that open in
+//!   a byte range, and [`ReaderBuilder::scan`] reads a whole slice in ranges on several
+//!   threads with the result of one reader;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
 
 #![deny(missing_docs)]
