@@ -19,6 +19,7 @@ use std::ops::Range;
 use crate::cobs;
 use crate::codec::{self, Compressor, DecompressError, Decompressor};
 use crate::error::{Cause, Error, Result};
+use crate::index;
 use crate::varint;
 
 /// The format version this library writes and the newest it reads.
@@ -40,6 +41,8 @@ pub mod types {
     pub const DATA: i64 = 3;
     /// A zstd dictionary that later blocks are compressed with.
     pub const DICTIONARY: i64 = 4;
+    /// The offsets, sizes and record counts of the blocks before it.
+    pub const INDEX: i64 = 5;
 }
 
 /// What a block holds.
@@ -54,6 +57,8 @@ pub enum BlockKind {
     Data,
     /// A zstd dictionary, named by the XXH64 of its bytes.
     Dictionary,
+    /// The index of the blocks before it (see [`Index`](crate::Index)).
+    Index,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
@@ -66,6 +71,7 @@ impl BlockKind {
             types::METADATA => BlockKind::Metadata,
             types::DATA => BlockKind::Data,
             types::DICTIONARY => BlockKind::Dictionary,
+            types::INDEX => BlockKind::Index,
             other => BlockKind::Unknown(other),
         }
     }
@@ -77,17 +83,20 @@ impl BlockKind {
             BlockKind::Metadata => types::METADATA,
             BlockKind::Data => types::DATA,
             BlockKind::Dictionary => types::DICTIONARY,
+            BlockKind::Index => types::INDEX,
             BlockKind::Unknown(id) => id,
         }
     }
 
-    /// A short lowercase name: `header`, `metadata`, `data`, `dictionary` or `unknown(N)`.
+    /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index` or
+    /// `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockKind::Header => "header".into(),
             BlockKind::Metadata => "metadata".into(),
             BlockKind::Data => "data".into(),
             BlockKind::Dictionary => "dictionary".into(),
+            BlockKind::Index => "index".into(),
             BlockKind::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -247,7 +256,7 @@ impl Scratch {
 pub(crate) struct Body {
     /// Where the payload lies in the scratch buffer that holds it.
     pub payload: Range<usize>,
-    /// Records in a data block, entries in a metadata block.
+    /// Records in a data block, entries in a metadata or index block.
     pub items: Option<u64>,
     /// The format version a header block declares.
     pub version: Option<i64>,
@@ -363,6 +372,7 @@ pub(crate) fn decode(
         BlockKind::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
         BlockKind::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockKind::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
+        BlockKind::Index => (Some(index::check_payload(bytes).map_err(malformed)?), None),
         BlockKind::Dictionary | BlockKind::Unknown(_) => (None, None),
     };
     Ok(Body {

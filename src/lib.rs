@@ -60,6 +60,7 @@ pub mod cobs;
 mod codec;
 mod error;
 mod frame;
+mod index;
 mod mapped;
 mod parallel;
 mod reader;
@@ -73,6 +74,7 @@ mod writer;
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
+pub use index::{Index, IndexEntry};
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{
     codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,

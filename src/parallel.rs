@@ -30,6 +30,7 @@ use crate::block::{self, types, BlockKind, Body, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::error::{Cause, Error, Result};
 use crate::frame::Frame;
+use crate::index::IndexBuilder;
 use crate::reader::{decode_block, BlockInfo};
 
 /// Blocks in flight per worker thread.
@@ -170,8 +171,9 @@ struct EncodeJob {
 /// A block on its way to the inner writer.
 #[derive(Debug)]
 enum Slot {
-    /// A data block sent to the workers: the job's sequence number.
-    Worker(u64),
+    /// A data block sent to the workers: the job's sequence number and the block's record
+    /// count.
+    Worker(u64, u64),
     /// A block encoded on the writer's thread (metadata, dictionary, raw), at `out[start..]`.
     Ready { out: Vec<u8>, start: usize },
 }
@@ -242,16 +244,18 @@ impl Encoders {
         buffer
     }
 
-    /// Queues the data block `payload[start..]` for a worker to encode. If the queue was
-    /// full, first writes the oldest block to `inner`, and returns the error that failed
-    /// (the new block is queued either way).
+    /// Queues the data block `payload[start..]`, holding `items` records, for a worker to
+    /// encode. If the queue was full, first writes the oldest block to `inner` (recording it
+    /// in `index`), and returns the error that failed (the new block is queued either way).
     pub fn write_data<W: Write>(
         &mut self,
         payload: Vec<u8>,
         start: usize,
+        items: u64,
         inner: &mut W,
+        index: &mut IndexBuilder,
     ) -> Result<()> {
-        let room = self.make_room(inner);
+        let room = self.make_room(inner, index);
         let out = self.free_outs.pop().unwrap_or_default();
         let seq = self.pool.send(EncodeJob {
             payload,
@@ -259,7 +263,7 @@ impl Encoders {
             out,
             result: Ok(0),
         });
-        self.queue.push_back(Slot::Worker(seq));
+        self.queue.push_back(Slot::Worker(seq, items));
         room
     }
 
@@ -270,6 +274,7 @@ impl Encoders {
         kind: i64,
         payload: &[u8],
         inner: &mut W,
+        index: &mut IndexBuilder,
     ) -> Result<()> {
         let mut out = self.free_outs.pop().unwrap_or_default();
         let start = match block::encode(kind, payload, None, &mut out) {
@@ -279,16 +284,16 @@ impl Encoders {
                 return Err(e);
             }
         };
-        let room = self.make_room(inner);
+        let room = self.make_room(inner, index);
         self.queue.push_back(Slot::Ready { out, start });
         room
     }
 
     /// Writes every block in flight, in order; stops at the first error (the blocks after it
     /// stay queued).
-    pub fn drain<W: Write>(&mut self, inner: &mut W) -> Result<()> {
+    pub fn drain<W: Write>(&mut self, inner: &mut W, index: &mut IndexBuilder) -> Result<()> {
         while !self.queue.is_empty() {
-            self.write_oldest(inner)?;
+            self.write_oldest(inner, index)?;
         }
         Ok(())
     }
@@ -300,29 +305,39 @@ impl Encoders {
     }
 
     /// Writes the oldest block if the queue is full.
-    fn make_room<W: Write>(&mut self, inner: &mut W) -> Result<()> {
+    fn make_room<W: Write>(&mut self, inner: &mut W, index: &mut IndexBuilder) -> Result<()> {
         if self.queue.len() >= self.limit {
-            self.write_oldest(inner)
+            self.write_oldest(inner, index)
         } else {
             Ok(())
         }
     }
 
-    /// Waits for the oldest block and writes it in one `write_all`. A block whose encoding
-    /// or writing failed is lost; the error is returned.
-    fn write_oldest<W: Write>(&mut self, inner: &mut W) -> Result<()> {
+    /// Waits for the oldest block, writes it in one `write_all` and records it in `index`.
+    /// A block whose encoding or writing failed is lost; the error is returned (and the index
+    /// given up if the write failed).
+    fn write_oldest<W: Write>(&mut self, inner: &mut W, index: &mut IndexBuilder) -> Result<()> {
         let Some(slot) = self.queue.pop_front() else {
             return Ok(());
         };
-        let (out, start) = match slot {
-            Slot::Ready { out, start } => (out, Ok(start)),
-            Slot::Worker(seq) => {
+        let (out, start, items) = match slot {
+            Slot::Ready { out, start } => (out, Ok(start), 0),
+            Slot::Worker(seq, items) => {
                 let job = self.pool.recv(seq);
                 self.free_payloads.push(job.payload);
-                (job.out, job.result)
+                (job.out, job.result, items)
             }
         };
-        let written = start.and_then(|start| Ok(inner.write_all(&out[start..])?));
+        let written = start.and_then(|start| match inner.write_all(&out[start..]) {
+            Ok(()) => {
+                index.push(&out[start..], items);
+                Ok(())
+            }
+            Err(e) => {
+                index.disable();
+                Err(e.into())
+            }
+        });
         self.free_outs.push(out);
         written
     }
@@ -739,13 +754,16 @@ mod tests {
     fn buffers_are_recycled() {
         let mut encoders = Encoders::new(2, Compression::None, None).unwrap();
         let mut sink = Vec::new();
+        let mut index = IndexBuilder::new(true);
         for _ in 0..50 {
             let mut payload = encoders.spare_payload();
             payload.extend_from_slice(&[0, 1, 1, b'x']);
-            encoders.write_data(payload, 2, &mut sink).unwrap();
+            encoders
+                .write_data(payload, 2, 1, &mut sink, &mut index)
+                .unwrap();
             assert!(encoders.free_payloads.len() + encoders.queue.len() <= encoders.limit + 1);
         }
-        encoders.drain(&mut sink).unwrap();
+        encoders.drain(&mut sink, &mut index).unwrap();
         // Every buffer ever allocated is back in a free list.
         assert!(encoders.free_outs.len() <= encoders.limit);
         assert!(encoders.free_payloads.len() <= encoders.limit + 1);

@@ -178,7 +178,7 @@ pub struct BlockInfo {
     pub kind: BlockKind,
     /// Bytes after the opening sync byte up to and including the closing one.
     pub size: u64,
-    /// Records in a data block, entries in a metadata block.
+    /// Records in a data block, entries in a metadata or index block.
     pub items: Option<u64>,
     /// How the payload is stored: `"none"`, `"zstd"` or `"zstd+dict"` (see [`codec_name`]).
     pub codec: &'static str,
@@ -297,6 +297,8 @@ pub struct Reader<S> {
     decompressor: Decompressor,
     /// What is left of the current data block's records, in `scratch`.
     cursor: Range<usize>,
+    /// Records `next_record` is still to pass over (see `skip_records`).
+    skip: u64,
     /// Start and cause of damage seen but not yet reported.
     damage: Option<(u64, Cause)>,
     /// Absolute offsets `(sync, end)`: the bytes after the sync byte up to `end` hold no 0x00,
@@ -365,6 +367,7 @@ impl<S: Source> Reader<S> {
             scratch: Scratch::default(),
             decompressor,
             cursor: 0..0,
+            skip: 0,
             damage: None,
             zero_free: None,
             stopped: false,
@@ -756,14 +759,8 @@ impl<S: Source> Reader<S> {
             if let Some(record) = self.next_in_cursor() {
                 return Some(Ok(&self.scratch.buffer()[record]));
             }
-            let (info, body) = match self.next_decoded(Mode::All)? {
-                Ok(decoded) => decoded.expect("a full read decodes every block"),
-                Err(e) => return Some(Err(e)),
-            };
-            match info.kind {
-                BlockKind::Data => self.cursor = strings_start(self.scratch.buffer(), body.payload),
-                BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
-                BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary => {}
+            if let Err(e) = self.open_block()? {
+                return Some(Err(e));
             }
         }
     }
@@ -799,6 +796,64 @@ impl<S: Source> Reader<S> {
             }
         }
         (records, errors)
+    }
+}
+
+// Seeking: passing over records, and opening one block at a time (for `crate::index`).
+impl<S: Source> Reader<S> {
+    /// Passes over the next `n` records: [`next_record`](Self::next_record) returns the one
+    /// after them. Records are counted as returned: errors for damaged regions are still
+    /// returned, and lost records are not counted. Data blocks passed over whole are checked
+    /// but their records are not walked. Blocks that [`next_block`](Self::next_block) returns
+    /// do not count.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::Writer::new(Vec::new())?;
+    /// for i in 0..10 {
+    ///     writer.write_record(format!("record {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+    /// reader.skip_records(7);
+    /// assert_eq!(reader.next_record().unwrap()?, b"record 7");
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn skip_records(&mut self, n: u64) {
+        self.skip = self.skip.saturating_add(n);
+        self.skip_in_cursor();
+    }
+
+    /// Passes over records of the current block while some are to be skipped.
+    fn skip_in_cursor(&mut self) {
+        while self.skip > 0 && self.next_in_cursor().is_some() {
+            self.skip -= 1;
+        }
+    }
+
+    /// Decodes the next block and makes it the current one: a data block's records (less
+    /// those to be skipped) are what [`next_record`](Self::next_record) returns next. Returns
+    /// the block's info, or the error that stands for a damaged region before it.
+    pub(crate) fn open_block(&mut self) -> Option<Result<BlockInfo>> {
+        self.cursor = 0..0;
+        let (info, body) = match self.next_decoded(Mode::All)? {
+            Ok(decoded) => decoded.expect("a full read decodes every block"),
+            Err(e) => return Some(Err(e)),
+        };
+        match info.kind {
+            BlockKind::Data => {
+                let items = info.items.unwrap_or(0);
+                if self.skip >= items {
+                    self.skip -= items;
+                } else {
+                    self.cursor = strings_start(self.scratch.buffer(), body.payload);
+                    self.skip_in_cursor();
+                }
+            }
+            BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
+            BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary | BlockKind::Index => {}
+        }
+        Some(Ok(info))
     }
 }
 

@@ -296,6 +296,7 @@ impl Merged {
         r.blocks.metadata += report.blocks.metadata;
         r.blocks.data += report.blocks.data;
         r.blocks.dictionary += report.blocks.dictionary;
+        r.blocks.index += report.blocks.index;
         for (id, n) in report.blocks.unknown {
             *r.blocks.unknown.entry(id).or_default() += n;
         }

@@ -52,6 +52,8 @@ pub struct BlockCounts {
     pub data: u64,
     /// Dictionary blocks.
     pub dictionary: u64,
+    /// Index blocks.
+    pub index: u64,
     /// Blocks of types this version does not define, by type id.
     pub unknown: BTreeMap<i64, u64>,
 }
@@ -63,6 +65,7 @@ impl BlockCounts {
             + self.metadata
             + self.data
             + self.dictionary
+            + self.index
             + self.unknown.values().sum::<u64>()
     }
 
@@ -73,6 +76,7 @@ impl BlockCounts {
             BlockKind::Metadata => self.metadata += 1,
             BlockKind::Data => self.data += 1,
             BlockKind::Dictionary => self.dictionary += 1,
+            BlockKind::Index => self.index += 1,
             BlockKind::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
         }
     }

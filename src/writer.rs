@@ -5,6 +5,7 @@ use std::io::Write;
 use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
+use crate::index::IndexBuilder;
 use crate::parallel::Encoders;
 use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
@@ -29,6 +30,7 @@ pub struct WriterBuilder {
     compression: Compression,
     dictionary: Option<(Dictionary, bool)>,
     threads: usize,
+    index: bool,
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -49,6 +51,7 @@ impl WriterBuilder {
             compression: Compression::None,
             dictionary: None,
             threads: 0,
+            index: true,
         }
     }
 
@@ -118,6 +121,27 @@ impl WriterBuilder {
         self
     }
 
+    /// Whether [`finish`](Writer::finish) ends the file with an index block (default true):
+    /// the offset, size and record count of every block written, a few bytes per block, with
+    /// which readers go straight to the k-th record
+    /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record))
+    /// or to a byte offset ([`Index`](crate::Index)). Readers never need it: a file without
+    /// one, or with a damaged one, reads the same. A writer dropped without `finish`, or one
+    /// whose inner writer failed, writes none; so does one whose index would exceed the
+    /// maximum block size.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().index(false).build(Vec::new())?;
+    /// writer.write_record(b"no index")?;
+    /// let file = writer.finish()?;
+    /// assert!(cobsfile::Index::find(&file).is_none());
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn index(mut self, index: bool) -> Self {
+        self.index = index;
+        self
+    }
+
     /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
     /// dictionary block when a dictionary is to be embedded).
     pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
@@ -136,8 +160,10 @@ impl WriterBuilder {
             (Some((dictionary, true)), Compression::Zstd { .. }) => Some(dictionary.clone()),
             _ => None,
         };
+        let index = IndexBuilder::new(self.index);
         let mut writer = Writer {
             inner: Some(inner),
+            index,
             options: self,
             compressor,
             encoders,
@@ -152,7 +178,7 @@ impl WriterBuilder {
             &mut writer.out,
         )?;
         writer.out[start - 1] = 0;
-        writer.write_out(start - 1)?;
+        writer.write_out(start - 1, 0)?;
         if let Some(dictionary) = embed {
             // Compressed (without a dictionary, which the reader does not have yet).
             let level = match writer.options.compression {
@@ -166,7 +192,7 @@ impl WriterBuilder {
                 Some(&mut plain),
                 &mut writer.out,
             )?;
-            writer.write_out(start)?;
+            writer.write_out(start, 0)?;
         }
         Ok(writer)
     }
@@ -202,6 +228,8 @@ pub struct Writer<W: Write> {
     records: Vec<u8>,
     /// The encoded block being written.
     out: Vec<u8>,
+    /// The blocks written so far, for the index `finish` writes.
+    index: IndexBuilder,
 }
 
 impl<W: Write> Writer<W> {
@@ -291,10 +319,10 @@ impl<W: Write> Writer<W> {
                 .inner
                 .as_mut()
                 .expect("inner writer present until finish");
-            return encoders.write_block(kind, payload, inner);
+            return encoders.write_block(kind, payload, inner, &mut self.index);
         }
         let start = block::encode(kind, payload, None, &mut self.out)?;
-        self.write_out(start)
+        self.write_out(start, 0)
     }
 
     /// Closes the open data block, writes every block in flight, and flushes the inner
@@ -309,7 +337,7 @@ impl<W: Write> Writer<W> {
     /// Waits for the blocks in flight and writes them.
     fn drain(&mut self) -> Result<()> {
         match (&mut self.encoders, &mut self.inner) {
-            (Some(encoders), Some(inner)) => encoders.drain(inner),
+            (Some(encoders), Some(inner)) => encoders.drain(inner, &mut self.index),
             _ => Ok(()),
         }
     }
@@ -320,8 +348,16 @@ impl<W: Write> Writer<W> {
         self.encoders.as_ref().map_or(0, Encoders::in_flight)
     }
 
-    /// Closes the open data block, flushes, and returns the inner writer.
+    /// Closes the open data block, writes the index block (see
+    /// [`WriterBuilder::index`]), flushes, and returns the inner writer.
     pub fn finish(mut self) -> Result<W> {
+        self.close_block()?;
+        // The index lists the blocks as written: every block in flight first.
+        self.drain()?;
+        if let Some(payload) = self.index.payload(self.options.max_block_size) {
+            self.index.disable();
+            self.write_block(types::INDEX, &payload)?;
+        }
         self.flush()?;
         Ok(self
             .inner
@@ -348,10 +384,11 @@ impl<W: Write> Writer<W> {
         if self.count == 0 {
             return Ok(());
         }
-        let mut count = [0; varint::MAX_LEN];
-        let count_len = varint::encode(self.count as i64, &mut count);
+        let count = self.count;
+        let mut count_field = [0; varint::MAX_LEN];
+        let count_len = varint::encode(count as i64, &mut count_field);
         let payload_start = COUNT_ROOM - count_len;
-        self.records[payload_start..COUNT_ROOM].copy_from_slice(&count[..count_len]);
+        self.records[payload_start..COUNT_ROOM].copy_from_slice(&count_field[..count_len]);
         if let Some(encoders) = &mut self.encoders {
             let mut next = encoders.spare_payload();
             next.resize(COUNT_ROOM, 0);
@@ -361,7 +398,7 @@ impl<W: Write> Writer<W> {
                 .inner
                 .as_mut()
                 .expect("inner writer present until finish");
-            return encoders.write_data(payload, payload_start, inner);
+            return encoders.write_data(payload, payload_start, count, inner, &mut self.index);
         }
         let payload = &self.records[payload_start..];
         let start = block::encode(
@@ -372,16 +409,24 @@ impl<W: Write> Writer<W> {
         )?;
         self.count = 0;
         self.records.truncate(COUNT_ROOM);
-        self.write_out(start)
+        self.write_out(start, count)
     }
 
-    /// Writes `out[start..]` in one `write_all`.
-    fn write_out(&mut self, start: usize) -> Result<()> {
+    /// Writes `out[start..]`, a block holding `items` records, in one `write_all`, and
+    /// records it for the index.
+    fn write_out(&mut self, start: usize, items: u64) -> Result<()> {
         let inner = self
             .inner
             .as_mut()
             .expect("inner writer present until finish");
-        inner.write_all(&self.out[start..])?;
+        let block = &self.out[start..];
+        if let Err(e) = inner.write_all(block) {
+            self.index.disable();
+            return Err(e.into());
+        }
+        // The file's leading sync byte, written with the header, is no part of a block.
+        self.index
+            .push(block.strip_prefix(&[0]).unwrap_or(block), items);
         Ok(())
     }
 }

@@ -443,7 +443,8 @@ fn the_writer_keeps_at_most_two_blocks_per_thread_in_flight() {
                 closed - written
             );
         }
-        assert_eq!(writer.finish().unwrap().writes, 201);
+        // The header, 200 data blocks and the index.
+        assert_eq!(writer.finish().unwrap().writes, 202);
     }
 }
 

@@ -220,6 +220,39 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
         }
     }
 
+    // The last block is the index, listing every block before it as a reader sees it (unless
+    // it would not fit in a block).
+    let blocks = match blocks.split_last() {
+        Some((last, before)) if last.kind == BlockKind::Index => {
+            check_index(file, last, before);
+            before
+        }
+        _ => {
+            // The index's body: codec, count, span, an entry per block, CRC.
+            let len = |n: u64| varint::encoded_len(n as i64);
+            let type_len = |b: &Blk| varint::encoded_len(b.kind.type_id());
+            let span: u64 = blocks.iter().map(|b| b.size).sum();
+            let entries: usize = blocks
+                .iter()
+                .map(|b| {
+                    let records = if b.kind == BlockKind::Data {
+                        b.items.unwrap()
+                    } else {
+                        0
+                    };
+                    type_len(b) + len(b.size) + len(records)
+                })
+                .sum();
+            let body = 1 + len(blocks.len() as u64) + len(span) + entries + 4;
+            assert!(
+                body > options.max_block_size,
+                "no index after {} blocks",
+                blocks.len()
+            );
+            &blocks[..]
+        }
+    };
+
     // Exactly the blocks the writer's rules call for.
     let layout: Vec<Expect> = blocks[1..]
         .iter()
@@ -275,6 +308,31 @@ fn round_trip(ops: &[Op], options: Options, seed: u64) {
         assert!(errors.is_empty());
         assert_eq!(records, slice.records);
     }
+}
+
+/// The index found at the end of `file` is the block `index_block` and lists exactly `blocks`.
+fn check_index(file: &[u8], index_block: &Blk, blocks: &[&Blk]) {
+    let index = cobsfile::Index::find(file).expect("the writer's index is found");
+    assert_eq!((index.offset(), index.start()), (index_block.offset, 0));
+    let listed: Vec<_> = index
+        .entries()
+        .iter()
+        .map(|e| (e.offset, e.kind, e.size, e.records))
+        .collect();
+    let seen: Vec<_> = blocks
+        .iter()
+        .map(|b| {
+            let records = if b.kind == BlockKind::Data {
+                b.items.unwrap()
+            } else {
+                0
+            };
+            (b.offset, b.kind, b.size, records)
+        })
+        .collect();
+    assert_eq!(listed, seen, "the index lists the blocks a reader sees");
+    let records: u64 = seen.iter().map(|s| s.3).sum();
+    assert_eq!(index.records(), records);
 }
 
 /// The writer hands each block to its output in one `write` call (a `write_all` of one
@@ -400,8 +458,14 @@ proptest! {
 
 #[test]
 fn empty_file_and_empty_writer() {
-    // A writer that wrote nothing leaves the sync byte and the header: the spec's 19 bytes.
-    let file = write_file(&[], Options::block_size(100));
+    // A writer that wrote nothing leaves the sync byte and the header, the spec's 19 bytes
+    // (and, unless told not to, its index).
+    let file = WriterBuilder::new()
+        .index(false)
+        .build(Vec::new())
+        .unwrap()
+        .finish()
+        .unwrap();
     assert_eq!(
         file,
         [
@@ -497,7 +561,7 @@ fn unknown_block_types_are_skipped() {
     );
 
     // The hand-built header and data blocks are byte for byte what the writer writes.
-    let mut writer = WriterBuilder::new().build(Vec::new()).unwrap();
+    let mut writer = WriterBuilder::new().index(false).build(Vec::new()).unwrap();
     writer.write_record(b"before").unwrap();
     writer.write_record(b"").unwrap();
     let written = writer.finish().unwrap();

@@ -8,6 +8,7 @@
 //! metadata "KEY" "VALUE" ...
 //! data COUNT            followed by COUNT lines: record "BYTES"
 //! dictionary ID "BYTES"
+//! index COUNT SPAN      followed by COUNT lines: entry TYPE SIZE ITEMS
 //! unknown TYPE "PAYLOAD"
 //! damaged START END CAUSE
 //! error unsupported-version VERSION
@@ -18,10 +19,12 @@
 //! `% dictionary "BYTES" embed|external` (the writer's dictionary), `% reader-dictionary
 //! "BYTES"` (a dictionary given to the readers), `% from NAME OP...` (this vector is NAME with
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
-//! `zero START END`, `append NAME`), `% header-version N` (the header block declares version N).
+//! `zero START END`, `append NAME`, `append-from NAME OFFSET`: the bytes of vector NAME from
+//! OFFSET on), `% header-version N` (the header block declares version N).
 //!
 //! Writer direction: a vector without `% from` must be exactly what `Writer` produces from its
-//! lines; a derived vector must be exactly its edits applied to the vector it names.
+//! lines, with an index block (`WriterBuilder::index`) exactly when they end with one; a
+//! derived vector must be exactly its edits applied to the vector it names.
 //! Reader direction: the slice, mapped and streaming readers must all yield exactly the lines.
 //! `COBSFILE_BLESS=1 cargo test --test vectors` rewrites the .cobs files from the .txt files.
 
@@ -30,7 +33,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use cobsfile::{
-    BlockKind, Cause, Compression, Dictionary, Error, Reader, ReaderBuilder, Source, WriterBuilder,
+    BlockKind, Cause, Compression, Dictionary, Error, Index, Reader, ReaderBuilder, Source,
+    WriterBuilder,
 };
 
 fn dir() -> PathBuf {
@@ -150,6 +154,17 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
                 let id = cobsfile::dictionary_id(block.payload());
                 lines.push(format!("dictionary {id:016x} {}", esc(block.payload())));
             }
+            BlockKind::Index => {
+                let index = Index::from_block(&block).expect("a consistent index");
+                let span = index.offset() - index.start();
+                lines.push(format!("index {} {span}", index.len()));
+                lines.extend(
+                    index
+                        .entries()
+                        .iter()
+                        .map(|e| format!("entry {} {} {}", e.kind.type_id(), e.size, e.records)),
+                );
+            }
             BlockKind::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
             other => panic!("a kind this test does not know: {other:?}"),
         }
@@ -215,7 +230,8 @@ fn build(v: &Vector) -> Vec<u8> {
         return header_block(num(&version[0]));
     }
     let block_size = directive(v, "block-size").map_or(1 << 20, |w| num(&w[0]) as usize);
-    let mut builder = WriterBuilder::new().block_size(block_size);
+    let index = v.lines.iter().any(|l| l.starts_with("index "));
+    let mut builder = WriterBuilder::new().block_size(block_size).index(index);
     if let Some(level) = directive(v, "compression") {
         builder = builder.compression(Compression::zstd(num(&level[0]) as i32).unwrap());
     }
@@ -241,6 +257,16 @@ fn build(v: &Vector) -> Vec<u8> {
             }
             "unknown" => writer.write_raw_block(num(&line[1]), &line[2]).unwrap(),
             "dictionary" => {} // written by the writer when it embeds its dictionary
+            "index" => {
+                // Written by `finish`; its entries are what the writer wrote before it.
+                assert!(
+                    lines.peek().map_or(true, |l| l[0] == b"entry"),
+                    "{}",
+                    v.name
+                );
+                lines.by_ref().take(num(&line[1]) as usize).for_each(drop);
+                assert!(lines.peek().is_none(), "{}: index not last", v.name);
+            }
             other => panic!("{}: unknown line {other}", v.name),
         }
     }
@@ -274,6 +300,12 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
             "append" => {
                 let name = text(ops.next().expect("vector name"));
                 bytes.extend(fs::read(dir().join(format!("{name}.cobs"))).expect("vector"));
+            }
+            "append-from" => {
+                let name = text(ops.next().expect("vector name"));
+                let from = num(ops.next().expect("offset")) as usize;
+                let other = fs::read(dir().join(format!("{name}.cobs"))).expect("vector");
+                bytes.extend_from_slice(&other[from..]);
             }
             "prepend" => {
                 let mut prefix = ops.next().expect("prefix").clone();

@@ -672,6 +672,7 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                 assert_eq!(b.version, Some(cobsfile::FORMAT_VERSION));
                 assert_eq!(b.items, None);
             }
+            BlockKind::Index => assert!(b.items.is_some(), "an index block counts its entries"),
             BlockKind::Dictionary | BlockKind::Unknown(_) => assert_eq!(b.items, None),
             _ => unreachable!("a kind this test does not know"),
         }
