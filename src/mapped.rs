@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use memmap2::Mmap;
 
 use crate::error::Result;
+use crate::index::Index;
 use crate::reader::{Metadata, ReaderBuilder, SliceReader};
 
 /// A file mapped read-only into memory. Readers borrow from it, so decoding never copies the
@@ -71,6 +72,18 @@ impl MappedFile {
     /// [`ReaderBuilder::from_slice_range`].
     pub fn range_with(&self, options: &ReaderBuilder, range: Range<u64>) -> SliceReader<'_> {
         options.from_slice_range(self.bytes(), range)
+    }
+
+    /// The file's index, if it ends with a usable one; see [`Index::find`]. Reads only the
+    /// pages of the last block.
+    pub fn index(&self) -> Option<Index> {
+        Index::find(self.bytes())
+    }
+
+    /// A reader over the file that starts at record `record`, with the index when the file
+    /// has a usable one; see [`ReaderBuilder::from_slice_at_record`].
+    pub fn reader_at_record(&self, options: &ReaderBuilder, record: u64) -> SliceReader<'_> {
+        options.from_slice_at_record(self.bytes(), record)
     }
 
     /// The file's metadata blocks, found by a skipping scan with default options; see
