@@ -409,3 +409,111 @@ fn zstd_level_out_of_range_is_one_line() {
     );
     assert_eq!(out.status.code(), Some(2), "--dict needs --zstd");
 }
+
+/// `cat --skip K --limit N`, with the index and without, from a file and from stdin.
+#[test]
+fn cat_skip_and_limit() {
+    let sample = root().join("samples/events.jsonl");
+    let all = std::fs::read_to_string(&sample).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    let expect = |from: usize, to: usize| -> String {
+        lines[from.min(lines.len())..to.min(lines.len())]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let indexed = pack(&scratch("skip-index"), &sample, &["--block-size", "4096"]);
+    let plain = pack(
+        &scratch("skip-plain"),
+        &sample,
+        &["--block-size", "4096", "--no-index"],
+    );
+    assert!(std::fs::metadata(&plain).unwrap().len() < std::fs::metadata(&indexed).unwrap().len());
+    let stdin = std::fs::read(&indexed).unwrap();
+    for (skip, limit) in [
+        (0, Some(3)),
+        (100, Some(5)),
+        (1234, None),
+        (1995, Some(100)),
+        (2000, None),
+        (5000, Some(1)),
+        (7, Some(0)),
+    ] {
+        let mut args = vec!["cat".to_owned(), "--skip".into(), skip.to_string()];
+        if let Some(n) = limit {
+            args.extend(["--limit".into(), n.to_string()]);
+        }
+        let to = limit.map_or(usize::MAX, |n| skip + n);
+        for file in [&indexed, &plain] {
+            let out = run(bin().args(&args).arg(file), b"");
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+            assert_eq!(
+                String::from_utf8(out.stdout).unwrap(),
+                expect(skip, to),
+                "{args:?}"
+            );
+            assert!(out.stderr.is_empty());
+        }
+        let out = run(bin().args(&args).arg("-"), &stdin);
+        assert_eq!(out.status.code(), Some(0), "{args:?} -: {}", stderr(&out));
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            expect(skip, to),
+            "{args:?} -"
+        );
+    }
+
+    // `ls` lists the index as the last block; `pack --no-index` writes none.
+    let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&indexed), b""));
+    assert_eq!(rows.last().unwrap()["type"], "index");
+    assert_eq!(
+        rows.last().unwrap()["records"].as_u64().unwrap() as usize,
+        rows.len() - 1,
+        "one entry per block before it"
+    );
+    let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&plain), b""));
+    assert!(rows.iter().all(|r| r["type"] != "index"));
+}
+
+/// Damage before the records asked for: with the index it is never read (exit 0, the
+/// records as written); without, it is read while counting (exit 3, records counted as
+/// returned).
+#[test]
+fn cat_skip_over_damage() {
+    let sample = root().join("samples/events.jsonl");
+    let all = std::fs::read_to_string(&sample).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    for (name, extra) in [
+        ("skip-damage-index", None),
+        ("skip-damage-plain", Some("--no-index")),
+    ] {
+        let mut args = vec!["--block-size", "4096"];
+        args.extend(extra);
+        let file = pack(&scratch(name), &sample, &args);
+        // A byte in the middle of the third block.
+        let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&file), b""));
+        let third = &rows[3];
+        let at = third["offset"].as_u64().unwrap() + third["size"].as_u64().unwrap() / 2;
+        let lost = third["records"].as_u64().unwrap() as usize;
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[at as usize] ^= 0x01;
+        std::fs::write(&file, &bytes).unwrap();
+
+        let out = run(
+            bin()
+                .args(["cat", "--skip", "1500", "--limit", "2"])
+                .arg(&file),
+            b"",
+        );
+        let got = String::from_utf8(out.stdout.clone()).unwrap();
+        if extra.is_none() {
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            assert_eq!(got, format!("{}\n{}\n", lines[1500], lines[1501]));
+        } else {
+            assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+            assert_clean_stderr(&out, 1);
+            let (a, b) = (lines[1500 + lost], lines[1501 + lost]);
+            assert_eq!(got, format!("{a}\n{b}\n"));
+        }
+    }
+}

@@ -17,6 +17,13 @@ pub struct Args {
     framing: Framing,
     #[command(flatten)]
     read: ReadOptions,
+    /// Start at record K (0-based), going straight to it with the file's index when it has a
+    /// usable one, else reading and discarding the records before it.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    skip: u64,
+    /// Stop after N records.
+    #[arg(long, value_name = "N")]
+    limit: Option<u64>,
     /// The cobsfile, or `-` for stdin.
     #[arg(value_name = "FILE")]
     file: PathBuf,
@@ -29,13 +36,16 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     let job = Cat {
         name: input::name(&args.file),
         framing: args.framing,
+        limit: args.limit,
     };
-    input::read(&args.file, &args.read, job)
+    input::read_from(&args.file, &args.read, args.skip, job)
 }
 
 struct Cat {
     name: String,
     framing: Framing,
+    /// The most records to write.
+    limit: Option<u64>,
 }
 
 impl ReadJob for Cat {
@@ -47,7 +57,8 @@ impl ReadJob for Cat {
         let mut out = BufWriter::with_capacity(1 << 18, stdout);
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let mut written = 0u64;
-        loop {
+        let mut left = self.limit.unwrap_or(u64::MAX);
+        while left > 0 {
             let record = match reader.next_record() {
                 None => break,
                 Some(Ok(record)) => record,
@@ -56,6 +67,7 @@ impl ReadJob for Cat {
                     continue;
                 }
             };
+            left -= 1;
             written += record.len() as u64;
             if !quiet_broken_pipe(self.framing.write_record(&mut out, record))? {
                 return diagnostics.finish(reader);

@@ -21,14 +21,27 @@ pub trait ReadJob {
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
 pub fn read<J: ReadJob>(path: &Path, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
+    read_from(path, options, 0, job)
+}
+
+/// Runs `job` over the cobsfile at `path` (or stdin for `-`) from record `skip` on: a file
+/// with a usable index is entered at the block holding that record; otherwise (and on stdin)
+/// the records before it are read and passed over.
+pub fn read_from<J: ReadJob>(
+    path: &Path,
+    options: &ReadOptions,
+    skip: u64,
+    job: J,
+) -> Result<J::Output, Failure> {
     let builder = options.builder()?;
     if is_stdio(path) {
         let mut reader = builder.from_read(io::stdin().lock());
+        reader.skip_records(skip);
         return job.run(&mut reader, None);
     }
     let name = path.display().to_string();
     let file = cobsfile::open(path).map_err(|e| Failure::at(&name, e))?;
-    let mut reader = file.reader_with(&builder);
+    let mut reader = file.reader_at_record(&builder, skip);
     job.run(&mut reader, Some(file.bytes().len() as u64))
 }
 

@@ -39,6 +39,10 @@ pub struct Args {
     /// Compress blocks on N threads; the output is the same as with one.
     #[arg(long, value_name = "N", default_value_t = 1)]
     threads: usize,
+    /// Do not end the file with an index block (which lets `cat --skip` go straight to a
+    /// record).
+    #[arg(long)]
+    no_index: bool,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
@@ -75,7 +79,8 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     let (sink, out_name) = open_output(args.output.as_ref())?;
     let mut builder = WriterBuilder::new()
         .block_size(args.block_size)
-        .threads(args.threads);
+        .threads(args.threads)
+        .index(!args.no_index);
     if let Some(level) = args.zstd {
         let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
         builder = builder.compression(compression);
