@@ -83,7 +83,7 @@ pub use reader::{
 pub use recover::{recover, Recovery};
 pub use scan::ScanSink;
 pub use source::{SliceSource, Source, StreamSource};
-pub use verify::{verify, BlockCounts, Damage, Report};
+pub use verify::{verify, BlockCounts, Damage, Held, Report};
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};
 
 /// The README's Rust example, compiled and run as a doctest.

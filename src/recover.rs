@@ -1,17 +1,18 @@
 //! Recovery: a new, valid file holding every intact block of a damaged one.
 //!
-//! Intact blocks are copied byte for byte, in file order, behind a fresh header; damaged
-//! bytes, padding and extra header blocks (from concatenated files) are left out. A block is
-//! intact when a full read returns it, so its CRC checked; nothing else is ever copied.
-//! Because blocks are copied as they are and nothing else is added, recovering a recovered
-//! file gives the same bytes again.
+//! Intact blocks are copied byte for byte, in file order, behind a fresh header and ahead of a
+//! fresh index; damaged bytes, padding, extra header blocks (from concatenated files) and
+//! old index blocks are left out. A block is intact when a full read returns it, so its CRC
+//! checked; nothing else is ever copied. Because blocks are copied as they are and what is
+//! added depends only on them, recovering a recovered file gives the same bytes again.
 
 use std::io::{self, Write};
 use std::ops::{ControlFlow, Range};
 
 use crate::block::{self, types, BlockKind};
 use crate::error::Result;
-use crate::reader::{Block, ReaderBuilder};
+use crate::index::{Index, IndexBuilder};
+use crate::reader::{Block, ReaderBuilder, DEFAULT_MAX_BLOCK_SIZE};
 use crate::scan::ScanSink;
 use crate::verify::Report;
 
@@ -50,8 +51,10 @@ pub(crate) fn file_header() -> Vec<u8> {
 ///
 /// The output starts with a header block; then come the intact blocks of the input, copied
 /// byte for byte (metadata and dictionary blocks stay where they were among the data blocks,
-/// blocks of unknown types are kept). Header blocks of the input are not copied: the output
-/// has exactly one. A block that fails any check, its CRC among them, is never copied; nor
+/// blocks of unknown types are kept); it ends with an index of those blocks (spec 8.5).
+/// Header and index blocks of the input are not copied: the output has one of each. When the
+/// input ends with a usable index, each damaged range of the report says what it held
+/// ([`Damage::held`](crate::Damage::held)). A block that fails any check, its CRC among them, is never copied; nor
 /// is a block compressed with a dictionary `options` does not provide and the file does not
 /// embed before it, since its CRC cannot be checked (it is reported as unreadable).
 ///
@@ -87,14 +90,26 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
         out,
         blocks: 1,
         written: header.len() as u64,
+        index: IndexBuilder::new(true),
         failed: None,
     };
     copier.out.write_all(&header)?;
-    let report = options.scan(bytes, copy_range, &mut copier)?;
+    copier.index.push(&header[1..], 0);
+    let mut report = options.scan(bytes, copy_range, &mut copier)?;
     if let Some(e) = copier.failed {
         return Err(e.into());
     }
+    if let Some(payload) = copier.index.payload(DEFAULT_MAX_BLOCK_SIZE) {
+        let mut block = Vec::new();
+        let start = block::encode(types::INDEX, &payload, None, &mut block)?;
+        copier.out.write_all(&block[start..])?;
+        copier.blocks += 1;
+        copier.written += (block.len() - start) as u64;
+    }
     copier.out.flush()?;
+    if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+        report.attribute(&index);
+    }
     Ok(Recovery {
         report,
         blocks: copier.blocks,
@@ -102,15 +117,18 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     })
 }
 
-/// Notes where an intact block to copy lies: the bytes after its opening sync byte, which
-/// the output already ends with, up to and including its closing one. Header blocks are not
-/// copied (the output has its own).
-fn copy_range(ranges: &mut Vec<Range<usize>>, block: &Block<'_>) {
+/// Notes where an intact block to copy lies, with its record count for the index: the bytes
+/// after its opening sync byte, which the output already ends with, up to and including its
+/// closing one. Header and index blocks are not copied: the output has its own.
+fn copy_range(ranges: &mut Vec<(Range<usize>, u64)>, block: &Block<'_>) {
     let info = block.info();
-    if info.kind != BlockKind::Header {
-        let start = info.offset as usize + 1;
-        ranges.push(start..start + info.size as usize);
-    }
+    let records = match info.kind {
+        BlockKind::Header | BlockKind::Index => return,
+        BlockKind::Data => info.items.unwrap_or(0),
+        _ => 0,
+    };
+    let start = info.offset as usize + 1;
+    ranges.push((start..start + info.size as usize, records));
 }
 
 /// Writes the blocks a scan found, in order.
@@ -119,17 +137,21 @@ struct Copier<'a, W> {
     out: W,
     blocks: u64,
     written: u64,
+    /// The index of the output, built as blocks are copied.
+    index: IndexBuilder,
     failed: Option<io::Error>,
 }
 
-impl<W: Write> ScanSink<Vec<Range<usize>>> for Copier<'_, W> {
-    fn part(&mut self, ranges: Vec<Range<usize>>) -> ControlFlow<()> {
-        for range in ranges {
+impl<W: Write> ScanSink<Vec<(Range<usize>, u64)>> for Copier<'_, W> {
+    fn part(&mut self, ranges: Vec<(Range<usize>, u64)>) -> ControlFlow<()> {
+        for (range, records) in ranges {
             let len = range.len() as u64;
-            if let Err(e) = self.out.write_all(&self.bytes[range]) {
+            let block = &self.bytes[range];
+            if let Err(e) = self.out.write_all(block) {
                 self.failed = Some(e);
                 return ControlFlow::Break(());
             }
+            self.index.push(block, records);
             self.blocks += 1;
             self.written += len;
         }

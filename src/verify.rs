@@ -6,6 +6,7 @@ use std::ops::{ControlFlow, Range};
 
 use crate::block::BlockKind;
 use crate::error::{Cause, Error, Result};
+use crate::index::Index;
 use crate::reader::{BlockInfo, Reader, ReaderBuilder};
 use crate::scan::ScanSink;
 use crate::source::Source;
@@ -18,6 +19,23 @@ pub struct Damage {
     pub range: Range<u64>,
     /// What gave the damage away.
     pub cause: Cause,
+    /// What the range held as written, when the file's index says (see
+    /// [`Report::attribute`]).
+    pub held: Option<Held>,
+}
+
+/// The blocks and records a damaged range held when it was written, as the file's index lists
+/// them: the blocks that open in the range (or at the sync byte just before it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Blocks of every kind.
+    pub blocks: u64,
+    /// Data blocks among them.
+    pub data_blocks: u64,
+    /// Metadata blocks among them.
+    pub metadata_blocks: u64,
+    /// The records of the data blocks.
+    pub records: u64,
 }
 
 impl Damage {
@@ -145,6 +163,37 @@ impl Report {
         ranges
     }
 
+    /// Says for each damaged range what it held as written, from the file's `index`: the
+    /// blocks the index lists that open in the range or at the sync byte just before it
+    /// (where a damaged range's first block opens). Pass an index that covers the file from
+    /// its first byte ([`Index::start`] 0), as [`Index::find`] gives for a file the writer
+    /// finished; ranges after the index block are left as they are.
+    pub fn attribute(&mut self, index: &Index) {
+        let entries = index.entries();
+        for d in &mut self.damaged {
+            if d.range.start > index.offset() {
+                continue;
+            }
+            let first = entries.partition_point(|e| e.offset + 1 < d.range.start);
+            let mut held = Held::default();
+            for e in entries[first..]
+                .iter()
+                .take_while(|e| e.offset < d.range.end)
+            {
+                held.blocks += 1;
+                match e.kind {
+                    BlockKind::Data => {
+                        held.data_blocks += 1;
+                        held.records += e.records;
+                    }
+                    BlockKind::Metadata => held.metadata_blocks += 1,
+                    _ => {}
+                }
+            }
+            d.held = Some(held);
+        }
+    }
+
     /// Counts an intact block.
     pub(crate) fn add_block(&mut self, info: &BlockInfo) {
         self.blocks.add(info.kind);
@@ -162,6 +211,7 @@ impl Report {
                 self.damaged.push(Damage {
                     range: start..end,
                     cause,
+                    held: None,
                 });
                 Ok(())
             }
@@ -199,7 +249,8 @@ impl ScanSink<()> for Discard {
 
 impl ReaderBuilder {
     /// [`verify`] of all of `bytes`, on [`threads`](Self::threads) threads (see
-    /// [`scan`](Self::scan)): the same report as one reader gives.
+    /// [`scan`](Self::scan)): the same report as one reader gives, and when the file ends
+    /// with a usable index, what each damaged range held ([`Report::attribute`]).
     ///
     /// ```
     /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
@@ -213,6 +264,10 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
-        self.scan(bytes, |_: &mut (), _| {}, &mut Discard)
+        let mut report = self.scan(bytes, |_: &mut (), _| {}, &mut Discard)?;
+        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+            report.attribute(&index);
+        }
+        Ok(report)
     }
 }

@@ -72,16 +72,22 @@ pub fn outcome(report: &Report) -> Outcome {
 pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str) -> io::Result<()> {
     for d in &report.damaged {
         let state = if d.is_damage() { verb } else { "unreadable" };
+        let held = d.held.as_ref().map_or(String::new(), |h| {
+            format!(
+                " (held {} block(s): {} data with {} records, {} metadata)",
+                h.blocks, h.data_blocks, h.records, h.metadata_blocks
+            )
+        });
         writeln!(
             out,
-            "{name}: bytes {}..{} {state}: {}",
+            "{name}: bytes {}..{} {state}: {}{held}",
             d.range.start, d.range.end, d.cause
         )?;
     }
     let b = &report.blocks;
     let mut kinds = format!(
-        "{} header, {} metadata, {} data, {} dictionary",
-        b.header, b.metadata, b.data, b.dictionary
+        "{} header, {} metadata, {} data, {} dictionary, {} index",
+        b.header, b.metadata, b.data, b.dictionary, b.index
     );
     for (id, n) in &b.unknown {
         kinds.push_str(&format!(", {n} of unknown type {id}"));
@@ -123,6 +129,12 @@ pub fn report_json(name: &str, report: &Report) -> Value {
                 "end": d.range.end,
                 "status": if d.is_damage() { "damaged" } else { "unreadable" },
                 "cause": d.cause.to_string(),
+                "held": d.held.as_ref().map(|h| json!({
+                    "blocks": h.blocks,
+                    "data_blocks": h.data_blocks,
+                    "metadata_blocks": h.metadata_blocks,
+                    "records": h.records,
+                })),
             })
         })
         .collect();
@@ -141,6 +153,7 @@ pub fn report_json(name: &str, report: &Report) -> Value {
             "metadata": b.metadata,
             "data": b.data,
             "dictionary": b.dictionary,
+            "index": b.index,
             "unknown": unknown,
         },
         "records": report.records,
