@@ -516,4 +516,416 @@ fn cat_skip_over_damage() {
             assert_eq!(got, format!("{a}\n{b}\n"));
         }
     }
+
+// ---------------------------------------------------------------------------------------------
+// verify and recover.
+
+/// A file written by the library: metadata, records in small blocks, a block of an
+/// application's type.
+fn written_file() -> Vec<u8> {
+    let mut writer = cobsfile::WriterBuilder::new()
+        .block_size(200)
+        .build(Vec::new())
+        .unwrap();
+    writer
+        .write_metadata([("source", &b"cli test"[..])])
+        .unwrap();
+    for i in 0..300 {
+        writer
+            .write_record(format!("event {i} \0 payload").as_bytes())
+            .unwrap();
+    }
+    writer.write_raw_block(-7, b"application block").unwrap();
+    writer.write_record(b"last").unwrap();
+    writer.finish().unwrap()
+}
+
+/// The same file with one byte flipped in its middle.
+fn damaged_file() -> Vec<u8> {
+    let mut bytes = written_file();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    bytes
+}
+
+/// What the library's recover writes for `bytes`.
+fn library_recover(bytes: &[u8]) -> (Vec<u8>, cobsfile::Recovery) {
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(bytes, &cobsfile::ReaderBuilder::new(), &mut out).unwrap();
+    (out, recovery)
+}
+
+/// The names in a directory.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn verify(path: &Path, json: bool) -> Output {
+    let mut cmd = bin();
+    cmd.arg("verify");
+    if json {
+        cmd.arg("--json");
+    }
+    run(cmd.arg(path), b"")
+}
+
+fn recover(input: &Path, output: &Path, json: bool) -> Output {
+    let mut cmd = bin();
+    cmd.arg("recover");
+    if json {
+        cmd.arg("--json");
+    }
+    run(cmd.arg(input).arg("-o").arg(output), b"")
+}
+
+#[test]
+fn verify_exits_0_only_for_a_clean_file() {
+    let dir = scratch("verify");
+    let clean = dir.join("clean.cobs");
+    std::fs::write(&clean, written_file()).unwrap();
+    let out = verify(&clean, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stderr.is_empty());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains(": clean;"), "{text}");
+    assert!(text.contains("301 records"), "{text}");
+    assert!(text.contains("1 of unknown type -7"), "{text}");
+
+    let damaged = dir.join("damaged.cobs");
+    std::fs::write(&damaged, damaged_file()).unwrap();
+    let out = verify(&damaged, false);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "one damaged range, then the summary: {text}"
+    );
+    assert!(
+        text.lines().next().unwrap().contains(" damaged: "),
+        "{text}"
+    );
+    assert!(text.contains("1 damaged range(s)"), "{text}");
+
+    // From stdin, the same.
+    let out = run(bin().args(["verify", "-"]), &damaged_file());
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<stdin>: bytes "));
+    let out = run(bin().args(["verify", "-"]), &written_file());
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn verify_fails_with_one_line_on_what_it_cannot_read() {
+    for path in [
+        root().join("Cargo.toml"),
+        PathBuf::from("/nonexistent/file.cobs"),
+        root().join("spec/vectors/version-2.cobs"),
+    ] {
+        for json in [false, true] {
+            let out = verify(&path, json);
+            assert_eq!(out.status.code(), Some(1), "{path:?}: {}", stderr(&out));
+            assert_clean_stderr(&out, 1);
+            assert_eq!(stderr(&out).lines().count(), 1);
+            assert!(stderr(&out).contains(&path.display().to_string()));
+            assert!(out.stdout.is_empty(), "{path:?}");
+        }
+    }
+    let out = verify(&root().join("Cargo.toml"), false);
+    assert!(stderr(&out).contains("not a cobsfile"), "{}", stderr(&out));
+    let out = run(bin().args(["verify", "-"]), b"plain text, not a cobsfile\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+}
+
+#[test]
+fn verify_of_an_empty_file_is_clean() {
+    // Spec section 5: a file of zero bytes holds no blocks and is clean.
+    let dir = scratch("verify-empty");
+    let empty = dir.join("empty.cobs");
+    std::fs::write(&empty, b"").unwrap();
+    let out = verify(&empty, true);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = &json_lines(&out)[0];
+    assert_eq!(report["clean"], true);
+    assert_eq!(report["size"], 0);
+    assert_eq!(report["blocks"]["total"], 0);
+}
+
+#[test]
+fn verify_json_has_every_field() {
+    let dir = scratch("verify-json");
+    let bytes = damaged_file();
+    let path = dir.join("damaged.cobs");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = verify(&path, true);
+    assert_eq!(out.status.code(), Some(3));
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 1, "one object");
+    let r = &rows[0];
+    let report = cobsfile::verify(&mut cobsfile::ReaderBuilder::new().from_slice(&bytes)).unwrap();
+    assert_eq!(r["file"], path.display().to_string());
+    assert_eq!(r["size"], bytes.len() as u64);
+    assert_eq!(r["clean"], false);
+    assert_eq!(r["records"], report.records);
+    assert_eq!(r["blocks"]["total"], report.blocks.total());
+    assert_eq!(r["blocks"]["header"], 1);
+    assert_eq!(r["blocks"]["metadata"], 1);
+    assert_eq!(r["blocks"]["data"], report.blocks.data);
+    assert_eq!(r["blocks"]["dictionary"], 0);
+    assert_eq!(
+        r["blocks"]["unknown"],
+        serde_json::json!([{ "type": -7, "blocks": 1 }])
+    );
+    assert_eq!(r["damaged_bytes"], report.damaged_bytes());
+    assert_eq!(
+        r["intact_bytes"],
+        bytes.len() as u64 - report.damaged_bytes()
+    );
+    let damaged = r["damaged"].as_array().unwrap();
+    assert_eq!(damaged.len(), 1);
+    assert_eq!(damaged[0]["start"], report.damaged[0].range.start);
+    assert_eq!(damaged[0]["end"], report.damaged[0].range.end);
+    assert_eq!(damaged[0]["status"], "damaged");
+    assert!(damaged[0]["cause"].as_str().is_some_and(|c| !c.is_empty()));
+    // Intact and damaged ranges tile the file.
+    let mut ranges: Vec<(u64, u64)> = r["intact"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap()))
+        .chain(
+            damaged
+                .iter()
+                .map(|d| (d["start"].as_u64().unwrap(), d["end"].as_u64().unwrap())),
+        )
+        .collect();
+    ranges.sort_unstable();
+    let mut at = 0;
+    for (start, end) in ranges {
+        assert_eq!(start, at);
+        at = end;
+    }
+    assert_eq!(at, bytes.len() as u64);
+
+    let clean = dir.join("clean.cobs");
+    std::fs::write(&clean, written_file()).unwrap();
+    let r = &json_lines(&verify(&clean, true))[0];
+    assert_eq!(r["clean"], true);
+    assert_eq!(r["records"], 301);
+    assert_eq!(r["damaged"], serde_json::json!([]));
+    assert_eq!(r["intact"], serde_json::json!([[0, written_file().len()]]));
+}
+
+#[test]
+fn recover_a_clean_file_gives_it_back() {
+    let dir = scratch("recover-clean");
+    let input = dir.join("in.cobs");
+    let output = dir.join("out.cobs");
+    let bytes = written_file();
+    std::fs::write(&input, &bytes).unwrap();
+    let out = recover(&input, &output, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stderr.is_empty());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(": clean;"), "{text}");
+    assert!(text.contains("out.cobs: wrote "), "{text}");
+    // A file as the writer wrote it is exactly what recover writes.
+    assert_eq!(std::fs::read(&output).unwrap(), bytes);
+
+    // Two files concatenated are clean, but come out as one: one header, no padding.
+    let joined = [&bytes[..], &bytes[..]].concat();
+    std::fs::write(&input, &joined).unwrap();
+    let out = recover(&input, &output, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let recovered = std::fs::read(&output).unwrap();
+    // The second file's padding byte and header (1 + 18 bytes) are left out.
+    assert_eq!(recovered.len(), 2 * bytes.len() - 19);
+    assert_eq!(recovered, library_recover(&joined).0);
+    assert_eq!(
+        run(bin().arg("cat").arg(&output), b"").stdout,
+        run(bin().arg("cat").arg(&input), b"").stdout
+    );
+    assert_eq!(
+        listing(&dir),
+        ["in.cobs", "out.cobs"],
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn recover_with_losses_exits_3_and_recovers_to_itself() {
+    let dir = scratch("recover-damaged");
+    let input = dir.join("in.cobs");
+    let output = dir.join("out.cobs");
+    let again = dir.join("again.cobs");
+    let bytes = damaged_file();
+    std::fs::write(&input, &bytes).unwrap();
+    std::fs::write(&output, b"replaced once recovery is complete").unwrap();
+    let out = recover(&input, &output, false);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().next().unwrap().contains(" lost: "), "{text}");
+    assert!(text.contains("1 lost range(s)"), "{text}");
+    let (expected, recovery) = library_recover(&bytes);
+    assert_eq!(std::fs::read(&output).unwrap(), expected);
+    assert!(text.contains(&format!(
+        "wrote {} blocks, {} records, {} bytes",
+        recovery.blocks, recovery.report.records, recovery.written
+    )));
+
+    // The output is clean and holds what cat gets from the damaged input.
+    let out = verify(&output, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let from_damaged = run(bin().arg("cat").arg(&input), b"");
+    assert_eq!(from_damaged.status.code(), Some(3));
+    let from_recovered = run(bin().arg("cat").arg(&output), b"");
+    assert_eq!(from_recovered.status.code(), Some(0));
+    assert_eq!(from_recovered.stdout, from_damaged.stdout);
+
+    // Recovering it again changes nothing, and loses nothing.
+    let out = recover(&output, &again, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&again).unwrap(), expected);
+    assert_eq!(listing(&dir), ["again.cobs", "in.cobs", "out.cobs"]);
+
+    // Decoding on threads changes neither the report nor the output.
+    let threaded = dir.join("threaded.cobs");
+    let out = run(
+        bin()
+            .args(["recover", "--json", "--threads", "3"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&threaded),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&threaded).unwrap(), expected);
+    let one = verify(&input, true);
+    let two = run(
+        bin()
+            .args(["verify", "--json", "--threads", "2"])
+            .arg(&input),
+        b"",
+    );
+    assert_eq!(two.status.code(), Some(3));
+    assert_eq!(json_lines(&one), json_lines(&two));
+}
+
+#[test]
+fn recover_json_reports_what_was_written() {
+    let dir = scratch("recover-json");
+    let input = dir.join("in.cobs");
+    let output = dir.join("out.cobs");
+    let bytes = damaged_file();
+    std::fs::write(&input, &bytes).unwrap();
+    let out = recover(&input, &output, true);
+    assert_eq!(out.status.code(), Some(3));
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    let (written, recovery) = library_recover(&bytes);
+    assert_eq!(r["output"], output.display().to_string());
+    assert_eq!(r["blocks_written"], recovery.blocks);
+    assert_eq!(r["bytes_written"], written.len() as u64);
+    assert_eq!(r["clean"], false);
+    assert_eq!(r["records"], recovery.report.records);
+    assert_eq!(r["damaged"].as_array().unwrap().len(), 1);
+    assert_eq!(r["blocks"]["unknown"][0]["type"], -7);
+}
+
+#[test]
+fn recover_from_stdin() {
+    let dir = scratch("recover-stdin");
+    let output = dir.join("out.cobs");
+    let bytes = damaged_file();
+    let out = run(bin().args(["recover", "-", "-o"]).arg(&output), &bytes);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<stdin>: "));
+    assert_eq!(std::fs::read(&output).unwrap(), library_recover(&bytes).0);
+}
+
+#[test]
+fn recover_fails_on_garbage_and_leaves_no_output() {
+    let dir = scratch("recover-garbage");
+    let output = dir.join("out.cobs");
+    for input in [
+        root().join("Cargo.toml"),
+        root().join("spec/vectors/version-2.cobs"),
+        PathBuf::from("/nonexistent/file.cobs"),
+    ] {
+        let out = recover(&input, &output, false);
+        assert_eq!(out.status.code(), Some(1), "{input:?}: {}", stderr(&out));
+        assert_clean_stderr(&out, 1);
+        assert!(stderr(&out).contains(&input.display().to_string()));
+        assert!(out.stdout.is_empty());
+        assert!(listing(&dir).is_empty(), "{input:?}: {:?}", listing(&dir));
+    }
+    // An existing output stays as it was.
+    std::fs::write(&output, b"keep").unwrap();
+    let out = recover(&root().join("Cargo.toml"), &output, false);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(&output).unwrap(), b"keep");
+    assert_eq!(listing(&dir), ["out.cobs"]);
+    // From stdin too.
+    let out = run(
+        bin().args(["recover", "-", "-o"]).arg(dir.join("x.cobs")),
+        b"\x01\x02 garbage \x00\x00\x00 more",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_clean_stderr(&out, 1);
+    assert_eq!(listing(&dir), ["out.cobs"]);
+}
+
+#[test]
+fn recover_refuses_to_overwrite_its_input() {
+    let dir = scratch("recover-self");
+    let input = dir.join("in.cobs");
+    let bytes = damaged_file();
+    std::fs::write(&input, &bytes).unwrap();
+    let other_spelling = dir
+        .join("..")
+        .join(dir.file_name().unwrap())
+        .join("in.cobs");
+    let link = dir.join("link.cobs");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    for output in [&input, &other_spelling, &link] {
+        let out = recover(&input, output, false);
+        assert_ne!(out.status.code(), Some(0), "{output:?}");
+        assert_ne!(out.status.code(), Some(3), "{output:?}");
+        assert_clean_stderr(&out, 1);
+        assert!(stderr(&out).contains("is the input"), "{}", stderr(&out));
+        assert_eq!(std::fs::read(&input).unwrap(), bytes, "input changed");
+        assert_eq!(listing(&dir), ["in.cobs", "link.cobs"]);
+    }
+    // Nor is stdout an output.
+    let out = run(bin().arg("recover").arg(&input).args(["-o", "-"]), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn recover_into_a_directory_or_nowhere_fails_cleanly() {
+    let dir = scratch("recover-dir");
+    let input = dir.join("in.cobs");
+    std::fs::write(&input, damaged_file()).unwrap();
+    let sub = dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    for output in [sub.clone(), dir.join("missing/out.cobs")] {
+        let out = recover(&input, &output, false);
+        assert_eq!(out.status.code(), Some(1), "{output:?}: {}", stderr(&out));
+        assert_clean_stderr(&out, 1);
+        assert_eq!(listing(&dir), ["in.cobs", "sub"], "{output:?}");
+        assert!(listing(&sub).is_empty());
+    }
 }
