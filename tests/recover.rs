@@ -169,6 +169,11 @@ impl Plan {
             .map(|_| match rng.below(20) {
                 0 | 1 => Item::Metadata(random_entries(rng)),
                 2 => Item::Raw(random_type(rng), random_payload(rng)),
+                3 if rng.below(4) == 0 => {
+                    // Long enough for full COBS runs of 254 bytes.
+                    let len = 250 + rng.below(800) as usize;
+                    Item::Record(record(len, rng.below(6) as u8, rng.next_u64()))
+                }
                 _ => {
                     let len = rng.below(max_len + 1) as usize;
                     Item::Record(record(len, rng.below(6) as u8, rng.next_u64()))
@@ -224,6 +229,9 @@ fn items_strategy(max_len: usize) -> impl Strategy<Value = Vec<Item>> {
     prop::collection::vec(
         prop_oneof![
             16 => (0..=max_len, 0u8..6, any::<u64>())
+                .prop_map(|(len, c, seed)| Item::Record(record(len, c, seed))),
+            // Long enough for full COBS runs of 254 bytes.
+            1 => (250usize..1000, 0u8..6, any::<u64>())
                 .prop_map(|(len, c, seed)| Item::Record(record(len, c, seed))),
             2 => metadata_strategy().prop_map(Item::Metadata),
             1 => (any::<u64>(), any::<u64>()).prop_map(|(a, b)| {
@@ -1057,4 +1065,164 @@ fn torture() {
         started.elapsed(),
         REENCODED.load(Ordering::Relaxed)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases the random ones reach rarely or never.
+
+/// An empty input is clean (spec section 5); recovering it writes a header only, which then
+/// recovers to itself. A header alone recovers to itself.
+#[test]
+fn empty_and_header_only_inputs() {
+    let options = ReaderBuilder::new();
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&[], &options, &mut out).expect("recover");
+    assert!(recovery.is_lossless());
+    assert_eq!(out, HEADER, "the output is a valid file, so not empty");
+    assert_eq!(recovery.written, HEADER_LEN as u64);
+    let mut again = Vec::new();
+    cobsfile::recover(&out, &options, &mut again).expect("recover");
+    assert_eq!(again, HEADER);
+    let report = cobsfile::verify(&mut options.from_slice(&[])).expect("verify");
+    assert!(report.is_clean());
+    assert_eq!(report.len, 0);
+    assert!(report.intact_ranges().is_empty());
+    // One sync byte, or two (padding): clean, nothing in it.
+    for input in [&[0u8][..], &[0, 0]] {
+        let report = cobsfile::verify(&mut options.from_slice(input)).expect("verify");
+        assert!(report.is_clean(), "{input:?}");
+        assert_eq!(report.blocks.total(), 0);
+    }
+}
+
+/// A header declaring a newer version stops recovery with an error, also after intact
+/// version 1 blocks (what follows cannot be checked); verify stops alike.
+#[test]
+fn a_newer_version_stops_recovery() {
+    let v1 = Plan {
+        items: vec![Item::Record(b"before".to_vec())],
+        block_size: 10,
+        codec: Codec::None,
+    }
+    .write();
+    let v2 = [
+        &[0u8][..],
+        &raw_block(1, &header_payload(2)),
+        &raw_block(3, &data_payload(&[b"after"])),
+    ]
+    .concat();
+    for input in [v2.clone(), [&v1[..], &v2[..]].concat()] {
+        let mut out = Vec::new();
+        match cobsfile::recover(&input, &ReaderBuilder::new(), &mut out) {
+            Err(cobsfile::Error::UnsupportedVersion { version: 2, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        match cobsfile::verify(&mut ReaderBuilder::new().from_slice(&input)) {
+            Err(cobsfile::Error::UnsupportedVersion { version: 2, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A file that embeds its dictionary, with the dictionary block damaged: without the
+/// dictionary, the blocks compressed with it are unreadable (reported, not damage) and not
+/// copied; given the dictionary, they are copied, and the recovered file then needs it too.
+#[test]
+fn a_lost_dictionary_block() {
+    let items: Vec<Item> = (0..200)
+        .map(|i| Item::Record(text_record(40 + i % 30, i as u64)))
+        .collect();
+    let file = Plan {
+        items: items.clone(),
+        block_size: 300,
+        codec: Codec::Embedded(3),
+    }
+    .write();
+    let (blocks, errors) = full_read(&file, &ReaderBuilder::new());
+    assert!(errors.is_empty());
+    assert_eq!(blocks[1].kind, BlockKind::Dictionary);
+    let compressed = blocks.iter().filter(|b| b.codec == "zstd+dict").count();
+    assert!(compressed > 5, "{compressed} blocks use the dictionary");
+    let mut damaged = file.clone();
+    let middle = blocks[1].offset + blocks[1].size / 2;
+    damaged[middle as usize] ^= 0x40;
+
+    let without = ReaderBuilder::new();
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&damaged, &without, &mut out).expect("recover");
+    // The blocks that need the dictionary follow the damaged dictionary block directly, so
+    // they merge with its damage into one range whose cause is the first one found (the
+    // CRC): the report does not tell that a dictionary would bring them back.
+    assert_eq!(recovery.report.damaged.len(), 1);
+    let lost_without = recovery.report.damaged_bytes();
+    let (kept, errors) = full_read(&out, &without);
+    assert!(errors.is_empty());
+    assert!(kept.iter().all(|b| b.codec != "zstd+dict"));
+    assert_eq!(
+        kept.iter().map(|b| b.records.len()).sum::<usize>() as u64,
+        recovery.report.records
+    );
+
+    let with = ReaderBuilder::new().dictionary(dictionary().clone());
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&damaged, &with, &mut out).expect("recover");
+    assert_eq!(recovery.report.damaged.len(), 1);
+    assert!(recovery.report.damaged_bytes() < lost_without);
+    assert!(
+        recovery.report.damaged[0].is_damage(),
+        "{:?}",
+        recovery.report.damaged
+    );
+    let written: Vec<Vec<u8>> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Record(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    let (records, errors) = with.from_slice(&out).read_all();
+    assert!(errors.is_empty());
+    assert_eq!(records, written, "only the dictionary block was lost");
+    let (_, errors) = without.from_slice(&out).read_all();
+    assert!(
+        !errors.is_empty(),
+        "the recovered file does not embed the dictionary"
+    );
+}
+
+/// Two files embedding different dictionaries, concatenated: clean, and recovered whole.
+#[test]
+fn concatenated_files_with_different_dictionaries() {
+    let records = |seed: u64| -> Vec<Vec<u8>> {
+        (0..100)
+            .map(|i| text_record(30 + i % 50, seed + i as u64))
+            .collect()
+    };
+    let write = |dictionary: Dictionary, records: &[Vec<u8>]| {
+        let mut writer = WriterBuilder::new()
+            .block_size(200)
+            .compression(Compression::Zstd { level: 3 })
+            .dictionary(dictionary, true)
+            .build(Vec::new())
+            .expect("build");
+        for r in records {
+            writer.write_record(r).expect("write");
+        }
+        writer.finish().expect("finish")
+    };
+    let other = Dictionary::new(text_record(3000, 77));
+    assert_ne!(other.id(), dictionary().id());
+    let (a, b) = (records(0), records(1000));
+    let joined = [write(dictionary().clone(), &a), write(other, &b)].concat();
+    let options = ReaderBuilder::new();
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&joined, &options, &mut out).expect("recover");
+    assert!(recovery.is_lossless(), "{:?}", recovery.report.damaged);
+    assert_eq!(recovery.report.blocks.dictionary, 2);
+    let (got, errors) = options.from_slice(&out).read_all();
+    assert!(errors.is_empty());
+    assert_eq!(got, [a, b].concat());
+    let mut again = Vec::new();
+    cobsfile::recover(&out, &options, &mut again).expect("recover");
+    assert_eq!(again, out);
 }
