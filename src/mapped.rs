@@ -34,8 +34,20 @@ impl MappedFile {
     }
 
     /// Maps an open file.
+    ///
+    /// Fails for anything but a regular file: a pipe, a FIFO or a device reports no length,
+    /// and mapping it would give an empty file. Read those with
+    /// [`ReaderBuilder::from_read`].
     pub fn open_file(file: &File) -> Result<Self> {
-        if file.metadata()?.len() == 0 {
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file, so it cannot be mapped: read it as a stream",
+            )
+            .into());
+        }
+        if metadata.len() == 0 {
             return Ok(MappedFile {
                 map: None,
                 scans: Mutex::new(0),

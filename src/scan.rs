@@ -301,7 +301,7 @@ impl Merged {
             *r.blocks.unknown.entry(id).or_default() += n;
         }
         r.records += report.records;
-        r.intact_bytes += report.intact_bytes;
+        r.block_bytes += report.block_bytes;
         // A range with neither blocks nor damage (no sync byte opens in it) changes nothing.
         if had_blocks || had_damage {
             self.open = last_damaged;

@@ -127,8 +127,9 @@ pub struct Report {
     /// Records in intact data blocks.
     pub records: u64,
     /// Bytes in intact blocks, each counted from the byte after its opening sync byte up to
-    /// and including its closing one (neighbours share a sync byte).
-    pub intact_bytes: u64,
+    /// and including its closing one (neighbours share a sync byte), so the leading sync
+    /// byte and padding are not counted; see also [`intact_bytes`](Self::intact_bytes).
+    pub block_bytes: u64,
     /// Damaged and unreadable ranges, in order.
     pub damaged: Vec<Damage>,
 }
@@ -137,6 +138,11 @@ impl Report {
     /// Whether nothing is damaged or unreadable.
     pub fn is_clean(&self) -> bool {
         self.damaged.is_empty()
+    }
+
+    /// Bytes outside the damaged and unreadable ranges: `len - damaged_bytes()`.
+    pub fn intact_bytes(&self) -> u64 {
+        self.len - self.damaged_bytes()
     }
 
     /// Bytes in damaged and unreadable ranges.
@@ -200,7 +206,7 @@ impl Report {
         if info.kind == BlockKind::Data {
             self.records += info.items.unwrap_or(0);
         }
-        self.intact_bytes += info.size;
+        self.block_bytes += info.size;
     }
 
     /// Notes an error a full read yielded: damage goes into the report; any other error (the

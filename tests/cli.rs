@@ -516,6 +516,7 @@ fn cat_skip_over_damage() {
             assert_eq!(got, format!("{a}\n{b}\n"));
         }
     }
+}
 
 // ---------------------------------------------------------------------------------------------
 // verify and recover.
@@ -746,8 +747,14 @@ fn recover_a_clean_file_gives_it_back() {
     let out = recover(&input, &output, false);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let recovered = std::fs::read(&output).unwrap();
-    // The second file's padding byte and header (1 + 18 bytes) are left out.
-    assert_eq!(recovered.len(), 2 * bytes.len() - 19);
+    // The second file's padding byte and header (1 + 18 bytes) are left out, and the two
+    // indexes make way for one of both files' blocks.
+    let index = cobsfile::Index::find(&bytes).unwrap();
+    let joined_index = cobsfile::Index::find(&recovered).unwrap();
+    assert_eq!(joined_index.len(), 2 * index.len() - 1);
+    assert_eq!(joined_index.records(), 2 * index.records());
+    // Each file's blocks between its header and its index, once each.
+    assert_eq!(joined_index.offset(), 2 * index.offset() - 18);
     assert_eq!(recovered, library_recover(&joined).0);
     assert_eq!(
         run(bin().arg("cat").arg(&output), b"").stdout,
@@ -930,13 +937,10 @@ fn recover_into_a_directory_or_nowhere_fails_cleanly() {
     }
 }
 
-/// BUG: a path naming a pipe (`/dev/stdin` fed by a pipe, a FIFO, `<(zcat f.cobs.gz)`) is
-/// mapped as an empty file, because a pipe's metadata says 0 bytes: verify calls it clean and
-/// exits 0, and recover writes a bare header and exits 0, silently losing everything. The same
-/// holds for `cat` and `ls`. Ignored until the inputs that cannot be mapped are streamed (or
-/// refused); run with `cargo test -- --ignored`.
+/// A path naming a pipe (`/dev/stdin` fed by a pipe, a FIFO, `<(zcat f.cobs.gz)`) is read as
+/// a stream: a pipe's metadata says 0 bytes, and mapping it would make it an empty, clean
+/// file (verify exiting 0, recover writing a bare header).
 #[test]
-#[ignore = "BUG: a pipe named by a path reads as an empty, clean file"]
 fn a_pipe_named_by_a_path_is_read_not_taken_for_empty() {
     let dir = scratch("recover-pipe");
     let bytes = damaged_file();

@@ -215,7 +215,7 @@ fn random_type(rng: &mut Rng) -> i64 {
     match rng.below(4) {
         0 => -1 - rng.below(1000) as i64,
         1 => i64::MIN + rng.below(10) as i64,
-        2 => 5 + rng.below(59) as i64,
+        2 => 6 + rng.below(58) as i64,
         _ => 64 + rng.below(1 << 40) as i64,
     }
 }
@@ -755,7 +755,7 @@ fn check_verify(bytes: &[u8], options: &ReaderBuilder, blocks: &[Blk], errors: &
     }
     assert_eq!(report.blocks.unknown, unknown);
     assert_eq!(
-        report.intact_bytes,
+        report.block_bytes,
         blocks.iter().map(|b| b.size).sum::<u64>()
     );
     let mut expected = errors.to_vec();
@@ -810,7 +810,7 @@ fn check_verify(bytes: &[u8], options: &ReaderBuilder, blocks: &[Blk], errors: &
         at = e;
     }
     assert_eq!(at, len);
-    assert!(report.intact_bytes + report.damaged_bytes() <= len);
+    assert!(report.block_bytes + report.damaged_bytes() <= len);
 
     // The stream reader reports the same, within bounded memory.
     let mut stream = options.from_read(ChunkedReader::new(bytes, len ^ 0x5eed, 97));
@@ -818,6 +818,37 @@ fn check_verify(bytes: &[u8], options: &ReaderBuilder, blocks: &[Blk], errors: &
     assert_eq!(normalize(&streamed), normalize(&report), "stream verify");
     assert!(stream.source().capacity() <= 2 * (256 << 10) + bytes.len());
     report
+}
+
+/// A report without what its damaged ranges held.
+fn without_held(report: &Report) -> Report {
+    let mut report = report.clone();
+    for d in &mut report.damaged {
+        d.held = None;
+    }
+    report
+}
+
+/// What the damaged ranges held, when the damaged file still ends with a usable index, is
+/// the blocks that index lists in them; otherwise nothing is said.
+fn check_held(report: &Report, damaged: &[u8]) {
+    let index = cobsfile::Index::find(damaged).filter(|i| i.start() == 0);
+    for d in &report.damaged {
+        match &index {
+            Some(index) if d.range.start <= index.offset() => {
+                let held = d.held.as_ref().expect("held, from the index");
+                let listed: Vec<_> = index
+                    .entries()
+                    .iter()
+                    .filter(|e| e.offset + 1 >= d.range.start && e.offset < d.range.end)
+                    .collect();
+                assert_eq!(held.blocks, listed.len() as u64);
+                let records: u64 = listed.iter().map(|e| e.records).sum();
+                assert_eq!(held.records, records);
+            }
+            _ => assert!(d.held.is_none()),
+        }
+    }
 }
 
 /// A report with `SyncMismatch::found` dropped (a stream reader names its window's end).
@@ -836,27 +867,41 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
     let options = &case.options;
     let mut out = Vec::new();
     let recovery = cobsfile::recover(damaged, options, &mut out).expect("recover");
-    assert_eq!(recovery.report, *report, "recover reports what verify does");
+    check_held(&recovery.report, damaged);
+    assert_eq!(
+        without_held(&recovery.report),
+        *report,
+        "recover reports what verify does"
+    );
     assert_eq!(recovery.written, out.len() as u64);
     assert_eq!(recovery.is_lossless(), report.is_clean());
     let kept: Vec<&Blk> = blocks
         .iter()
-        .filter(|b| b.kind != BlockKind::Header)
+        .filter(|b| !matches!(b.kind, BlockKind::Header | BlockKind::Index))
         .collect();
-    assert_eq!(recovery.blocks, 1 + kept.len() as u64);
-    assert!(
-        out.len() <= damaged.len() + HEADER_LEN,
-        "output of {} bytes from {}",
-        out.len(),
-        damaged.len()
-    );
+    // The header, the kept blocks, a fresh index.
+    assert_eq!(recovery.blocks, 2 + kept.len() as u64);
 
-    // The header, then every intact block but headers, byte for byte.
+    // The header, then every intact block but headers and indexes, byte for byte, then an
+    // index of them.
     let mut expected = HEADER.to_vec();
     for b in &kept {
         expected.extend_from_slice(&damaged[b.offset as usize + 1..=(b.offset + b.size) as usize]);
     }
-    assert_eq!(out, expected, "recover copies intact blocks byte for byte");
+    assert!(
+        out.starts_with(&expected),
+        "recover copies intact blocks byte for byte"
+    );
+    let index = cobsfile::Index::find(&out).expect("recovered files end with an index");
+    assert_eq!(index.offset() as usize, expected.len() - 1);
+    assert_eq!(index.start(), 0);
+    assert_eq!(index.len(), 1 + kept.len());
+    assert!(
+        expected.len() <= damaged.len() + HEADER_LEN,
+        "output of {} bytes (before its index) from {}",
+        expected.len(),
+        damaged.len()
+    );
 
     // Clean, and every reader returns what the full read of the damaged file did: records,
     // metadata, unknown blocks, in the same order.
@@ -867,8 +912,17 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
     );
     assert_eq!(again[0].kind, BlockKind::Header);
     assert_eq!(again[0].offset, 0);
-    assert!(again[1..].iter().all(|b| b.kind != BlockKind::Header));
-    let again_kept: Vec<&Blk> = again[1..].iter().collect();
+    assert_eq!(again.last().map(|b| b.kind), Some(BlockKind::Index));
+    let again_kept: Vec<&Blk> = again[1..again.len() - 1].iter().collect();
+    assert!(again_kept
+        .iter()
+        .all(|b| !matches!(b.kind, BlockKind::Header | BlockKind::Index)));
+    for (entry, block) in index.entries().iter().zip(&again) {
+        assert_eq!(
+            (entry.offset, entry.kind, entry.size),
+            (block.offset, block.kind, block.size)
+        );
+    }
     assert_eq!(contents(&again_kept), contents(&kept));
     for (a, k) in again_kept.iter().zip(&kept) {
         assert_eq!(a.size, k.size);
@@ -1078,11 +1132,16 @@ fn empty_and_header_only_inputs() {
     let mut out = Vec::new();
     let recovery = cobsfile::recover(&[], &options, &mut out).expect("recover");
     assert!(recovery.is_lossless());
-    assert_eq!(out, HEADER, "the output is a valid file, so not empty");
-    assert_eq!(recovery.written, HEADER_LEN as u64);
+    assert!(
+        out.starts_with(&HEADER),
+        "the output is a valid file, so not empty"
+    );
+    let index = cobsfile::Index::find(&out).expect("and ends with an index");
+    assert_eq!(index.len(), 1);
+    assert_eq!(recovery.written, out.len() as u64);
     let mut again = Vec::new();
     cobsfile::recover(&out, &options, &mut again).expect("recover");
-    assert_eq!(again, HEADER);
+    assert_eq!(again, out);
     let report = cobsfile::verify(&mut options.from_slice(&[])).expect("verify");
     assert!(report.is_clean());
     assert_eq!(report.len, 0);
@@ -1225,4 +1284,12 @@ fn concatenated_files_with_different_dictionaries() {
     let mut again = Vec::new();
     cobsfile::recover(&out, &options, &mut again).expect("recover");
     assert_eq!(again, out);
+}
+
+/// Only regular files are mapped: a device or pipe reports no length, and mapping it would
+/// make it an empty, clean file.
+#[test]
+fn only_regular_files_are_mapped() {
+    let err = cobsfile::open("/dev/null").expect_err("a device is not mapped");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }

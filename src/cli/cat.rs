@@ -4,11 +4,11 @@ use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
-use cobsfile::{Block, Damage, Reader, ScanSink, Source};
+use cobsfile::{Block, Damage, MappedFile, Reader, ScanSink, Source};
 
 use super::input::{self, ReadJob};
 use super::progress::Progress;
-use super::{is_stdio, quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
+use super::{quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,8 +30,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
-    if args.read.threads > 1 && !is_stdio(&args.file) {
-        return run_split(&args);
+    if args.read.threads > 1 {
+        if let input::Input::Mapped(file) = input::open(&args.file)? {
+            return run_split(&args, &file);
+        }
     }
     let job = Cat {
         name: input::name(&args.file),
@@ -91,9 +93,8 @@ impl ReadJob for Cat {
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see
 /// `ReaderBuilder::scan`), each formatting its records into a buffer that this thread
 /// writes out in order.
-fn run_split(args: &Args) -> Result<Outcome, Failure> {
+fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     let name = input::name(&args.file);
-    let file = cobsfile::open(&args.file).map_err(|e| Failure::at(&name, e))?;
     let framing = args.framing;
     let format = |part: &mut Part, block: &Block<'_>| {
         part.blocks += 1;

@@ -1,9 +1,12 @@
-//! Opening a cobsfile named on the command line: mapped when it is a file, streamed when `-`.
+//! Opening a cobsfile named on the command line: mapped when it is a regular file, streamed
+//! when it is `-` (stdin) or anything else that cannot be mapped (a pipe named by a path such
+//! as `/dev/stdin` or `<(zcat f.gz)`, a FIFO, a character device).
 
+use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use cobsfile::{Error, Reader, Source};
+use cobsfile::{Error, MappedFile, Reader, Source};
 
 use super::{is_stdio, Failure, Outcome, ReadOptions};
 
@@ -34,15 +37,46 @@ pub fn read_from<J: ReadJob>(
     job: J,
 ) -> Result<J::Output, Failure> {
     let builder = options.builder()?;
-    if is_stdio(path) {
-        let mut reader = builder.from_read(io::stdin().lock());
-        reader.skip_records(skip);
-        return job.run(&mut reader, None);
+    match open(path)? {
+        Input::Stream(stream) => {
+            let mut reader = builder.from_read(stream);
+            reader.skip_records(skip);
+            job.run(&mut reader, None)
+        }
+        Input::Mapped(file) => {
+            let mut reader = file.reader_at_record(&builder, skip);
+            job.run(&mut reader, Some(file.bytes().len() as u64))
+        }
     }
-    let name = path.display().to_string();
-    let file = cobsfile::open(path).map_err(|e| Failure::at(&name, e))?;
-    let mut reader = file.reader_at_record(&builder, skip);
-    job.run(&mut reader, Some(file.bytes().len() as u64))
+}
+
+/// An input opened for reading.
+pub enum Input {
+    /// Read as a stream: stdin, or a file that cannot be mapped.
+    Stream(Box<dyn io::Read>),
+    /// A regular file, mapped.
+    Mapped(MappedFile),
+}
+
+/// Opens the input at `path` (stdin for `-`): regular files are mapped, anything else that
+/// can be read is streamed; a directory is refused.
+pub fn open(path: &Path) -> Result<Input, Failure> {
+    if is_stdio(path) {
+        return Ok(Input::Stream(Box::new(io::stdin().lock())));
+    }
+    let name = name(path);
+    let fail = |e| Failure::at(&name, e);
+    let file = File::open(path).map_err(fail)?;
+    let kind = file.metadata().map_err(fail)?.file_type();
+    if kind.is_dir() {
+        return Err(Failure::at(&name, "is a directory"));
+    }
+    if !kind.is_file() {
+        return Ok(Input::Stream(Box::new(file)));
+    }
+    Ok(Input::Mapped(
+        MappedFile::open_file(&file).map_err(|e| Failure::at(&name, e))?,
+    ))
 }
 
 /// The name to use for `path` in messages.

@@ -5,11 +5,11 @@
 
 use std::io::{self, BufWriter, Write};
 
-use cobsfile::{MappedFile, Metadata, Reader, Result as ReadResult, Source};
+use cobsfile::{Metadata, Reader, Result as ReadResult, Source};
 use serde_json::{json, Map, Value};
 
 use super::input::{self, ReadJob};
-use super::{is_stdio, quiet_broken_pipe, Failure, ListArgs, Outcome};
+use super::{quiet_broken_pipe, Failure, ListArgs, Outcome};
 
 /// Runs `cobsfile meta`.
 pub fn run(args: ListArgs) -> Result<Outcome, Failure> {
@@ -17,13 +17,14 @@ pub fn run(args: ListArgs) -> Result<Outcome, Failure> {
         name: input::name(&args.file),
         json: args.json,
     };
-    if is_stdio(&args.file) {
-        return input::read(&args.file, &args.read, job);
-    }
     let builder = args.read.builder()?;
-    let file = MappedFile::open(&args.file).map_err(|e| Failure::at(&job.name, e))?;
-    let mut scan = file.metadata_with(&builder);
-    job.print(&mut scan, |scan| scan.reader())
+    match input::open(&args.file)? {
+        input::Input::Stream(stream) => job.run(&mut builder.from_read(stream), None),
+        input::Input::Mapped(file) => {
+            let mut scan = file.metadata_with(&builder);
+            job.print(&mut scan, |scan| scan.reader())
+        }
+    }
 }
 
 /// The `meta` command's job.

@@ -1,7 +1,7 @@
 //! `cobsfile recover`: a new, valid file holding every intact block of a damaged one.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::verify::{not_a_cobsfile, outcome, report_json, write_text};
@@ -14,7 +14,8 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     read: ReadOptions,
-    /// The damaged cobsfile, or `-` for stdin (read into memory).
+    /// The damaged cobsfile, or `-` for stdin (stdin and other inputs that cannot be mapped,
+    /// such as pipes, are read into memory).
     #[arg(value_name = "IN")]
     input: PathBuf,
     /// Where to write the recovered file (replaced only once it is complete).
@@ -35,17 +36,21 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         ));
     }
     let options = args.read.builder()?;
-    let stdin;
+    let read;
     let mapped;
-    let bytes = if is_stdio(&args.input) {
-        let mut buffer = Vec::new();
-        io::Read::read_to_end(&mut io::stdin().lock(), &mut buffer)
-            .map_err(|e| Failure::at(&name, e))?;
-        stdin = buffer;
-        &stdin[..]
-    } else {
-        mapped = cobsfile::open(&args.input).map_err(|e| Failure::at(&name, e))?;
-        mapped.bytes()
+    let bytes = match input::open(&args.input)? {
+        input::Input::Stream(mut stream) => {
+            let mut buffer = Vec::new();
+            stream
+                .read_to_end(&mut buffer)
+                .map_err(|e| Failure::at(&name, e))?;
+            read = buffer;
+            &read[..]
+        }
+        input::Input::Mapped(file) => {
+            mapped = file;
+            mapped.bytes()
+        }
     };
 
     // Written next to the output and renamed over it when complete, so a failed recovery

@@ -7,7 +7,7 @@ use cobsfile::{Reader, Report, Source};
 use serde_json::{json, Value};
 
 use super::input::{self, ReadJob};
-use super::{is_stdio, Failure, Outcome, ReadOptions};
+use super::{Failure, Outcome, ReadOptions};
 
 /// The `verify` command's job.
 pub struct Verify {
@@ -18,15 +18,12 @@ pub struct Verify {
 impl Verify {
     /// Verifies the file at `path` (mapped, on the options' threads) or stdin (streamed).
     pub fn run(self, path: &Path, options: &ReadOptions) -> Result<Outcome, Failure> {
-        if is_stdio(path) {
-            return input::read(path, options, self);
-        }
-        let file = cobsfile::open(path).map_err(|e| Failure::at(&self.name, e))?;
-        let report = options
-            .builder()?
-            .verify(file.bytes())
-            .map_err(|e| Failure::at(&self.name, e))?;
-        self.print(&report)
+        let builder = options.builder()?;
+        let report = match input::open(path)? {
+            input::Input::Stream(stream) => cobsfile::verify(&mut builder.from_read(stream)),
+            input::Input::Mapped(file) => builder.verify(file.bytes()),
+        };
+        self.print(&report.map_err(|e| Failure::at(&self.name, e))?)
     }
 
     fn print(&self, report: &Report) -> Result<Outcome, Failure> {
@@ -107,7 +104,7 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
         "{name}: {state}; intact: {} blocks ({kinds}), {} records, {} of {} bytes",
         b.total(),
         report.records,
-        report.len - report.damaged_bytes(),
+        report.intact_bytes(),
         report.len
     )
 }
@@ -157,7 +154,8 @@ pub fn report_json(name: &str, report: &Report) -> Value {
             "unknown": unknown,
         },
         "records": report.records,
-        "intact_bytes": report.len - report.damaged_bytes(),
+        "intact_bytes": report.intact_bytes(),
+        "block_bytes": report.block_bytes,
         "damaged_bytes": report.damaged_bytes(),
         "intact": intact,
         "damaged": damaged,
