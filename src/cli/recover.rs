@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     let mut out = io::stdout().lock();
     let written = if args.json {
         let mut value = report_json(&name, report);
-        value["output"] = out_name.into();
+        value["output"] = out_name.clone().into();
         value["blocks_written"] = recovery.blocks.into();
         value["bytes_written"] = recovery.written.into();
         writeln!(out, "{value}")
@@ -96,6 +96,14 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         })
     };
     super::quiet_broken_pipe(written)?;
+    let unreadable = report.damaged.iter().filter(|d| !d.is_damage()).count();
+    if unreadable > 0 {
+        eprintln!(
+            "cobsfile: {name}: {unreadable} range(s) could not be checked (a dictionary this \
+             reader was not given, or a codec it does not know) and are not in {out_name}; \
+             recover again with --dict to keep them"
+        );
+    }
     Ok(outcome(report))
 }
 
