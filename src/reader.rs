@@ -107,8 +107,8 @@ impl ReaderBuilder {
 
     /// The smallest range a [`scan`](Self::scan) on several threads gives one thread
     /// (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
-    /// input when that is larger. Smaller ranges balance the threads better and cost a
-    /// reader's setup each.
+    /// input when that is larger, up to 16 MiB. Smaller ranges balance the threads better and
+    /// cost a reader's setup each.
     pub fn min_split(mut self, bytes: u64) -> Self {
         self.min_split = bytes.max(1);
         self

@@ -153,17 +153,22 @@ fn ranges_find_the_embedded_dictionary() {
     }
 }
 
-/// Collects what a scan hands the sink.
+/// Collects what a scan hands the sink, giving the emptied values back for reuse.
 #[derive(Default)]
 struct Collect {
     records: Vec<Vec<u8>>,
     damage: Vec<std::ops::Range<u64>>,
+    spare: Option<Vec<Vec<u8>>>,
 }
 
 impl cobsfile::ScanSink<Vec<Vec<u8>>> for Collect {
-    fn part(&mut self, records: Vec<Vec<u8>>) -> std::ops::ControlFlow<()> {
-        self.records.extend(records);
+    fn part(&mut self, mut records: Vec<Vec<u8>>) -> std::ops::ControlFlow<()> {
+        self.records.append(&mut records);
+        self.spare = Some(records);
         std::ops::ControlFlow::Continue(())
+    }
+    fn recycle(&mut self) -> Option<Vec<Vec<u8>>> {
+        self.spare.take()
     }
     fn damage(&mut self, damage: &cobsfile::Damage) -> std::ops::ControlFlow<()> {
         self.damage.push(damage.range.clone());

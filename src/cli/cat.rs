@@ -114,6 +114,7 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
         held: Vec::new(),
         failed: None,
         closed: false,
+        spare: None,
     };
     let report = args
         .read
@@ -156,14 +157,20 @@ struct Sink<W> {
     failed: Option<Failure>,
     /// The reader of the output went away.
     closed: bool,
+    /// A written part, emptied, to format another range into.
+    spare: Option<Part>,
 }
 
 impl<W: Write> ScanSink<Part> for Sink<W> {
-    fn part(&mut self, part: Part) -> ControlFlow<()> {
+    fn recycle(&mut self) -> Option<Part> {
+        self.spare.take()
+    }
+
+    fn part(&mut self, mut part: Part) -> ControlFlow<()> {
         let written = self
             .out
             .write_all(&part.out)
-            .and(part.failed.map_or(Ok(()), Err));
+            .and(part.failed.take().map_or(Ok(()), Err));
         match quiet_broken_pipe(written) {
             Ok(true) => {}
             Ok(false) => {
@@ -176,6 +183,9 @@ impl<W: Write> ScanSink<Part> for Sink<W> {
             }
         }
         self.blocks += part.blocks;
+        part.blocks = 0;
+        part.out.clear();
+        self.spare = Some(part);
         if self.blocks > 0 {
             for line in self.held.drain(..) {
                 eprintln!("{line}");
