@@ -422,3 +422,46 @@ fn every_file_starts_with_the_same_bytes() {
         }
     }
 }
+
+/// Every vector recovers (spec 9.5) to a clean file holding what a full read of the vector
+/// returns, which recovers to itself; and the reports of verify and recover agree.
+#[test]
+fn vectors_recover_to_what_readers_yield() {
+    for name in names() {
+        let v = load(&name);
+        let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
+        let mut builder = ReaderBuilder::new();
+        if let Some(d) = directive(&v, "reader-dictionary") {
+            builder = builder.dictionary(Dictionary::new(d[0].clone()));
+        }
+        let report = match builder.verify(&bytes) {
+            Ok(report) => report,
+            // A newer version: recovery stops too.
+            Err(e) => {
+                assert!(
+                    matches!(e, cobsfile::Error::UnsupportedVersion { .. }),
+                    "{name}: {e}"
+                );
+                assert!(cobsfile::recover(&bytes, &builder, Vec::new()).is_err());
+                continue;
+            }
+        };
+        let mut out = Vec::new();
+        let recovery = cobsfile::recover(&bytes, &builder, &mut out).unwrap();
+        assert_eq!(
+            recovery.report, report,
+            "{name}: recover reports what verify does"
+        );
+        let (expected, _) = builder.from_slice(&bytes).read_all();
+        let (records, errors) = builder.from_slice(&out).read_all();
+        assert!(
+            errors.is_empty(),
+            "{name}: recovered file damaged: {errors:?}"
+        );
+        assert_eq!(records, expected, "{name}: records");
+        let mut again = Vec::new();
+        let second = cobsfile::recover(&out, &builder, &mut again).unwrap();
+        assert!(second.is_lossless(), "{name}");
+        assert_eq!(again, out, "{name}: recovering a recovered file changes it");
+    }
+}
