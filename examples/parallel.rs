@@ -9,8 +9,6 @@
 //! Each figure is the best of 5 runs, in MB/s (10^6 bytes of records per second). Writing goes
 //! into a reused in-memory buffer; reading visits every record of an in-memory file.
 
-use std::time::{Duration, Instant};
-
 use cobsfile::{Compression, ReaderBuilder, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
@@ -18,19 +16,9 @@ mod corpus;
 
 use corpus::{Corpus, Kind};
 
-const RUNS: usize = 5;
+mod timing;
 
-/// The best time of `RUNS` runs of `f`.
-fn best(mut f: impl FnMut()) -> Duration {
-    (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .expect("runs")
-}
+use timing::best;
 
 fn write(corpus: &Corpus, compression: Compression, threads: usize, out: &mut Vec<u8>) {
     out.clear();

@@ -12,7 +12,7 @@
 //! an in-memory file. `recover` writes into a reused in-memory buffer.
 
 use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cobsfile::{Compression, ReaderBuilder, ScanSink, WriterBuilder};
 
@@ -21,19 +21,9 @@ mod corpus;
 
 use corpus::{Corpus, Kind};
 
-const RUNS: usize = 5;
+mod timing;
 
-/// The best time of `RUNS` runs of `f`.
-fn best(mut f: impl FnMut()) -> Duration {
-    (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .min()
-        .expect("runs")
-}
+use timing::best;
 
 fn write(corpus: &Corpus, compression: Compression) -> Vec<u8> {
     let mut writer = WriterBuilder::new()

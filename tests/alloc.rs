@@ -4,7 +4,7 @@
 mod counting;
 
 use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
-use counting::{allocations, Discard};
+use counting::{allocations, allocations_reading, allocations_writing, Discard};
 
 fn record(i: usize) -> Vec<u8> {
     format!("{{\"event\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 300)).into_bytes()
@@ -29,14 +29,7 @@ fn writing_allocates_nothing_per_record_once_warm() {
             .build(Discard)
             .unwrap();
         // Warm up: the buffers grow to their largest size.
-        for r in &records[..5_000] {
-            writer.write_record(r).unwrap();
-        }
-        let before = allocations();
-        for r in &records[5_000..] {
-            writer.write_record(r).unwrap();
-        }
-        let during = allocations() - before;
+        let during = allocations_writing(&mut writer, &records);
         assert!(
             during <= most,
             "index {index}: {during} allocations for 15000 records (hundreds of blocks)"
@@ -55,16 +48,7 @@ fn reading_allocates_nothing_per_record_once_warm() {
     }
     let file = writer.finish().unwrap();
     let mut reader = ReaderBuilder::new().from_slice(&file);
-    for _ in 0..5_000 {
-        reader.next_record().unwrap().unwrap();
-    }
-    let before = allocations();
-    let mut count = 5_000;
-    while let Some(r) = reader.next_record() {
-        r.unwrap();
-        count += 1;
-    }
-    let during = allocations() - before;
+    let (count, during) = allocations_reading(&mut reader);
     assert_eq!(count, 20_000);
     assert_eq!(
         during, 0,

@@ -9,7 +9,7 @@
 mod counting;
 
 use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
-use counting::{allocations, Discard};
+use counting::{allocations_reading, allocations_writing, Discard};
 
 fn record(i: usize) -> Vec<u8> {
     format!(
@@ -47,14 +47,7 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
                 .threads(threads)
                 .build(Discard)
                 .unwrap();
-            for r in &records[..5_000] {
-                writer.write_record(r).unwrap();
-            }
-            let before = allocations();
-            for r in &records[5_000..] {
-                writer.write_record(r).unwrap();
-            }
-            let during = allocations() - before;
+            let during = allocations_writing(&mut writer, &records);
             assert!(
                 during <= MOST,
                 "{compression:?}, {threads} threads: {during} allocations writing 15000 records"
@@ -68,16 +61,7 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
             }
             let file = writer.finish().unwrap();
             let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
-            for _ in 0..5_000 {
-                reader.next_record().unwrap().unwrap();
-            }
-            let before = allocations();
-            let mut count = 5_000;
-            while let Some(r) = reader.next_record() {
-                r.unwrap();
-                count += 1;
-            }
-            let during = allocations() - before;
+            let (count, during) = allocations_reading(&mut reader);
             assert_eq!(count, 20_000);
             assert!(
                 during <= MOST,

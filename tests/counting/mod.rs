@@ -46,3 +46,37 @@ impl std::io::Write for Discard {
         Ok(())
     }
 }
+
+/// Records written (or read) to warm buffers up before allocations are counted.
+pub const WARM_UP: usize = 5_000;
+
+/// Writes the first [`WARM_UP`] records with `writer`, then the rest, and returns the
+/// allocations the rest made.
+pub fn allocations_writing<W: std::io::Write>(
+    writer: &mut cobsfile::Writer<W>,
+    records: &[Vec<u8>],
+) -> u64 {
+    for r in &records[..WARM_UP] {
+        writer.write_record(r).unwrap();
+    }
+    let before = allocations();
+    for r in &records[WARM_UP..] {
+        writer.write_record(r).unwrap();
+    }
+    allocations() - before
+}
+
+/// Reads the first [`WARM_UP`] records with `reader`, then the rest, and returns the records
+/// read in all and the allocations reading the rest made.
+pub fn allocations_reading<S: cobsfile::Source>(reader: &mut cobsfile::Reader<S>) -> (usize, u64) {
+    for _ in 0..WARM_UP {
+        reader.next_record().unwrap().unwrap();
+    }
+    let before = allocations();
+    let mut count = WARM_UP;
+    while let Some(r) = reader.next_record() {
+        r.unwrap();
+        count += 1;
+    }
+    (count, allocations() - before)
+}
