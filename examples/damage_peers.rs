@@ -371,6 +371,15 @@ struct Outcome {
     first_error: Option<String>,
 }
 
+impl Outcome {
+    fn new(summary: &str, first_error: Option<String>) -> Self {
+        Outcome {
+            summary: summary.into(),
+            first_error,
+        }
+    }
+}
+
 /// Reads `file`, handing every record returned to `each`.
 fn read(with: ReadWith, file: &[u8], each: &mut dyn FnMut(&[u8])) -> Outcome {
     match with {
@@ -400,35 +409,22 @@ fn read(with: ReadWith, file: &[u8], each: &mut dyn FnMut(&[u8])) -> Outcome {
         ReadWith::Avro => {
             let reader = match apache_avro::Reader::new(file) {
                 Ok(reader) => reader,
-                Err(e) => {
-                    return Outcome {
-                        summary: "failed to open".into(),
-                        first_error: Some(e.to_string()),
-                    }
-                }
+                Err(e) => return Outcome::new("failed to open", Some(e.to_string())),
             };
             for item in reader {
                 match item {
                     Ok(Value::Bytes(b)) => each(&b),
                     Ok(other) => {
-                        return Outcome {
-                            summary: "stopped at a non-bytes value".into(),
-                            first_error: Some(format!("{other:?}")),
-                        }
+                        return Outcome::new(
+                            "stopped at a non-bytes value",
+                            Some(format!("{other:?}")),
+                        )
                     }
                     // The iterator returns `None` after its first error.
-                    Err(e) => {
-                        return Outcome {
-                            summary: "stopped at error".into(),
-                            first_error: Some(e.to_string()),
-                        }
-                    }
+                    Err(e) => return Outcome::new("stopped at error", Some(e.to_string())),
                 }
             }
-            Outcome {
-                summary: "read to end".into(),
-                first_error: None,
-            }
+            Outcome::new("read to end", None)
         }
         ReadWith::Mcap { check_crcs } => {
             let stream = if check_crcs {
@@ -441,37 +437,23 @@ fn read(with: ReadWith, file: &[u8], each: &mut dyn FnMut(&[u8])) -> Outcome {
             };
             let stream = match stream {
                 Ok(stream) => stream,
-                Err(e) => {
-                    return Outcome {
-                        summary: "failed to open".into(),
-                        first_error: Some(e.to_string()),
-                    }
-                }
+                Err(e) => return Outcome::new("failed to open", Some(e.to_string())),
             };
             for item in stream {
                 match item {
                     Ok(message) => each(&message.data),
                     // The stream returns `None` after its first error.
-                    Err(e) => {
-                        return Outcome {
-                            summary: "stopped at error".into(),
-                            first_error: Some(e.to_string()),
-                        }
-                    }
+                    Err(e) => return Outcome::new("stopped at error", Some(e.to_string())),
                 }
             }
-            Outcome {
-                summary: "read to end".into(),
-                first_error: None,
-            }
+            Outcome::new("read to end", None)
         }
         ReadWith::LenCrc => {
             let mut pos = 0;
             while pos < file.len() {
                 let rest = &file[pos..];
-                let stop = |why: &str| Outcome {
-                    summary: "stopped at error".into(),
-                    first_error: Some(format!("{why} at offset {pos}")),
+                let stop = |why: &str| {
+                    Outcome::new("stopped at error", Some(format!("{why} at offset {pos}")))
                 };
                 if rest.len() < 8 {
                     return stop("truncated frame");
@@ -488,10 +470,7 @@ fn read(with: ReadWith, file: &[u8], each: &mut dyn FnMut(&[u8])) -> Outcome {
                 each(record);
                 pos += 8 + len;
             }
-            Outcome {
-                summary: "read to end".into(),
-                first_error: None,
-            }
+            Outcome::new("read to end", None)
         }
     }
 }

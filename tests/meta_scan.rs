@@ -59,6 +59,13 @@ fn mapped_scan(file: &MappedFile) -> (Vec<Metadata>, Vec<Error>) {
     (found, errors)
 }
 
+/// [`mapped_scan`] of `bytes`, written to a file and mapped.
+fn scan_bytes(bytes: &[u8]) -> (Vec<Metadata>, Vec<Error>) {
+    let tmp = TempFile::with_contents(bytes);
+    let file = cobsfile::open(&tmp.0).expect("open");
+    mapped_scan(&file)
+}
+
 /// The data blocks of `bytes`.
 fn data_blocks(bytes: &[u8]) -> Vec<BlockInfo> {
     ReaderBuilder::new()
@@ -77,9 +84,7 @@ fn flip(bytes: &mut [u8], at: usize) {
 #[test]
 fn clean_file_same_metadata_as_a_full_read() {
     let bytes = sample();
-    let tmp = TempFile::with_contents(&bytes);
-    let file = cobsfile::open(&tmp.0).expect("open");
-    let (found, errors) = mapped_scan(&file);
+    let (found, errors) = scan_bytes(&bytes);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(found.len(), 6);
     assert_eq!(found, full_read(&bytes));
@@ -91,9 +96,7 @@ fn damaged_data_body_same_metadata_as_a_full_read() {
     let data = data_blocks(&bytes);
     let victim = &data[13];
     flip(&mut bytes, (victim.offset + victim.size / 2) as usize);
-    let tmp = TempFile::with_contents(&bytes);
-    let file = cobsfile::open(&tmp.0).expect("open");
-    let (found, errors) = mapped_scan(&file);
+    let (found, errors) = scan_bytes(&bytes);
     // The scan skips the damaged block by its length and never sees the damage.
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(found.len(), 6);
@@ -109,9 +112,7 @@ fn damaged_length_falls_back_to_the_next_sync_byte() {
     // Type 3 is one varint byte; the length field follows it.
     let length = victim.offset as usize + 2;
     flip(&mut bytes, length);
-    let tmp = TempFile::with_contents(&bytes);
-    let file = cobsfile::open(&tmp.0).expect("open");
-    let (found, errors) = mapped_scan(&file);
+    let (found, errors) = scan_bytes(&bytes);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
         matches!(errors[0], Error::Damaged { start, .. } if start == victim.offset + 1),
