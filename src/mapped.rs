@@ -80,6 +80,12 @@ impl MappedFile {
         options.from_slice(self.bytes())
     }
 
+    /// A reader with default options over the blocks whose opening sync byte lies in
+    /// `range`; see [`ReaderBuilder::from_slice_range`].
+    pub fn range(&self, range: Range<u64>) -> SliceReader<'_> {
+        self.range_with(&ReaderBuilder::new(), range)
+    }
+
     /// A reader over the blocks whose opening sync byte lies in `range`; see
     /// [`ReaderBuilder::from_slice_range`].
     pub fn range_with(&self, options: &ReaderBuilder, range: Range<u64>) -> SliceReader<'_> {

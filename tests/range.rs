@@ -215,3 +215,21 @@ proptest! {
         prop_assert_eq!(ra, rb);
     }
 }
+
+/// A mapped file's range readers split it like slice range readers.
+#[test]
+fn mapped_ranges() {
+    let ops: Vec<Op> = (0..300u64)
+        .map(|i| Op::Record(record_bytes(i as usize % 50, Content::ZeroRich, i)))
+        .collect();
+    let file = write_file(&ops, Options::block_size(100));
+    let tmp = TempFile::with_contents(&file);
+    let mapped = cobsfile::open(&tmp.0).unwrap();
+    let half = file.len() as u64 / 2;
+    let mut records = Vec::new();
+    for range in [0..half, half..u64::MAX] {
+        records.extend(mapped.range(range).read_all().0);
+    }
+    assert_eq!(records, ReaderBuilder::new().from_slice(&file).read_all().0);
+    assert_eq!(records.len(), 300);
+}
