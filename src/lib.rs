@@ -55,6 +55,7 @@
 
 #![deny(missing_docs)]
 
+mod appender;
 mod block;
 pub mod cobs;
 mod codec;
@@ -71,6 +72,7 @@ pub mod varint;
 mod verify;
 mod writer;
 
+pub use appender::{Appender, AppenderBuilder, Durability, Opened};
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};

@@ -31,6 +31,9 @@ pub struct WriterBuilder {
     dictionary: Option<(Dictionary, bool)>,
     threads: usize,
     index: bool,
+    /// Whether `build` starts the output with the leading sync byte and header block (not
+    /// when appending to a file that has them).
+    header: bool,
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -52,6 +55,7 @@ impl WriterBuilder {
             dictionary: None,
             threads: 0,
             index: true,
+            header: true,
         }
     }
 
@@ -142,6 +146,13 @@ impl WriterBuilder {
         self
     }
 
+    /// Leaves out the leading sync byte and header block, for output that goes after an
+    /// existing file's blocks.
+    pub(crate) fn without_header(mut self) -> Self {
+        self.header = false;
+        self
+    }
+
     /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
     /// dictionary block when a dictionary is to be embedded).
     pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
@@ -171,14 +182,16 @@ impl WriterBuilder {
             records: vec![0; COUNT_ROOM],
             out: Vec::new(),
         };
-        let start = block::encode(
-            types::HEADER,
-            &block::header_payload(),
-            None,
-            &mut writer.out,
-        )?;
-        writer.out[start - 1] = 0;
-        writer.write_out(start - 1, 0)?;
+        if writer.options.header {
+            let start = block::encode(
+                types::HEADER,
+                &block::header_payload(),
+                None,
+                &mut writer.out,
+            )?;
+            writer.out[start - 1] = 0;
+            writer.write_out(start - 1, 0)?;
+        }
         if let Some(dictionary) = embed {
             // Compressed (without a dictionary, which the reader does not have yet).
             let level = match writer.options.compression {

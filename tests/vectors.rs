@@ -259,11 +259,7 @@ fn build(v: &Vector) -> Vec<u8> {
             "dictionary" => {} // written by the writer when it embeds its dictionary
             "index" => {
                 // Written by `finish`; its entries are what the writer wrote before it.
-                assert!(
-                    lines.peek().map_or(true, |l| l[0] == b"entry"),
-                    "{}",
-                    v.name
-                );
+                assert!(lines.peek().is_none_or(|l| l[0] == b"entry"), "{}", v.name);
                 lines.by_ref().take(num(&line[1]) as usize).for_each(drop);
                 assert!(lines.peek().is_none(), "{}: index not last", v.name);
             }

@@ -1,0 +1,589 @@
+//! Appending to a log file: reopening after a crash, several writers at once, and the
+//! durability each caller chooses.
+//!
+//! An [`Appender`] opens a file for appending (`O_APPEND`), checks its header, and looks at
+//! its end: the bytes after the last intact block, if any, are a **torn tail** (a block a
+//! crashed writer did not finish). Holding the file alone, the appender cuts the tail off;
+//! with other appenders on the file it leaves it, since it may be a block another process is
+//! writing right now. Either way nothing written later depends on it: every block an appender
+//! writes starts with its own sync byte and reaches the file in one `write(2)` (spec 11.1), so
+//! a torn block before it is damage that ends where the new block starts, and blocks of
+//! several appenders never interleave. One extra sync byte between two blocks is padding, so
+//! on a clean end the fence costs a byte per block and no damage.
+//!
+//! Records wait in an open data block until it is full, until [`Durability`] says to write,
+//! or until a time bound passes, which a background thread enforces so that a quiet log
+//! still reaches the file.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, IoSlice, Write};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::block::BlockKind;
+use crate::codec::Compression;
+use crate::error::{Error, Result};
+use crate::mapped::MappedFile;
+use crate::reader::ReaderBuilder;
+use crate::writer::{Writer, WriterBuilder};
+
+/// When appended records reach the file, and when they are durable.
+///
+/// What survives, for records [`Appender::append`] returned for:
+///
+/// | durability | process killed | power cut (or kernel crash) |
+/// |---|---|---|
+/// | `None` | records in written blocks; the open block (at most `block_size` bytes, at most `max_delay` old) is lost | what the kernel had written back (Linux: dirty pages older than about 30 s) |
+/// | `Flush` | all: each `append` writes its block before returning | as `None` |
+/// | `Fsync` | all | all: each `append` writes its block and `fdatasync`s before returning |
+/// | `Group` | records in written blocks, as `None` with `max_delay` = `interval` | the records below [`Appender::durable`]: each commit writes the open block and `fdatasync`s, at most every `interval` or once `bytes` wait |
+///
+/// "Power cut" assumes storage that honours cache flushes. [`Appender::sync`] makes
+/// everything appended so far durable in any mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Blocks are written when full or `max_delay` old; nothing is synced.
+    None,
+    /// Every `append` (or `append_batch`) writes its records as a block before returning.
+    Flush,
+    /// Every `append` writes its records as a block and syncs the file before returning.
+    Fsync,
+    /// Group commit: a background thread writes the open block and syncs the file at most
+    /// every `interval`, sooner once `bytes` of records wait.
+    Group {
+        /// The longest a record waits for its commit.
+        interval: Duration,
+        /// Record bytes that start a commit without waiting for the interval.
+        bytes: u64,
+    },
+}
+
+/// Options for appenders.
+#[derive(Debug, Clone)]
+pub struct AppenderBuilder {
+    writer: WriterBuilder,
+    durability: Durability,
+    max_delay: Duration,
+}
+
+impl Default for AppenderBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AppenderBuilder {
+    /// Default options: [`Durability::None`], records written within 1 s, the writer's
+    /// default block size, no compression.
+    pub fn new() -> Self {
+        AppenderBuilder {
+            writer: WriterBuilder::new().index(false),
+            durability: Durability::None,
+            max_delay: Duration::from_secs(1),
+        }
+    }
+
+    /// When records reach the file and are durable (default [`Durability::None`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The longest a record waits in the open block before it is written (default 1 s), so
+    /// a quiet log still reaches the file. With [`Durability::Group`] its interval applies.
+    pub fn max_delay(mut self, delay: Duration) -> Self {
+        self.max_delay = delay;
+        self
+    }
+
+    /// The target size of a data block; see [`WriterBuilder::block_size`].
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.writer = self.writer.block_size(bytes);
+        self
+    }
+
+    /// The largest block body; see [`WriterBuilder::max_block_size`].
+    pub fn max_block_size(mut self, bytes: usize) -> Self {
+        self.writer = self.writer.max_block_size(bytes);
+        self
+    }
+
+    /// How data blocks are compressed; see [`WriterBuilder::compression`].
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.writer = self.writer.compression(compression);
+        self
+    }
+
+    /// Opens the log at `path` for appending, creating it if missing; see [`Appender`].
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Appender> {
+        Appender::open_with(self, path.as_ref())
+    }
+}
+
+/// What [`Appender::open`] found at the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    /// The file was missing or empty, and the appender started it with a header.
+    pub created: bool,
+    /// No other appender had the file open: this one may cut a torn tail off.
+    pub exclusive: bool,
+    /// Bytes after the last intact block: a block a crashed writer did not finish (or
+    /// damage). `None` when the file ends with an intact block.
+    pub torn: Option<Range<u64>>,
+    /// The torn tail was cut off (the file was held alone); otherwise it stays, fenced off by
+    /// the sync byte that opens every appended block.
+    pub truncated: bool,
+}
+
+/// Appends records to a log file; see the [module documentation](self) and
+/// [`AppenderBuilder`].
+///
+/// ```
+/// use cobsfile::{Appender, AppenderBuilder, Durability};
+///
+/// let path = std::env::temp_dir().join(format!("cobsfile-appender-doc-{}", std::process::id()));
+/// # let _ = std::fs::remove_file(&path);
+/// let mut log = AppenderBuilder::new().durability(Durability::Fsync).open(&path)?;
+/// assert!(log.opened().created);
+/// log.append(b"first event")?;
+/// log.close()?;
+///
+/// // Reopened later (after a crash, say), the log goes on where it ended.
+/// let mut log = Appender::open(&path)?;
+/// assert!(!log.opened().created && log.opened().torn.is_none());
+/// log.append(b"second event")?;
+/// log.close()?;
+///
+/// let file = cobsfile::open(&path)?;
+/// let (records, errors) = file.reader().read_all();
+/// assert!(errors.is_empty());
+/// assert_eq!(records, [b"first event".to_vec(), b"second event".to_vec()]);
+/// # drop(file);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Appender {
+    shared: Arc<Shared>,
+    timer: Option<JoinHandle<()>>,
+    opened: Opened,
+    durability: Durability,
+}
+
+/// The state the appending thread and the timer thread share.
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signals the timer (records waiting, closing) and waiters (durable moved on).
+    changed: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    writer: Writer<LogFile>,
+    /// A handle on the same file, to sync it without holding the writer.
+    sync: File,
+    /// Records appended.
+    appended: u64,
+    /// Records known to have reached the file.
+    written: u64,
+    /// Records known to be durable.
+    durable: u64,
+    /// When the oldest record not yet written was appended.
+    waiting_since: Option<Instant>,
+    /// Record bytes appended since the last commit.
+    waiting_bytes: u64,
+    /// Enough bytes wait for a group commit not to wait for its interval.
+    commit_now: bool,
+    /// An error of the timer thread, for the next call.
+    failed: Option<io::Error>,
+    closing: bool,
+}
+
+/// The file, writing each block with a sync byte in front in one system call.
+#[derive(Debug)]
+struct LogFile(File);
+
+impl Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // The writer hands over one block per call: fence it, unless it is the file's start.
+        if buf.first() == Some(&0) {
+            return self.0.write(buf);
+        }
+        let fenced = [IoSlice::new(&[0]), IoSlice::new(buf)];
+        let n = self.0.write_vectored(&fenced)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        if n < buf.len() + 1 {
+            // A short write to a regular file (a full disk, a signal): finish it; the block may
+            // then be interleaved with another writer's, which readers see as damage.
+            self.0.write_all(&buf[n - 1..])?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Appender {
+    /// Opens the log at `path` with default options; see [`AppenderBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Appender> {
+        AppenderBuilder::new().open(path)
+    }
+
+    fn open_with(options: &AppenderBuilder, path: &Path) -> Result<Appender> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        // Alone on the file, an appender may cut a torn tail and write the header; with
+        // others (each holding a shared lock while open), neither.
+        let exclusive = match file.try_lock() {
+            Ok(()) => true,
+            Err(TryLockError::WouldBlock) => {
+                file.lock_shared()?;
+                false
+            }
+            Err(TryLockError::Error(e)) => return Err(e.into()),
+        };
+        let mut opened = Opened {
+            created: false,
+            exclusive,
+            torn: None,
+            truncated: false,
+        };
+        let len = file.metadata()?.len();
+        let mut builder = options.writer.clone();
+        if len == 0 {
+            opened.created = true;
+        } else {
+            builder = builder.without_header();
+            let end = intact_end(&file)?;
+            if end < len {
+                opened.torn = Some(end..len);
+                if exclusive {
+                    file.set_len(end)?;
+                    opened.truncated = true;
+                }
+            }
+        }
+        let sync = file.try_clone()?;
+        let writer = builder.build(LogFile(file))?;
+        if exclusive {
+            // The header is written: let other appenders in (the clone shares the lock).
+            sync.lock_shared()?;
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                writer,
+                sync,
+                appended: 0,
+                written: 0,
+                durable: 0,
+                waiting_since: None,
+                waiting_bytes: 0,
+                commit_now: false,
+                failed: None,
+                closing: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let delay = match options.durability {
+            Durability::Group { interval, .. } => Some(interval),
+            Durability::None => Some(options.max_delay),
+            Durability::Flush | Durability::Fsync => None,
+        };
+        let timer = match delay {
+            Some(delay) => {
+                let shared = Arc::clone(&shared);
+                let sync = matches!(options.durability, Durability::Group { .. });
+                Some(
+                    std::thread::Builder::new()
+                        .name("cobsfile-appender".into())
+                        .spawn(move || commit_loop(&shared, delay, sync))?,
+                )
+            }
+            None => None,
+        };
+        Ok(Appender {
+            shared,
+            timer,
+            opened,
+            durability: options.durability,
+        })
+    }
+
+    /// What opening found: whether the file was created, held alone, and had a torn tail.
+    pub fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    /// Appends one record; returns its sequence number (0 for the first record this
+    /// appender appends). When it has reached the file, and when it is durable, depends on
+    /// the [`Durability`].
+    pub fn append(&mut self, record: &[u8]) -> Result<u64> {
+        self.append_batch(std::iter::once(record))
+            .map(|seqs| seqs.start)
+    }
+
+    /// Appends records as one unit: with [`Durability::Flush`] and [`Durability::Fsync`], in
+    /// one block (or more if they exceed the block size) written (and synced) before
+    /// returning. Returns their sequence numbers.
+    pub fn append_batch<'r>(
+        &mut self,
+        records: impl IntoIterator<Item = &'r [u8]>,
+    ) -> Result<Range<u64>> {
+        let shared = &*self.shared;
+        let mut state = lock(shared);
+        if let Some(e) = state.failed.take() {
+            return Err(e.into());
+        }
+        let first = state.appended;
+        for record in records {
+            state.writer.write_record(record)?;
+            state.appended += 1;
+            state.waiting_bytes += record.len() as u64;
+        }
+        let seqs = first..state.appended;
+        match self.durability {
+            Durability::Flush => write_waiting(&mut state)?,
+            Durability::Fsync => {
+                write_waiting(&mut state)?;
+                state.sync.sync_data()?;
+                state.durable = state.written;
+            }
+            Durability::None | Durability::Group { .. } => {
+                // Wake the timer when records start waiting, or when enough wait to commit.
+                let idle = state.waiting_since.is_none();
+                state.waiting_since.get_or_insert_with(Instant::now);
+                if let Durability::Group { bytes, .. } = self.durability {
+                    state.commit_now |= state.waiting_bytes >= bytes;
+                }
+                let wake = idle || state.commit_now;
+                drop(state);
+                if wake {
+                    shared.changed.notify_all();
+                }
+            }
+        }
+        Ok(seqs)
+    }
+
+    /// Writes a metadata block now (closing the open data block first).
+    pub fn write_metadata<K, V>(&mut self, entries: impl IntoIterator<Item = (K, V)>) -> Result<()>
+    where
+        K: AsRef<str>,
+        V: AsRef<[u8]>,
+    {
+        let mut state = lock(&self.shared);
+        state.writer.write_metadata(entries)?;
+        write_waiting(&mut state)
+    }
+
+    /// Writes the open block now, without syncing.
+    pub fn flush(&mut self) -> Result<()> {
+        write_waiting(&mut lock(&self.shared))
+    }
+
+    /// Writes the open block and syncs the file: every record appended so far is durable.
+    pub fn sync(&mut self) -> Result<()> {
+        let mut state = lock(&self.shared);
+        write_waiting(&mut state)?;
+        state.sync.sync_data()?;
+        state.durable = state.written;
+        drop(state);
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// The number of records known to be durable: those with smaller sequence numbers
+    /// survive a power cut.
+    pub fn durable(&self) -> u64 {
+        lock(&self.shared).durable
+    }
+
+    /// Waits until the record with sequence number `seq` is durable (with
+    /// [`Durability::Group`], until the commit that includes it; otherwise it syncs).
+    pub fn wait_durable(&mut self, seq: u64) -> Result<()> {
+        if !matches!(self.durability, Durability::Group { .. }) {
+            if self.durable() <= seq {
+                self.sync()?;
+            }
+            return Ok(());
+        }
+        let mut state = lock(&self.shared);
+        while state.durable <= seq {
+            if let Some(e) = state.failed.take() {
+                return Err(e.into());
+            }
+            state = self
+                .shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        Ok(())
+    }
+
+    /// Writes what waits, syncs unless the durability is [`Durability::None`] or
+    /// [`Durability::Flush`], and closes the log.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_timer();
+        let mut state = lock(&self.shared);
+        if let Some(e) = state.failed.take() {
+            return Err(e.into());
+        }
+        write_waiting(&mut state)?;
+        if matches!(
+            self.durability,
+            Durability::Fsync | Durability::Group { .. }
+        ) {
+            state.sync.sync_data()?;
+            state.durable = state.written;
+        }
+        Ok(())
+    }
+
+    fn stop_timer(&mut self) {
+        lock(&self.shared).closing = true;
+        self.shared.changed.notify_all();
+        if let Some(timer) = self.timer.take() {
+            let _ = timer.join();
+        }
+    }
+}
+
+impl Drop for Appender {
+    /// Writes what waits (errors are lost: call [`close`](Appender::close) to see them).
+    fn drop(&mut self) {
+        self.stop_timer();
+        let _ = write_waiting(&mut lock(&self.shared));
+    }
+}
+
+/// Writes the open block, if any.
+fn write_waiting(state: &mut State) -> Result<()> {
+    state.writer.flush()?;
+    state.written = state.appended;
+    state.waiting_since = None;
+    state.waiting_bytes = 0;
+    state.commit_now = false;
+    Ok(())
+}
+
+/// The timer thread: writes records that waited `delay` (and syncs, for group commit),
+/// sooner when the appender signals that enough bytes wait, until the appender closes.
+fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
+    let mut state = lock(shared);
+    loop {
+        if state.closing {
+            return;
+        }
+        let wait = match state.waiting_since {
+            None => None,
+            Some(_) if state.commit_now => Some(Duration::ZERO),
+            Some(since) => Some(delay.saturating_sub(since.elapsed())),
+        };
+        match wait {
+            Some(wait) if !wait.is_zero() => {
+                state = shared
+                    .changed
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                continue;
+            }
+            Some(_) => {}
+            None => {
+                state = shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+        }
+        let result = write_waiting(&mut state);
+        if let Err(e) = result {
+            state.failed = Some(io::Error::other(e.to_string()));
+            continue;
+        }
+        if sync {
+            let written = state.written;
+            let file = match state.sync.try_clone() {
+                Ok(file) => file,
+                Err(e) => {
+                    state.failed = Some(e);
+                    continue;
+                }
+            };
+            // Appending goes on while the file syncs.
+            drop(state);
+            let synced = file.sync_data();
+            state = lock(shared);
+            match synced {
+                Ok(()) => state.durable = state.durable.max(written),
+                Err(e) => state.failed = Some(e),
+            }
+            shared.changed.notify_all();
+        }
+    }
+}
+
+/// The end of the last intact block of `file` (one past its closing sync byte), found by
+/// scanning back from the end: each 0x00 there may close a block, and the block it closes
+/// is intact if its frame is sound and its body checks (a block that needs a dictionary or
+/// a codec this reader lacks counts, since its frame is complete). Fails if the file does
+/// not start with a header block this version reads.
+fn intact_end(file: &File) -> Result<u64> {
+    let map = MappedFile::open_file(file)?;
+    let bytes = map.bytes();
+    let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
+    let header_end = match header.next_block() {
+        Some(Ok(block)) if block.info().kind == BlockKind::Header && block.info().offset == 0 => {
+            block.info().size + 1
+        }
+        Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no cobsfile header block at offset 0: not a cobsfile (recover it first)",
+            )
+            .into())
+        }
+    };
+    let mut end = bytes.len();
+    while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
+        let Some(open) = memchr::memrchr(0, &bytes[..close]) else {
+            break;
+        };
+        if close == open + 1 {
+            // Padding (or zeros): the block before it decides.
+            end = close;
+            continue;
+        }
+        let mut reader = ReaderBuilder::new().from_slice_range(bytes, open as u64..open as u64 + 1);
+        let complete = match reader.next_block() {
+            Some(Ok(block)) => block.info().offset == open as u64,
+            Some(Err(Error::Damaged { cause, start, .. })) => {
+                !cause.is_damage() && start == open as u64 + 1
+            }
+            _ => false,
+        };
+        if complete {
+            return Ok(close as u64 + 1);
+        }
+        end = close;
+    }
+    Ok(header_end)
+}
