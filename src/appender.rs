@@ -117,6 +117,19 @@ impl AppenderBuilder {
         self
     }
 
+    /// Compresses with `dictionary`, embedded (once per opening) unless `embed` is false;
+    /// see [`WriterBuilder::dictionary`].
+    pub fn dictionary(mut self, dictionary: crate::Dictionary, embed: bool) -> Self {
+        self.writer = self.writer.dictionary(dictionary, embed);
+        self
+    }
+
+    /// Compresses blocks on `threads` threads; see [`WriterBuilder::threads`].
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.writer = self.writer.threads(threads);
+        self
+    }
+
     /// Opens the log at `path` for appending, creating it if missing; see [`Appender`].
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Appender> {
         Appender::open_with(self, path.as_ref())
@@ -322,6 +335,11 @@ impl Appender {
             opened,
             durability: options.durability,
         })
+    }
+
+    /// The largest record [`append`](Self::append) accepts; see [`Writer::max_record_len`].
+    pub fn max_record_len(&self) -> usize {
+        lock(&self.shared).writer.max_record_len()
     }
 
     /// What opening found: whether the file was created, held alone, and had a torn tail.

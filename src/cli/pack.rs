@@ -5,7 +5,9 @@ use std::io::{self, BufReader, IsTerminal, Read, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use cobsfile::{Compression, WriterBuilder, DEFAULT_BLOCK_SIZE};
+use std::time::Duration;
+
+use cobsfile::{AppenderBuilder, Compression, Durability, WriterBuilder, DEFAULT_BLOCK_SIZE};
 
 use super::framing::FramingError;
 use super::progress::Progress;
@@ -14,8 +16,20 @@ use super::{input, is_stdio, Failure, Framing, Outcome};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Output file (stdout when absent).
-    #[arg(short, long, value_name = "OUT")]
+    #[arg(short, long, value_name = "OUT", conflicts_with = "append")]
     output: Option<PathBuf>,
+    /// Append to the log LOG instead, creating it if missing: a torn last block left by a
+    /// crash is cut off (or, with other writers on the log, fenced off), the header is never
+    /// written twice, and several processes may append to one log at once.
+    #[arg(long, value_name = "LOG")]
+    append: Option<PathBuf>,
+    /// With --append: when records reach the log. none: blocks are written when full or a
+    /// second old; flush: each record is written before the next is read; fsync: each is
+    /// written and synced; group:MS: written and synced together at most every MS
+    /// milliseconds.
+    #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append",
+          default_value = "none")]
+    durability: Durability,
     /// Target bytes of records per data block.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BLOCK_SIZE)]
     block_size: usize,
@@ -48,6 +62,27 @@ pub struct Args {
     input: PathBuf,
 }
 
+fn parse_durability(arg: &str) -> Result<Durability, String> {
+    match arg {
+        "none" => Ok(Durability::None),
+        "flush" => Ok(Durability::Flush),
+        "fsync" => Ok(Durability::Fsync),
+        _ => {
+            let ms = arg
+                .strip_prefix("group:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .ok_or_else(|| format!("expected none, flush, fsync or group:MS, got {arg:?}"))?;
+            Ok(Durability::Group {
+                interval: Duration::from_millis(ms),
+                bytes: GROUP_BYTES,
+            })
+        }
+    }
+}
+
+/// Record bytes that start a group commit before its interval is up.
+const GROUP_BYTES: u64 = 4 << 20;
+
 fn parse_meta(arg: &str) -> Result<(String, String), String> {
     let (key, value) = arg
         .split_once('=')
@@ -76,6 +111,9 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         let size = file.metadata().ok().map(|m| m.len());
         (Box::new(file), size)
     };
+    if let Some(log) = &args.append {
+        return append(&args, log, source, size);
+    }
     let (sink, out_name) = open_output(args.output.as_ref())?;
     let mut builder = WriterBuilder::new()
         .block_size(args.block_size)
@@ -136,4 +174,62 @@ fn open_output(path: Option<&PathBuf>) -> Result<(Box<dyn Write>, String), Failu
             Ok((Box::new(File::from(fd)), "<stdout>".into()))
         }
     }
+}
+
+/// `pack --append LOG`: the records go to the log through an appender.
+fn append(
+    args: &Args,
+    log: &std::path::Path,
+    source: Box<dyn Read>,
+    size: Option<u64>,
+) -> Result<Outcome, Failure> {
+    let name = log.display().to_string();
+    let fail = |e| Failure::at(&name, e);
+    let mut builder = AppenderBuilder::new()
+        .block_size(args.block_size)
+        .threads(args.threads)
+        .durability(args.durability);
+    if let Some(level) = args.zstd {
+        let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
+        builder = builder.compression(compression);
+    }
+    if let Some(path) = &args.dict {
+        builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
+    }
+    let mut log = builder.open(log).map_err(fail)?;
+    if let Some(torn) = &log.opened().torn {
+        let done = if log.opened().truncated {
+            "cut off"
+        } else {
+            "left in place (other writers have the log open) and fenced off"
+        };
+        eprintln!(
+            "cobsfile: {name}: bytes {}..{} after the last intact block (a torn block) {done}",
+            torn.start, torn.end
+        );
+    }
+    if !args.meta.is_empty() {
+        log.write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
+            .map_err(fail)?;
+    }
+    let in_name = input::name(&args.input);
+    let progress = Progress::start(size, "appending");
+    let mut input = BufReader::with_capacity(1 << 20, source);
+    let mut consumed = 0u64;
+    let max_len = log.max_record_len();
+    let appended = args.framing.read_records(&mut input, max_len, |record| {
+        log.append(record).map_err(PackError::Library)?;
+        consumed += record.len() as u64;
+        if consumed & 0xfffff < record.len() as u64 {
+            progress.set(consumed);
+        }
+        Ok(())
+    });
+    match appended {
+        Ok(()) => {}
+        Err(PackError::Framing(e)) => return Err(Failure::at(&in_name, e)),
+        Err(PackError::Library(e)) => return Err(fail(e)),
+    }
+    log.close().map_err(fail)?;
+    Ok(Outcome::Clean)
 }
