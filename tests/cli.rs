@@ -968,3 +968,77 @@ fn a_pipe_named_by_a_path_is_read_not_taken_for_empty() {
         assert_eq!(written, library_recover(&bytes).0);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// pack --append.
+
+/// `pack --append` creates a log, appends to it without a second header in every durability
+/// mode, cuts a torn tail off with one line saying so, and refuses an unknown mode.
+#[test]
+fn pack_append_creates_appends_and_cuts_a_torn_tail() {
+    let dir = scratch("append");
+    let log = dir.join("events.cobs");
+    let _ = std::fs::remove_file(&log);
+    let mut expected = String::new();
+    for (i, mode) in ["none", "flush", "fsync", "group:5"].iter().enumerate() {
+        let input = format!("{{\"batch\":{i},\"n\":1}}\n{{\"batch\":{i},\"n\":2}}\n");
+        expected.push_str(&input);
+        let out = run(
+            bin().args(["pack", "--append"]).arg(&log).args([
+                "--durability",
+                mode,
+                "--meta",
+                &format!("batch={i}"),
+            ]),
+            input.as_bytes(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert!(out.stderr.is_empty(), "{mode}: {}", stderr(&out));
+    }
+    let bytes = std::fs::read(&log).unwrap();
+    let report = cobsfile::ReaderBuilder::new().verify(&bytes).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.blocks.header, 1, "the header is written once");
+    assert_eq!(report.blocks.metadata, 4);
+    let out = run(bin().arg("cat").arg(&log), b"");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+
+    // A torn block at the end (a crash mid-write) is cut off when the log is reopened.
+    let torn = &bytes[bytes.len() - 40..bytes.len() - 1];
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    file.write_all(&[0]).unwrap();
+    file.write_all(torn).unwrap();
+    drop(file);
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"last\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_clean_stderr(&out, 1);
+    assert!(stderr(&out).contains("cut off"), "{}", stderr(&out));
+    let out = run(bin().arg("verify").arg(&log), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&log), b"");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{expected}last\n")
+    );
+
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--durability", "sometimes"]),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        bin().args(["pack", "--append"]).arg(&log).args(["-o", "x"]),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "--append and -o conflict");
+    let not_a_log = dir.join("not-a-log");
+    std::fs::write(&not_a_log, b"plain text\n").unwrap();
+    let out = run(bin().args(["pack", "--append"]).arg(&not_a_log), b"x\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+    assert!(stderr(&out).contains("offset 0"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&not_a_log).unwrap(), b"plain text\n");
+}
