@@ -64,6 +64,7 @@ mod frame;
 mod index;
 mod mapped;
 mod parallel;
+pub mod pipe;
 mod reader;
 mod recover;
 mod scan;

@@ -7,6 +7,7 @@ use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
 use crate::parallel::Encoders;
+use crate::pipe;
 use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
 
@@ -34,6 +35,7 @@ pub struct WriterBuilder {
     /// Whether `build` starts the output with the leading sync byte and header block (not
     /// when appending to a file that has them).
     header: bool,
+    atomic_limit: Option<usize>,
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -56,6 +58,7 @@ impl WriterBuilder {
             threads: 0,
             index: true,
             header: true,
+            atomic_limit: None,
         }
     }
 
@@ -153,9 +156,44 @@ impl WriterBuilder {
         self
     }
 
+    /// Hands every block to the inner writer in one write of at most `limit` bytes (default:
+    /// no limit), so that several writers can share one pipe: POSIX makes writes of at most
+    /// [`PIPE_BUF`](crate::pipe::PIPE_BUF) bytes to a pipe atomic, never interleaved with other
+    /// writers' bytes.
+    ///
+    /// The maximum block size shrinks so that the largest block of any content, COBS overhead
+    /// and envelope included, fits in `limit` (4066 body bytes for 4096); a compressed block is
+    /// never larger than its records stored as they are. Records too large for such a block
+    /// are refused with [`Error::RecordTooLarge`] (see [`Writer::max_record_len`]), and so is
+    /// a dictionary to embed whose block would not fit (as an I/O error). No index is written:
+    /// it describes a file written by one writer, which a shared pipe is not.
+    ///
+    /// Each writer starts with its own sync byte and header block, one write of 19 bytes;
+    /// readers take the headers of later writers, met mid-stream, as those of concatenated
+    /// files. Each later write is one block ending with its sync byte, which opens the next
+    /// block whoever writes it.
+    ///
+    /// ```
+    /// use cobsfile::pipe::PIPE_BUF;
+    ///
+    /// let mut writer = cobsfile::WriterBuilder::new().atomic_writes(PIPE_BUF).build(Vec::new())?;
+    /// assert_eq!(writer.max_record_len(), 4041);
+    /// writer.write_record(&[b'x'; 4041])?;
+    /// assert!(writer.write_record(&[b'x'; 4042]).is_err());
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn atomic_writes(mut self, limit: usize) -> Self {
+        self.atomic_limit = Some(limit);
+        self
+    }
+
     /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
     /// dictionary block when a dictionary is to be embedded).
-    pub fn build<W: Write>(self, inner: W) -> Result<Writer<W>> {
+    pub fn build<W: Write>(mut self, inner: W) -> Result<Writer<W>> {
+        if let Some(limit) = self.atomic_limit {
+            self.max_block_size = self.max_block_size.min(pipe::max_body_len(limit));
+            self.index = false;
+        }
         let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
         let (compressor, encoders) = if self.threads > 1 {
             let encoders = Encoders::new(self.threads, self.compression, dictionary)?;
@@ -433,6 +471,19 @@ impl<W: Write> Writer<W> {
             .as_mut()
             .expect("inner writer present until finish");
         let block = &self.out[start..];
+        if let Some(limit) = self
+            .options
+            .atomic_limit
+            .filter(|&limit| block.len() > limit)
+        {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a block of {} bytes exceeds the limit of {limit} bytes per write",
+                    block.len()
+                ),
+            )));
+        }
         if let Err(e) = inner.write_all(block) {
             self.index.disable();
             return Err(e.into());
