@@ -1042,3 +1042,148 @@ fn pack_append_creates_appends_and_cuts_a_torn_tail() {
     assert!(stderr(&out).contains("offset 0"), "{}", stderr(&out));
     assert_eq!(std::fs::read(&not_a_log).unwrap(), b"plain text\n");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pipes: `pack --atomic-pipe` and `pack --pipe-buffer`.
+
+/// Lines of `len` bytes, each starting with `tag` and its number.
+fn tagged_lines(tag: &str, count: usize, len: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..count {
+        let line = format!("{tag} {i:06} ");
+        out.extend_from_slice(line.as_bytes());
+        out.resize(out.len() + len - line.len(), b'a' + (i % 26) as u8);
+        out.push(b'\n');
+    }
+    out
+}
+
+#[test]
+fn pack_atomic_pipe_writes_blocks_of_at_most_pipe_buf() {
+    let input = tagged_lines("w", 3000, 300);
+    let out = run(bin().args(["pack", "--atomic-pipe", "--zstd", "3"]), &input);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let file = out.stdout;
+    let blocks: Vec<_> = cobsfile::ReaderBuilder::new()
+        .from_slice(&file)
+        .blocks()
+        .map(Result::unwrap)
+        .collect();
+    assert!(blocks.len() > 20);
+    assert!(
+        blocks
+            .iter()
+            .all(|b| b.size <= cobsfile::pipe::PIPE_BUF as u64
+                && b.kind != cobsfile::BlockKind::Index)
+    );
+    let out = run(bin().args(["cat", "-"]), &file);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, input);
+
+    let out = run(
+        bin().args(["pack", "--atomic-pipe"]),
+        &tagged_lines("w", 1, 5000),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+    assert!(
+        stderr(&out).contains("maximum of 4041 bytes"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Four `pack --atomic-pipe` processes write into one pipe read by one `cat -`: every line
+/// comes out once, each producer's in order.
+#[test]
+fn producers_sharing_a_pipe_keep_every_record() {
+    let dir = scratch("atomic-pipe");
+    let mut consumer = bin()
+        .args(["cat", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = std::os::fd::OwnedFd::from(consumer.stdin.take().unwrap());
+    let inputs: Vec<_> = (0..4)
+        .map(|p| tagged_lines(&format!("p{p}"), 4000, 40 + 300 * p))
+        .collect();
+    let producers: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .map(|(p, input)| {
+            let path = dir.join(format!("in{p}"));
+            std::fs::write(&path, input).unwrap();
+            let mut args = vec!["pack", "--atomic-pipe"];
+            if p % 2 == 1 {
+                args.extend(["--zstd", "1"]);
+            }
+            bin()
+                .args(args)
+                .arg(&path)
+                .stdout(pipe.try_clone().unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    drop(pipe);
+    let out = consumer.wait_with_output().unwrap();
+    for mut producer in producers {
+        assert!(producer.wait().unwrap().success());
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<&[u8]> = out.stdout.split_inclusive(|&b| b == b'\n').collect();
+    for (p, input) in inputs.iter().enumerate() {
+        let tag = format!("p{p} ");
+        let mine: Vec<u8> = lines
+            .iter()
+            .filter(|l| l.starts_with(tag.as_bytes()))
+            .flat_map(|l| l.iter().copied())
+            .collect();
+        assert!(
+            mine == *input,
+            "producer {p}: lines lost, doubled or out of order"
+        );
+    }
+    assert_eq!(lines.len(), 4 * 4000);
+}
+
+#[test]
+fn pack_pipe_buffer_sets_the_pipe_on_stdout_or_says_why_not() {
+    let input = tagged_lines("x", 100, 50);
+    for (bytes, note) in [("1048576", false), ("10000000000", true)] {
+        let mut child = bin()
+            .args(["pack", "--pipe-buffer", bytes])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut file = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut file).unwrap();
+        let size = cobsfile::pipe::buffer_size(&stdout).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(size, if note { 65536 } else { 1 << 20 });
+        assert_eq!(!out.stderr.is_empty(), note, "{}", stderr(&out));
+        assert_clean_stderr(&out, 1);
+        let out = run(bin().args(["cat", "-"]), &file);
+        assert_eq!(out.stdout, input);
+    }
+
+    let output = scratch("pipe-buffer").join("out.cobs");
+    let out = run(
+        bin()
+            .args(["pack", "--pipe-buffer", "65536", "-o"])
+            .arg(&output),
+        &input,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_clean_stderr(&out, 1);
+    assert!(stderr(&out).contains("ignored"), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&output), &[]);
+    assert_eq!(out.stdout, input);
+}

@@ -57,6 +57,15 @@ pub struct Args {
     /// record).
     #[arg(long)]
     no_index: bool,
+    /// Write every block in one write of at most PIPE_BUF (4096) bytes, which POSIX makes
+    /// atomic on a pipe, so that several `pack --atomic-pipe` can share one pipe to one reader.
+    /// Blocks hold about 4 KiB of records, a longer record is an error, and no index is written.
+    #[arg(long, conflicts_with = "append")]
+    atomic_pipe: bool,
+    /// Ask for a pipe buffer of BYTES when stdout is a pipe (Linux, F_SETPIPE_SZ; rounded up to
+    /// a power of two pages). If that fails, say so and go on.
+    #[arg(long, value_name = "BYTES", conflicts_with = "append")]
+    pipe_buffer: Option<usize>,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
@@ -115,10 +124,16 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         return append(&args, log, source, size);
     }
     let (sink, out_name) = open_output(args.output.as_ref())?;
+    if let Some(bytes) = args.pipe_buffer {
+        resize_pipe(bytes, args.output.as_ref());
+    }
     let mut builder = WriterBuilder::new()
         .block_size(args.block_size)
         .threads(args.threads)
         .index(!args.no_index);
+    if args.atomic_pipe {
+        builder = builder.atomic_writes(cobsfile::pipe::PIPE_BUF);
+    }
     if let Some(level) = args.zstd {
         let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
         builder = builder.compression(compression);
@@ -232,4 +247,23 @@ fn append(
     }
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)
+}
+
+/// `--pipe-buffer`: sets the buffer of the pipe on stdout, or says on stderr why not (the
+/// output is the same either way).
+fn resize_pipe(bytes: usize, output: Option<&PathBuf>) {
+    if output.is_some_and(|path| !is_stdio(path)) {
+        eprintln!(
+            "cobsfile: --pipe-buffer ignored: it applies to stdout, and the output is a file"
+        );
+        return;
+    }
+    let stdout = io::stdout();
+    if let Err(e) = cobsfile::pipe::set_buffer_size(stdout.as_fd(), bytes) {
+        let kept = cobsfile::pipe::buffer_size(stdout.as_fd()).map_or_else(
+            |_| String::new(),
+            |size| format!("; it stays at {size} bytes"),
+        );
+        eprintln!("cobsfile: <stdout>: could not set the pipe buffer to {bytes} bytes: {e}{kept}");
+    }
 }
