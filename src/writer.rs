@@ -252,7 +252,9 @@ impl WriterBuilder {
 /// Writes records into data blocks and metadata into metadata blocks.
 ///
 /// Each block reaches the inner writer in one `write_all` of one buffer, so blocks written to
-/// a pipe or an `O_APPEND` file are never interleaved with other writers' bytes mid-block.
+/// an `O_APPEND` file are never interleaved with other writers' bytes mid-block; on a pipe,
+/// only writes of at most [`PIPE_BUF`](crate::pipe::PIPE_BUF) bytes are safe from that (see
+/// [`WriterBuilder::atomic_writes`]).
 /// Buffers are kept between blocks: writing a record allocates nothing in steady state.
 ///
 /// ```
