@@ -96,10 +96,11 @@ def pack_args(binary, level):
     return args + ["-"]
 
 
-def checked_run(binary, level, corpus, workdir):
-    """One run whose output is compared with the input; returns the wire bytes."""
+def checked_run(binary, pack_argv, corpus, workdir, label):
+    """One run of `pack_argv | cat` whose output is compared with the input; returns the wire
+    bytes."""
     wire = workdir / "wire.cobs"
-    pack = shlex.join(pack_args(binary, level))
+    pack = shlex.join(pack_argv)
     cat = shlex.join([str(binary), "cat", "--framing", "len32", "-"])
     command = (
         f"{pack} < {shlex.quote(str(corpus))} | tee {shlex.quote(str(wire))} | {cat}"
@@ -107,17 +108,17 @@ def checked_run(binary, level, corpus, workdir):
     )
     result = subprocess.run(["bash", "-o", "pipefail", "-c", command])
     if result.returncode != 0:
-        sys.exit(f"level {level}: the output differs from the input (or a step failed):\n{command}")
+        sys.exit(f"{label}: the output differs from the input (or a step failed):\n{command}")
     size = wire.stat().st_size
     wire.unlink()
     return size
 
 
-def timed_run(binary, level, corpus):
-    """Wall time of pack | cat through an OS pipe, output discarded."""
+def timed_run(binary, pack_argv, corpus, label):
+    """Wall time of `pack_argv | cat` through an OS pipe, output discarded."""
     with open(corpus, "rb") as source, open(os.devnull, "wb") as sink:
         start = time.perf_counter()
-        pack = subprocess.Popen(pack_args(binary, level), stdin=source, stdout=subprocess.PIPE)
+        pack = subprocess.Popen(pack_argv, stdin=source, stdout=subprocess.PIPE)
         cat = subprocess.Popen(
             [str(binary), "cat", "--framing", "len32", "-"], stdin=pack.stdout, stdout=sink
         )
@@ -126,8 +127,26 @@ def timed_run(binary, level, corpus):
         pack_rc = pack.wait()
         elapsed = time.perf_counter() - start
     if pack_rc or cat_rc:
-        sys.exit(f"level {level}: pack exited {pack_rc}, cat exited {cat_rc}")
+        sys.exit(f"{label}: pack exited {pack_rc}, cat exited {cat_rc}")
     return elapsed
+
+
+def prepare(workdir, corpus_name, build):
+    """Builds the release binary (when `build`) and the corpus (unless it exists); returns the
+    binary, the corpus, its records and record bytes."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if build:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    binary = target_dir() / "release" / "cobsfile"
+    corpus = workdir / f"{corpus_name}.len32"
+    if not corpus.exists():
+        env = dict(os.environ, COBSFILE_BENCH_LEN32=str(corpus), COBSFILE_BENCH_LEN32_CORPUS=corpus_name)
+        subprocess.run(["cargo", "bench", "--quiet", "--bench", "zstd"], cwd=ROOT, env=env, check=True)
+    records, raw = record_bytes(corpus)
+    print(f"corpus {corpus}: {records} records, {raw} record bytes ({raw / 1e6:.2f} MB), "
+          f"{corpus.stat().st_size} bytes with prefixes", file=sys.stderr)
+    print(f"binary {binary}; nproc {os.cpu_count()}; load average {loadavg()}", file=sys.stderr)
+    return binary, corpus, records, raw
 
 
 def main():
@@ -143,25 +162,14 @@ def main():
     global PACK_THREADS
     PACK_THREADS = args.threads
     levels = [l.strip() for l in args.levels.split(",") if l.strip()]
-    args.workdir.mkdir(parents=True, exist_ok=True)
-
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    binary = target_dir() / "release" / "cobsfile"
-    corpus = args.workdir / f"{args.corpus}.len32"
-    if not corpus.exists():
-        env = dict(os.environ, COBSFILE_BENCH_LEN32=str(corpus), COBSFILE_BENCH_LEN32_CORPUS=args.corpus)
-        subprocess.run(["cargo", "bench", "--quiet", "--bench", "zstd"], cwd=ROOT, env=env, check=True)
-    records, raw = record_bytes(corpus)
-    print(f"corpus {corpus}: {records} records, {raw} record bytes ({raw / 1e6:.2f} MB), "
-          f"{corpus.stat().st_size} bytes with prefixes", file=sys.stderr)
-    print(f"binary {binary}; nproc {os.cpu_count()}; load average {loadavg()}", file=sys.stderr)
+    binary, corpus, records, raw = prepare(args.workdir, args.corpus, not args.no_build)
 
     results = []
     for level in levels:
         before = loadavg()
-        wire = checked_run(binary, level, corpus, args.workdir)
-        times = [timed_run(binary, level, corpus) for _ in range(args.runs)]
+        pack, label = pack_args(binary, level), f"level {level}"
+        wire = checked_run(binary, pack, corpus, args.workdir, label)
+        times = [timed_run(binary, pack, corpus, label) for _ in range(args.runs)]
         best = min(times)
         row = {
             "level": level,
