@@ -5,7 +5,7 @@
 //! [`Error::Damaged`] naming the skipped byte range. After that error it goes on at the next
 //! sync byte, so a caller that wants to stop at the first damage just stops iterating.
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::ops::Range;
 
 use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
@@ -36,7 +36,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReaderBuilder {
-    max_block_size: usize,
+    pub(crate) max_block_size: usize,
     dictionaries: Vec<Dictionary>,
     pub(crate) threads: usize,
     pub(crate) min_split: u64,
@@ -164,8 +164,18 @@ impl ReaderBuilder {
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
+    ///
+    /// When a read of `inner` fails with [`io::ErrorKind::WouldBlock`] (a non-blocking input
+    /// with nothing more for now), the reader returns `None` without ending: a block cut off
+    /// where the input stops is waited for, not reported as damage, and calling again later
+    /// goes on where it stopped. Only a read that returns 0 bytes ends the input.
     pub fn from_read<R: Read>(&self, inner: R) -> StreamReader<R> {
-        Reader::new(StreamSource::new(inner), self, 0)
+        self.stream_reader_at(inner, 0)
+    }
+
+    /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
+    pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
+        Reader::new(StreamSource::new(inner, offset), self, 0)
     }
 }
 
@@ -427,6 +437,11 @@ impl<S: Source> Reader<S> {
                 Event::Damage { start, cause } => self.note_damage(start, cause),
                 Event::Frame(f) => return Some(Ok(f)),
                 Event::End { end } => return self.take_damage(end).map(Err),
+                // Nothing more for now: damage running up to here stays pending, since the
+                // next bytes may continue it.
+                Event::Failed(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return None
+                }
                 Event::Failed(e) => {
                     self.stopped = true;
                     return Some(Err(e));
@@ -473,10 +488,12 @@ impl<S: Source> Reader<S> {
                         self.zero_free = Some((self.offset(self.pos), end));
                     }
                     let max_window = self.max_length as usize + 2 * varint::MAX_LEN + 1;
-                    if let Err(e) = self.src.refill(self.pos, max_window) {
+                    let refilled = self.src.refill(self.pos, max_window);
+                    // The window now starts at `pos`, whether or not the read succeeded.
+                    self.pos = 0;
+                    if let Err(e) = refilled {
                         return Event::Failed(e.into());
                     }
-                    self.pos = 0;
                 }
                 Scan::Damage {
                     from,
@@ -766,11 +783,16 @@ impl<S: Source> Reader<S> {
     }
 
     /// Takes the next record's range from the cursor.
-    fn next_in_cursor(&mut self) -> Option<Range<usize>> {
+    pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
         let item = block::next_string(self.scratch.buffer().get(self.cursor.clone())?)?;
         let range = self.cursor.start + item.start..self.cursor.start + item.end;
         self.cursor.start = range.end;
         Some(range)
+    }
+
+    /// The bytes of a record whose range [`next_in_cursor`](Self::next_in_cursor) gave.
+    pub(crate) fn record(&self, range: Range<usize>) -> &[u8] {
+        &self.scratch.buffer()[range]
     }
 
     /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).
@@ -854,6 +876,29 @@ impl<S: Source> Reader<S> {
             BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary | BlockKind::Index => {}
         }
         Some(Ok(info))
+    }
+}
+
+// Following a growing file (for `crate::follow`).
+impl<R: Read> StreamReader<R> {
+    /// The reader of the input, to change what it reads next.
+    pub(crate) fn get_mut(&mut self) -> &mut R {
+        self.src.get_mut()
+    }
+
+    /// Goes on reading after the input ended, or was cut back to the absolute offset `len`:
+    /// input read but not yet passed over past `len` is dropped, and the next bytes read are
+    /// those at `len`. Returns false, changing nothing, if the reader has already passed `len`
+    /// (or `len` lies past what it read).
+    pub(crate) fn reopen_at(&mut self, len: u64) -> bool {
+        let passed = self.offset(self.pos);
+        if len < passed || len > self.offset(self.src.window().len()) {
+            return false;
+        }
+        self.src.reopen_at(len);
+        // The 0x00-free stretch noted for the frame being read may include dropped bytes.
+        self.zero_free = None;
+        true
     }
 }
 

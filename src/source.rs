@@ -58,13 +58,14 @@ pub struct StreamSource<R> {
 }
 
 impl<R: Read> StreamSource<R> {
-    pub(crate) fn new(inner: R) -> Self {
+    /// A window over `inner`, whose first byte is at absolute offset `base` of the input.
+    pub(crate) fn new(inner: R, base: u64) -> Self {
         StreamSource {
             inner,
             buf: Vec::new(),
             start: 0,
             end: 0,
-            base: 0,
+            base,
             eof: false,
         }
     }
@@ -72,6 +73,22 @@ impl<R: Read> StreamSource<R> {
     /// The wrapped reader.
     pub fn get_ref(&self) -> &R {
         &self.inner
+    }
+
+    /// The wrapped reader, to change what it reads next (a follower's file).
+    pub(crate) fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
+    /// Makes the input end at the absolute offset `len`, at or past the window's start and
+    /// not past its end, and no longer ended: the bytes past `len` are dropped, and the next
+    /// refill reads on from `inner` (a followed file that was cut back, or that a follower
+    /// ended for a while).
+    pub(crate) fn reopen_at(&mut self, len: u64) {
+        let held = (len - self.base) as usize;
+        debug_assert!(held <= self.end - self.start);
+        self.end = self.start + held.min(self.end - self.start);
+        self.eof = false;
     }
 
     /// Bytes allocated for the window, to check that memory stays bounded.
