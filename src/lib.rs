@@ -51,6 +51,8 @@
 //!   block into a new file; [`ReaderBuilder::from_slice_range`] reads the blocks that open in
 //!   a byte range, and [`ReaderBuilder::scan`] reads a whole slice in ranges on several
 //!   threads with the result of one reader;
+//! - [`Follower`] reads a growing file (an append-only log) as blocks land, like `tail -f`,
+//!   through truncation and log rotation;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
 
 #![deny(missing_docs)]
@@ -60,6 +62,7 @@ mod block;
 pub mod cobs;
 mod codec;
 mod error;
+mod follow;
 mod frame;
 mod index;
 mod mapped;
@@ -77,6 +80,7 @@ pub use appender::{Appender, AppenderBuilder, Durability, Opened};
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
+pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{

@@ -1,0 +1,498 @@
+//! Following a growing file: records as their blocks land, like `tail -f` (spec 9.7).
+//!
+//! A [`Follower`] is a streaming [`Reader`](crate::Reader) over a file whose reads, at the end
+//! of the file, say "nothing yet" (`WouldBlock`) instead of "the end": the reader then returns
+//! with what it has, and a block cut off at the end of the file is waited for rather than
+//! reported as damage. Between reads the follower polls the file, sleeping 10 ms at first and
+//! up to 250 ms while nothing happens, and looks for three changes:
+//!
+//! - the file grew: read on;
+//! - the file shrank: if only bytes not yet passed over were cut (a writer cut off a torn
+//!   block), drop them and read on from the new end; otherwise the file was truncated, and
+//!   reading starts again at its beginning ([`FollowEvent::Truncated`]);
+//! - the path names another file (log rotation): the old file is read to its end, its own
+//!   end now final, and reading goes on at the start of the new one
+//!   ([`FollowEvent::Replaced`]).
+//!
+//! Ending the input for a moment is also how [`FollowerBuilder::torn_after`] reports a block
+//! left incomplete for too long: the reader sees the end, reports the bytes as damage, and
+//! is then reopened at the same place.
+
+use std::fs::{self, File, Metadata};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::cobs;
+use crate::error::{Error, Result};
+use crate::reader::{ReaderBuilder, StreamReader};
+
+/// The first wait after the file stopped growing; each further wait doubles it.
+const MIN_POLL: Duration = Duration::from_millis(10);
+/// The longest wait between two looks at the file.
+const MAX_POLL: Duration = Duration::from_millis(250);
+
+/// Options for followers.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let mut follower = cobsfile::FollowerBuilder::new()
+///     .from_end(true)
+///     .torn_after(Duration::from_secs(60))
+///     .open("events.cobs")?;
+/// loop {
+///     match follower.next_event()? {
+///         cobsfile::FollowEvent::Record(record) => println!("{}", String::from_utf8_lossy(record)),
+///         other => eprintln!("{other}"),
+///     }
+/// }
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct FollowerBuilder {
+    reader: ReaderBuilder,
+    from_end: bool,
+    torn_after: Option<Duration>,
+}
+
+impl FollowerBuilder {
+    /// Default options: read from the start of the file, wait for a block cut off at its end
+    /// as long as it takes, read with default [`ReaderBuilder`] options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads with these options (maximum block size, dictionaries; the follower reads on one
+    /// thread).
+    pub fn reader(mut self, options: ReaderBuilder) -> Self {
+        self.reader = options;
+        self
+    }
+
+    /// Starts at the end of the file (default false: at its start), like `tail -f -n 0`: only
+    /// blocks that open at the file's last sync byte or later are read, so a block being
+    /// written when the follower opens is read, and what came before is not. A block
+    /// compressed with a dictionary the file embeds before that point is reported as
+    /// unreadable unless the dictionary is given with [`ReaderBuilder::dictionary`]. Files
+    /// that replace this one are read from their start.
+    pub fn from_end(mut self, yes: bool) -> Self {
+        self.from_end = yes;
+        self
+    }
+
+    /// Reports a block left incomplete at the end of the file as damage once the file has
+    /// not grown for `idle` (default: never; the block is waited for until bytes after it show
+    /// it broken). Bytes written after that, up to the next sync byte, are damage too: a
+    /// writer that was only slow loses the block. Without this, a block torn by a writer that
+    /// crashed is reported when the next writer fences it with a sync byte (spec 11.1).
+    pub fn torn_after(mut self, idle: Duration) -> Self {
+        self.torn_after = Some(idle);
+        self
+    }
+
+    /// A follower of the regular file at `path`, which must exist.
+    pub fn open<P: AsRef<Path>>(self, path: P) -> Result<Follower> {
+        Follower::open_with(self, path.as_ref())
+    }
+}
+
+/// What a follower found next, besides damage (which comes as an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FollowEvent<'a> {
+    /// A record of an intact data block, borrowed from the follower until its next call.
+    Record(&'a [u8]),
+    /// The file became shorter than the bytes read from it: reading starts again at its
+    /// beginning.
+    Truncated {
+        /// Bytes that had been read from the file.
+        read: u64,
+        /// The file's length when the follower noticed.
+        len: u64,
+    },
+    /// The path now names another file (log rotation): the old one was read to its end, and
+    /// reading goes on at the start of the new one. Offsets in later errors are offsets in
+    /// the new file.
+    Replaced,
+}
+
+impl std::fmt::Display for FollowEvent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FollowEvent::Record(record) => write!(f, "record of {} bytes", record.len()),
+            FollowEvent::Truncated { read, len } => write!(
+                f,
+                "truncated to {len} bytes after {read} were read; reading again from the start"
+            ),
+            FollowEvent::Replaced => write!(f, "replaced by a new file; reading it from the start"),
+        }
+    }
+}
+
+/// Reads a growing file: records as complete blocks land, through truncation and rotation.
+///
+/// Memory is bounded as for any streaming reader: about one block (at most the maximum block
+/// size) plus one read. Waiting is polling with sleeps (10 ms, doubling up to 250 ms while
+/// the file does not change): an idle follower costs a few system calls a second.
+///
+/// ```
+/// use std::time::Duration;
+/// use cobsfile::{FollowEvent, Follower, WriterBuilder};
+///
+/// # let path = std::env::temp_dir().join(format!("follow-doc-{}.cobs", std::process::id()));
+/// let mut writer = WriterBuilder::new().build(std::fs::File::create(&path)?)?;
+/// let mut follower = Follower::open(&path)?;
+///
+/// writer.write_record(b"first event")?;
+/// writer.flush()?;
+/// match follower.next_event_timeout(Duration::from_secs(5)) {
+///     Some(Ok(FollowEvent::Record(record))) => assert_eq!(record, b"first event"),
+///     other => panic!("{other:?}"),
+/// }
+/// // Nothing more: the follower waits, then says so.
+/// assert!(follower.next_event_timeout(Duration::from_millis(50)).is_none());
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Follower {
+    path: PathBuf,
+    options: FollowerBuilder,
+    reader: StreamReader<Tail>,
+    /// Which file the reader reads, to tell when the path names another.
+    id: FileId,
+    /// The reader reads no more (after an error such as an unsupported version): only a
+    /// truncation or a replacement gives it new input.
+    stopped: bool,
+    /// What to do when the reader, its file's end made final, has read it to that end.
+    finishing: Option<Finish>,
+    /// The file's length when last looked at, and since when it has been that.
+    last_len: u64,
+    idle_since: Instant,
+    /// A torn block was looked for (see `torn_after`) since the file last changed.
+    torn_checked: bool,
+    /// The next wait.
+    delay: Duration,
+}
+
+/// Why the follower made its file's end final for a moment.
+#[derive(Debug)]
+enum Finish {
+    /// To report a block left incomplete (`torn_after`); then to read on.
+    Torn,
+    /// To read the old file to its end before this one, which replaced it at the path.
+    Replaced(File, FileId),
+}
+
+/// What the follower has for its caller: a record in the reader's block, or something owned.
+enum Step {
+    Record(Range<usize>),
+    Other(Result<FollowEvent<'static>>),
+}
+
+impl Follower {
+    /// A follower of the regular file at `path` with default options, reading from its start.
+    pub fn open<P: AsRef<Path>>(path: P) -> Result<Follower> {
+        FollowerBuilder::new().open(path)
+    }
+
+    fn open_with(options: FollowerBuilder, path: &Path) -> Result<Follower> {
+        let mut file = File::open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file").into());
+        }
+        let start = if options.from_end {
+            // A block's frame is at most its encoded length plus two varints (as a reader's).
+            let max_block_size = options.reader.max_block_size.min(isize::MAX as usize);
+            let limit = cobs::max_encoded_len(max_block_size) as u64 + 32;
+            last_sync(&mut file, meta.len(), limit)?
+        } else {
+            0
+        };
+        file.seek(SeekFrom::Start(start))?;
+        let reader = options
+            .reader
+            .stream_reader_at(Tail::new(file, start), start);
+        Ok(Follower {
+            path: path.to_path_buf(),
+            reader,
+            id: FileId::of(&meta),
+            options,
+            stopped: false,
+            finishing: None,
+            last_len: meta.len(),
+            idle_since: Instant::now(),
+            torn_checked: false,
+            delay: MIN_POLL,
+        })
+    }
+
+    /// The path followed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next record or event, or the error that stands for a damaged region (reading goes
+    /// on after it), waiting as long as it takes. Other errors (an unsupported version, an
+    /// I/O error) stop reading the current file until it is truncated or replaced.
+    pub fn next_event(&mut self) -> Result<FollowEvent<'_>> {
+        let step = loop {
+            if let Some(step) = self.advance(None) {
+                break step;
+            }
+        };
+        self.lend(step)
+    }
+
+    /// [`next_event`](Self::next_event), waiting at most about `timeout`: `None` if nothing
+    /// came. A zero timeout returns what is ready without waiting.
+    pub fn next_event_timeout(&mut self, timeout: Duration) -> Option<Result<FollowEvent<'_>>> {
+        let step = self.advance(Instant::now().checked_add(timeout))?;
+        Some(self.lend(step))
+    }
+
+    /// The event a step stands for, borrowing a record from the reader.
+    fn lend(&self, step: Step) -> Result<FollowEvent<'_>> {
+        match step {
+            Step::Record(range) => Ok(FollowEvent::Record(self.reader.record(range))),
+            Step::Other(other) => other,
+        }
+    }
+
+    /// Reads, and waits while there is nothing to read, until there is something for the
+    /// caller or `deadline` passes (`None`).
+    fn advance(&mut self, deadline: Option<Instant>) -> Option<Step> {
+        loop {
+            if let Some(range) = self.reader.next_in_cursor() {
+                return Some(Step::Record(range));
+            }
+            match self.reader.open_block() {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    self.stopped |= !matches!(e, Error::Damaged { .. });
+                    return Some(Step::Other(Err(e)));
+                }
+                None => {}
+            }
+            // The reader has read everything the file held: after a final end, what was to
+            // follow it; else look at the file and wait.
+            if let Some(finish) = self.finishing.take() {
+                match self.finish(finish) {
+                    Ok(None) => continue,
+                    Ok(Some(event)) => return Some(Step::Other(Ok(event))),
+                    Err(e) => return Some(Step::Other(Err(e))),
+                }
+            }
+            match self.look() {
+                Ok(Look::Read) => continue,
+                Ok(Look::Event(event)) => return Some(Step::Other(Ok(event))),
+                Ok(Look::Idle) => {}
+                Err(e) => return Some(Step::Other(Err(e))),
+            }
+            let mut wait = self.delay;
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return None;
+                }
+                wait = wait.min(left);
+            }
+            std::thread::sleep(wait);
+            self.delay = (self.delay * 2).min(MAX_POLL);
+        }
+    }
+
+    /// Looks at the file after the reader read all it held: whether it changed, and whether a
+    /// block left incomplete is to be reported.
+    fn look(&mut self) -> Result<Look> {
+        let tail = self.reader.get_mut();
+        let len = tail.file.metadata()?.len();
+        let read = tail.pos;
+        if len != self.last_len {
+            self.last_len = len;
+            self.idle_since = Instant::now();
+            self.torn_checked = false;
+            self.delay = MIN_POLL;
+        }
+        if len < read {
+            // Bytes the reader has not passed over yet were cut off (a writer cut a torn
+            // block): read on from the new end. Else what was read is gone: start again.
+            if !self.stopped && self.reader.reopen_at(len) {
+                self.reader.get_mut().seek_to(len)?;
+                return Ok(Look::Read);
+            }
+            self.restart(None)?;
+            return Ok(Look::Event(FollowEvent::Truncated { read, len }));
+        }
+        if len > read && !self.stopped {
+            return Ok(Look::Read);
+        }
+        if let Some((file, id)) = self.replacement() {
+            self.end_input(Finish::Replaced(file, id));
+            return Ok(Look::Read);
+        }
+        let torn_due = self
+            .options
+            .torn_after
+            .is_some_and(|idle| self.idle_since.elapsed() >= idle);
+        if torn_due && !self.torn_checked && !self.stopped {
+            self.torn_checked = true;
+            self.end_input(Finish::Torn);
+            return Ok(Look::Read);
+        }
+        Ok(Look::Idle)
+    }
+
+    /// Makes the file's end final until the reader has read to it, then does `then`.
+    fn end_input(&mut self, then: Finish) {
+        self.reader.get_mut().finishing = true;
+        self.finishing = Some(then);
+    }
+
+    /// Once the reader has read to a final end: reads on, or switches to the new file.
+    fn finish(&mut self, finish: Finish) -> Result<Option<FollowEvent<'static>>> {
+        match finish {
+            Finish::Torn => {
+                let tail = self.reader.get_mut();
+                tail.finishing = false;
+                let end = tail.pos;
+                if !self.reader.reopen_at(end) {
+                    // Cannot happen: the reader passed at most what it read.
+                    self.restart(None)?;
+                }
+                Ok(None)
+            }
+            Finish::Replaced(file, id) => {
+                self.restart(Some((file, id)))?;
+                Ok(Some(FollowEvent::Replaced))
+            }
+        }
+    }
+
+    /// Starts reading afresh at the start of the current file, or of `new`.
+    fn restart(&mut self, new: Option<(File, FileId)>) -> Result<()> {
+        let file = match new {
+            Some((file, id)) => {
+                self.id = id;
+                file
+            }
+            None => {
+                let mut file = self.reader.get_mut().file.try_clone()?;
+                file.seek(SeekFrom::Start(0))?;
+                file
+            }
+        };
+        self.last_len = file.metadata()?.len();
+        self.reader = self.options.reader.stream_reader_at(Tail::new(file, 0), 0);
+        self.stopped = false;
+        self.finishing = None;
+        self.idle_since = Instant::now();
+        self.torn_checked = false;
+        self.delay = MIN_POLL;
+        Ok(())
+    }
+
+    /// The file the path names now, opened, if it is another regular file than the one read.
+    fn replacement(&self) -> Option<(File, FileId)> {
+        let id = FileId::of(&fs::metadata(&self.path).ok()?);
+        if id.is_none() || id == self.id {
+            return None;
+        }
+        let file = File::open(&self.path).ok()?;
+        let meta = file.metadata().ok()?;
+        let id = FileId::of(&meta);
+        (meta.is_file() && id != self.id).then_some((file, id))
+    }
+}
+
+/// What looking at the file found.
+enum Look {
+    /// There is more to read.
+    Read,
+    /// Something to tell the caller.
+    Event(FollowEvent<'static>),
+    /// Nothing changed: wait.
+    Idle,
+}
+
+/// The reading end of a followed file: at the file's end it says "nothing yet"
+/// (`WouldBlock`), so that the reader waits, unless the end is final.
+#[derive(Debug)]
+struct Tail {
+    file: File,
+    /// The offset of the next byte to read.
+    pos: u64,
+    /// The file's end is final: reading it returns 0 bytes.
+    finishing: bool,
+}
+
+impl Tail {
+    fn new(file: File, pos: u64) -> Self {
+        Tail {
+            file,
+            pos,
+            finishing: false,
+        }
+    }
+
+    fn seek_to(&mut self, pos: u64) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(pos))?;
+        self.pos = pos;
+        Ok(())
+    }
+}
+
+impl Read for Tail {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.pos += n as u64;
+        if n == 0 && !buf.is_empty() && !self.finishing {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+}
+
+/// The offset of the last 0x00 in the `len` bytes of `file`, looking back at most `limit`
+/// bytes (a block is never longer), or `len` if there is none.
+fn last_sync(file: &mut File, len: u64, limit: u64) -> io::Result<u64> {
+    let floor = len.saturating_sub(limit);
+    let mut buf = vec![0; 64 << 10];
+    let mut end = len;
+    while end > floor {
+        let start = end.saturating_sub(buf.len() as u64).max(floor);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = memchr::memrchr(0, chunk) {
+            return Ok(start + i as u64);
+        }
+        end = start;
+    }
+    Ok(len)
+}
+
+/// Which file a handle or path refers to: device and inode on Unix. Elsewhere files cannot
+/// be told apart, and only truncation is noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId(Option<(u64, u64)>);
+
+impl FileId {
+    #[cfg(unix)]
+    fn of(meta: &Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileId(Some((meta.dev(), meta.ino())))
+    }
+
+    #[cfg(not(unix))]
+    fn of(_: &Metadata) -> Self {
+        FileId(None)
+    }
+
+    fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
