@@ -1187,3 +1187,149 @@ fn pack_pipe_buffer_sets_the_pipe_on_stdout_or_says_why_not() {
     let out = run(bin().arg("cat").arg(&output), &[]);
     assert_eq!(out.stdout, input);
 }
+
+// ---------------------------------------------------------------------------------------------
+// cat --follow
+
+/// A `cobsfile cat --follow` running on a file, its stdout read line by line on a thread;
+/// killed on drop.
+struct Following {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Following {
+    fn start(path: &Path) -> Self {
+        let mut child = bin()
+            .args(["cat", "--follow"])
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in stdout.lines() {
+                if send.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        Following { child, lines }
+    }
+
+    /// The next line written, waiting for it at most 10 s.
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a line from cat --follow")
+    }
+
+    /// Stops it and returns its stderr.
+    fn stop(mut self) -> String {
+        self.child.kill().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut err).unwrap();
+        err
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A writer of records to a new file at `path`, one block per record.
+fn log_writer(path: &Path) -> cobsfile::Writer<std::fs::File> {
+    let file = std::fs::File::create(path).unwrap();
+    cobsfile::WriterBuilder::new()
+        .block_size(1)
+        .build(file)
+        .unwrap()
+}
+
+fn append_record(writer: &mut cobsfile::Writer<std::fs::File>, record: &str) {
+    writer.write_record(record.as_bytes()).unwrap();
+    writer.flush().unwrap();
+}
+
+#[test]
+fn cat_follow_prints_records_as_they_land_through_rotation() {
+    let dir = scratch("follow");
+    let path = dir.join("log.cobs");
+    let mut writer = log_writer(&path);
+    append_record(&mut writer, "first");
+    let following = Following::start(&path);
+    assert_eq!(following.line(), "first");
+
+    for i in 0..3 {
+        append_record(&mut writer, &format!("event {i}"));
+        assert_eq!(following.line(), format!("event {i}"));
+    }
+
+    // Log rotation: the old file is read to its end, then the new one from its start.
+    append_record(&mut writer, "last of the old file");
+    std::fs::rename(&path, dir.join("log.cobs.1")).unwrap();
+    let mut writer = log_writer(&path);
+    append_record(&mut writer, "first of the new file");
+    assert_eq!(following.line(), "last of the old file");
+    assert_eq!(following.line(), "first of the new file");
+
+    let err = following.stop();
+    assert!(err.contains("replaced"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn cat_follow_ends_quietly_when_the_reader_of_its_output_goes_away() {
+    let dir = scratch("follow-pipe");
+    let path = dir.join("log.cobs");
+    let mut writer = log_writer(&path);
+    let mut child = bin()
+        .args(["cat", "--follow"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    // It waits for records; the first one it writes finds nobody reading.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    append_record(&mut writer, "nobody reads this");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cat --follow did not end when its output was closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(err, "");
+}
+
+#[test]
+fn cat_follow_needs_a_file() {
+    let out = run(bin().args(["cat", "--follow", "-"]), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+    let out = run(
+        bin().args(["cat", "--follow", "/nonexistent/log.cobs"]),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_clean_stderr(&out, 1);
+}

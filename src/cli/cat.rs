@@ -3,12 +3,15 @@
 use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use cobsfile::{Block, Damage, MappedFile, Reader, ScanSink, Source};
+use cobsfile::{
+    Block, Damage, Error, FollowEvent, FollowerBuilder, MappedFile, Reader, ScanSink, Source,
+};
 
 use super::input::{self, ReadJob};
 use super::progress::Progress;
-use super::{quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
+use super::{is_stdio, quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,12 +27,20 @@ pub struct Args {
     /// Stop after N records.
     #[arg(long, value_name = "N")]
     limit: Option<u64>,
+    /// Keep reading as the file grows and write records as their blocks land, until
+    /// interrupted. A block still being written is waited for; the file being truncated or
+    /// replaced (log rotation) is reported on stderr and followed.
+    #[arg(long, short = 'f')]
+    follow: bool,
     /// The cobsfile, or `-` for stdin.
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
+    if args.follow {
+        return run_follow(&args);
+    }
     if args.read.threads > 1 {
         if let input::Input::Mapped(file) = input::open(&args.file)? {
             return run_split(&args, &file);
@@ -88,6 +99,54 @@ impl ReadJob for Cat {
         }
         diagnostics.finish(reader)
     }
+}
+
+/// `cat --follow`: records as their blocks land, each batch of those ready written out before
+/// waiting for more, so that a pipeline sees them at once. Runs until interrupted, the reader
+/// of the output goes away, or `--limit` records were written.
+fn run_follow(args: &Args) -> Result<Outcome, Failure> {
+    let name = input::name(&args.file);
+    if is_stdio(&args.file) {
+        return Err(Failure::at(&name, "--follow needs a file"));
+    }
+    let mut follower = FollowerBuilder::new()
+        .reader(args.read.builder()?)
+        .open(&args.file)
+        .map_err(|e| Failure::at(&name, e))?;
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut outcome = Outcome::Clean;
+    let mut skip = args.skip;
+    let mut left = args.limit.unwrap_or(u64::MAX);
+    // Zero while events are ready; once none is, the output is flushed and the wait is long.
+    let mut wait = Duration::ZERO;
+    while left > 0 {
+        let Some(event) = follower.next_event_timeout(wait) else {
+            if !quiet_broken_pipe(out.flush())? {
+                return Ok(outcome);
+            }
+            wait = Duration::MAX;
+            continue;
+        };
+        wait = Duration::ZERO;
+        match event {
+            Ok(FollowEvent::Record(_)) if skip > 0 => skip -= 1,
+            Ok(FollowEvent::Record(record)) => {
+                left -= 1;
+                if !quiet_broken_pipe(args.framing.write_record(&mut out, record))? {
+                    return Ok(outcome);
+                }
+            }
+            Ok(event) => eprintln!("cobsfile: {name}: {event}"),
+            Err(e) => {
+                if matches!(e, Error::Damaged { .. }) {
+                    outcome = Outcome::Damaged;
+                }
+                eprintln!("cobsfile: {name}: {e}");
+            }
+        }
+    }
+    quiet_broken_pipe(out.flush())?;
+    Ok(outcome)
 }
 
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see
