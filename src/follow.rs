@@ -277,23 +277,22 @@ impl Follower {
                 }
                 None => {}
             }
-            // The reader has read everything the file held: after a final end, what was to
-            // follow it; else look at the file and wait.
-            if let Some(finish) = self.finishing.take() {
-                match self.finish(finish) {
-                    Ok(None) => continue,
-                    Ok(Some(event)) => return Some(Step::Other(Ok(event))),
-                    Err(e) => return Some(Step::Other(Err(e))),
-                }
-            }
-            match self.look() {
+            // The reader has read everything the file held: after a final end, do what was
+            // to follow it; else look at the file, and wait if nothing changed.
+            let looked = match self.finishing.take() {
+                Some(finish) => self.finish(finish),
+                None => self.look(),
+            };
+            let failed = match looked {
                 Ok(Look::Read) => continue,
                 Ok(Look::Event(event)) => return Some(Step::Other(Ok(event))),
-                Ok(Look::Idle) => {}
-                Err(e) => return Some(Step::Other(Err(e))),
-            }
+                Ok(Look::Idle) => None,
+                Err(e) => Some(e),
+            };
+            // A failure to look at the file is reported after a full wait, whatever the
+            // deadline, so that a caller that goes on after errors does not spin.
             let mut wait = self.delay;
-            if let Some(deadline) = deadline {
+            if let Some(deadline) = deadline.filter(|_| failed.is_none()) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return None;
@@ -302,6 +301,9 @@ impl Follower {
             }
             std::thread::sleep(wait);
             self.delay = (self.delay * 2).min(MAX_POLL);
+            if let Some(e) = failed {
+                return Some(Step::Other(Err(e)));
+            }
         }
     }
 
@@ -353,7 +355,7 @@ impl Follower {
     }
 
     /// Once the reader has read to a final end: reads on, or switches to the new file.
-    fn finish(&mut self, finish: Finish) -> Result<Option<FollowEvent<'static>>> {
+    fn finish(&mut self, finish: Finish) -> Result<Look> {
         match finish {
             Finish::Torn => {
                 let tail = self.reader.get_mut();
@@ -363,11 +365,11 @@ impl Follower {
                     // Cannot happen: the reader passed at most what it read.
                     self.restart(None)?;
                 }
-                Ok(None)
+                Ok(Look::Read)
             }
             Finish::Replaced(file, id) => {
                 self.restart(Some((file, id)))?;
-                Ok(Some(FollowEvent::Replaced))
+                Ok(Look::Event(FollowEvent::Replaced))
             }
         }
     }
