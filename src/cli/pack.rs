@@ -148,23 +148,14 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
             .map_err(|e| Failure::at(&out_name, e))?;
     }
 
-    let progress = Progress::start(size, "packing");
-    let mut input = BufReader::with_capacity(1 << 20, source);
-    let mut consumed = 0u64;
     let max_len = writer.max_record_len();
-    let packed = args.framing.read_records(&mut input, max_len, |record| {
-        writer.write_record(record).map_err(PackError::Library)?;
-        consumed += record.len() as u64;
-        if consumed & 0xfffff < record.len() as u64 {
-            progress.set(consumed);
-        }
-        Ok(())
-    });
-    match packed {
-        Ok(()) => {}
-        Err(PackError::Framing(e)) => return Err(Failure::at(&in_name, e)),
-        Err(PackError::Library(e)) => return Err(Failure::at(&out_name, e)),
-    }
+    let records = Records {
+        args: &args,
+        source,
+        size,
+        out_name: &out_name,
+    };
+    records.feed("packing", max_len, |record| writer.write_record(record))?;
     writer.finish().map_err(|e| Failure::at(&out_name, e))?;
     Ok(Outcome::Clean)
 }
@@ -227,24 +218,14 @@ fn append(
         log.write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
             .map_err(fail)?;
     }
-    let in_name = input::name(&args.input);
-    let progress = Progress::start(size, "appending");
-    let mut input = BufReader::with_capacity(1 << 20, source);
-    let mut consumed = 0u64;
     let max_len = log.max_record_len();
-    let appended = args.framing.read_records(&mut input, max_len, |record| {
-        log.append(record).map_err(PackError::Library)?;
-        consumed += record.len() as u64;
-        if consumed & 0xfffff < record.len() as u64 {
-            progress.set(consumed);
-        }
-        Ok(())
-    });
-    match appended {
-        Ok(()) => {}
-        Err(PackError::Framing(e)) => return Err(Failure::at(&in_name, e)),
-        Err(PackError::Library(e)) => return Err(fail(e)),
-    }
+    let records = Records {
+        args,
+        source,
+        size,
+        out_name: &name,
+    };
+    records.feed("appending", max_len, |record| log.append(record).map(drop))?;
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)
 }
@@ -265,5 +246,45 @@ fn resize_pipe(bytes: usize, output: Option<&PathBuf>) {
             |size| format!("; it stays at {size} bytes"),
         );
         eprintln!("cobsfile: <stdout>: could not set the pipe buffer to {bytes} bytes: {e}{kept}");
+    }
+}
+
+/// The input's records, on their way out.
+struct Records<'a> {
+    args: &'a Args,
+    source: Box<dyn Read>,
+    size: Option<u64>,
+    /// The output's name, for errors of `write`.
+    out_name: &'a str,
+}
+
+impl Records<'_> {
+    /// Hands every record of at most `max_len` bytes to `write`, with a progress bar saying
+    /// `verb`.
+    fn feed(
+        self,
+        verb: &str,
+        max_len: usize,
+        mut write: impl FnMut(&[u8]) -> cobsfile::Result<()>,
+    ) -> Result<(), Failure> {
+        let progress = Progress::start(self.size, verb);
+        let mut input = BufReader::with_capacity(1 << 20, self.source);
+        let mut consumed = 0u64;
+        let fed = self
+            .args
+            .framing
+            .read_records(&mut input, max_len, |record| {
+                write(record).map_err(PackError::Library)?;
+                consumed += record.len() as u64;
+                if consumed & 0xfffff < record.len() as u64 {
+                    progress.set(consumed);
+                }
+                Ok(())
+            });
+        match fed {
+            Ok(()) => Ok(()),
+            Err(PackError::Framing(e)) => Err(Failure::at(&input::name(&self.args.input), e)),
+            Err(PackError::Library(e)) => Err(Failure::at(self.out_name, e)),
+        }
     }
 }
