@@ -3,9 +3,10 @@
 //!
 //! An [`Appender`] opens a file for appending (`O_APPEND`), checks its header, and looks at
 //! its end: the bytes after the last intact block, if any, are a **torn tail** (a block a
-//! crashed writer did not finish). Holding the file alone, the appender cuts the tail off;
-//! with other appenders on the file it leaves it, since it may be a block another process is
-//! writing right now. Either way nothing written later depends on it: every block an appender
+//! crashed writer did not finish). Holding the file alone, the appender cuts the tail off
+//! (or, if the tail is a whole block but for its closing sync byte, writes that byte and
+//! keeps it); with other appenders on the file it leaves it, since it may be a block another
+//! process is writing right now. Either way nothing written later depends on it: every block an appender
 //! writes starts with its own sync byte and reaches the file in one `write(2)` (spec 11.1), so
 //! a torn block before it is damage that ends where the new block starts, and blocks of
 //! several appenders never interleave. One extra sync byte between two blocks is padding, so
@@ -149,6 +150,9 @@ pub struct Opened {
     /// The torn tail was cut off (the file was held alone); otherwise it stays, fenced off by
     /// the sync byte that opens every appended block.
     pub truncated: bool,
+    /// The torn tail was one whole block but for its closing sync byte, which was written
+    /// (the file was held alone): the block and its records are kept.
+    pub completed: bool,
 }
 
 /// Appends records to a log file; see the [module documentation](self) and
@@ -211,8 +215,10 @@ struct State {
     waiting_bytes: u64,
     /// Enough bytes wait for a group commit not to wait for its interval.
     commit_now: bool,
-    /// An error of the timer thread, for the next call.
-    failed: Option<io::Error>,
+    /// Set by the first failed write or sync, for good: the file may then miss records that
+    /// were appended (a block the writer had taken in is lost), so nothing more is written and
+    /// nothing more is counted written or durable.
+    broken: Option<(io::ErrorKind, String)>,
     closing: bool,
 }
 
@@ -275,6 +281,7 @@ impl Appender {
             exclusive,
             torn: None,
             truncated: false,
+            completed: false,
         };
         let len = file.metadata()?.len();
         let mut builder = options.writer.clone();
@@ -285,7 +292,10 @@ impl Appender {
             let end = intact_end(&file)?;
             if end < len {
                 opened.torn = Some(end..len);
-                if exclusive {
+                if exclusive && lacks_closing_sync(&file, end)? {
+                    (&file).write_all(&[0])?;
+                    opened.completed = true;
+                } else if exclusive {
                     file.set_len(end)?;
                     opened.truncated = true;
                 }
@@ -307,7 +317,7 @@ impl Appender {
                 waiting_since: None,
                 waiting_bytes: 0,
                 commit_now: false,
-                failed: None,
+                broken: None,
                 closing: false,
             }),
             changed: Condvar::new(),
@@ -364,12 +374,20 @@ impl Appender {
     ) -> Result<Range<u64>> {
         let shared = &*self.shared;
         let mut state = lock(shared);
-        if let Some(e) = state.failed.take() {
-            return Err(e.into());
-        }
+        state.check()?;
         let first = state.appended;
         for record in records {
-            state.writer.write_record(record)?;
+            // A record too large is refused before anything is taken in; any other error is
+            // a failed write of a full block.
+            let max = state.writer.max_record_len();
+            if record.len() > max {
+                return Err(Error::RecordTooLarge {
+                    len: record.len(),
+                    max,
+                });
+            }
+            let taken = state.writer.write_record(record);
+            state.note(taken)?;
             state.appended += 1;
             state.waiting_bytes += record.len() as u64;
         }
@@ -378,8 +396,7 @@ impl Appender {
             Durability::Flush => write_waiting(&mut state)?,
             Durability::Fsync => {
                 write_waiting(&mut state)?;
-                state.sync.sync_data()?;
-                state.durable = state.written;
+                state.sync()?;
             }
             Durability::None | Durability::Group { .. } => {
                 // Wake the timer when records start waiting, or when enough wait to commit.
@@ -405,7 +422,9 @@ impl Appender {
         V: AsRef<[u8]>,
     {
         let mut state = lock(&self.shared);
-        state.writer.write_metadata(entries)?;
+        state.check()?;
+        let written = state.writer.write_metadata(entries);
+        state.note(written)?;
         write_waiting(&mut state)
     }
 
@@ -418,8 +437,7 @@ impl Appender {
     pub fn sync(&mut self) -> Result<()> {
         let mut state = lock(&self.shared);
         write_waiting(&mut state)?;
-        state.sync.sync_data()?;
-        state.durable = state.written;
+        state.sync()?;
         drop(state);
         self.shared.changed.notify_all();
         Ok(())
@@ -432,8 +450,17 @@ impl Appender {
     }
 
     /// Waits until the record with sequence number `seq` is durable (with
-    /// [`Durability::Group`], until the commit that includes it; otherwise it syncs).
+    /// [`Durability::Group`], until the commit that includes it; otherwise it syncs). Fails
+    /// for a record not appended yet, and once a write or sync of the log has failed.
     pub fn wait_durable(&mut self, seq: u64) -> Result<()> {
+        let appended = lock(&self.shared).appended;
+        if seq >= appended {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("record {seq} was not appended ({appended} were, by this appender)"),
+            )
+            .into());
+        }
         if !matches!(self.durability, Durability::Group { .. }) {
             if self.durable() <= seq {
                 self.sync()?;
@@ -442,9 +469,7 @@ impl Appender {
         }
         let mut state = lock(&self.shared);
         while state.durable <= seq {
-            if let Some(e) = state.failed.take() {
-                return Err(e.into());
-            }
+            state.check()?;
             state = self
                 .shared
                 .changed
@@ -459,16 +484,12 @@ impl Appender {
     pub fn close(mut self) -> Result<()> {
         self.stop_timer();
         let mut state = lock(&self.shared);
-        if let Some(e) = state.failed.take() {
-            return Err(e.into());
-        }
         write_waiting(&mut state)?;
         if matches!(
             self.durability,
             Durability::Fsync | Durability::Group { .. }
         ) {
-            state.sync.sync_data()?;
-            state.durable = state.written;
+            state.sync()?;
         }
         Ok(())
     }
@@ -490,9 +511,48 @@ impl Drop for Appender {
     }
 }
 
+impl State {
+    /// Fails if an earlier write or sync failed.
+    fn check(&self) -> Result<()> {
+        match &self.broken {
+            None => Ok(()),
+            Some((kind, message)) => Err(io::Error::new(
+                *kind,
+                format!("an earlier write to the log failed ({message}); reopen it"),
+            )
+            .into()),
+        }
+    }
+
+    /// Notes `result`; an error breaks the appender for good.
+    fn note<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            if self.broken.is_none() {
+                let kind = match e {
+                    Error::Io(e) => e.kind(),
+                    _ => io::ErrorKind::Other,
+                };
+                self.broken = Some((kind, e.to_string()));
+            }
+        }
+        result
+    }
+
+    /// Syncs the file: everything written is durable.
+    fn sync(&mut self) -> Result<()> {
+        self.check()?;
+        let synced = self.sync.sync_data().map_err(Error::from);
+        self.note(synced)?;
+        self.durable = self.written;
+        Ok(())
+    }
+}
+
 /// Writes the open block, if any.
 fn write_waiting(state: &mut State) -> Result<()> {
-    state.writer.flush()?;
+    state.check()?;
+    let flushed = state.writer.flush();
+    state.note(flushed)?;
     state.written = state.appended;
     state.waiting_since = None;
     state.waiting_bytes = 0;
@@ -531,32 +591,56 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
                 continue;
             }
         }
-        let result = write_waiting(&mut state);
-        if let Err(e) = result {
-            state.failed = Some(io::Error::other(e.to_string()));
+        if write_waiting(&mut state).is_err() {
+            // Broken for good: stop waiting for these records, wake whoever waits on them.
+            state.waiting_since = None;
+            shared.changed.notify_all();
             continue;
         }
         if sync {
             let written = state.written;
-            let file = match state.sync.try_clone() {
-                Ok(file) => file,
-                Err(e) => {
-                    state.failed = Some(e);
-                    continue;
-                }
+            let file = state.sync.try_clone().map_err(Error::from);
+            let Ok(file) = state.note(file) else {
+                state.waiting_since = None;
+                shared.changed.notify_all();
+                continue;
             };
             // Appending goes on while the file syncs.
             drop(state);
-            let synced = file.sync_data();
+            let synced = file.sync_data().map_err(Error::from);
             state = lock(shared);
-            match synced {
-                Ok(()) => state.durable = state.durable.max(written),
-                Err(e) => state.failed = Some(e),
+            if state.note(synced).is_ok() {
+                state.durable = state.durable.max(written);
             }
             shared.changed.notify_all();
         }
     }
 }
+
+/// Whether the bytes of `file` from `end` (one past the last intact block) are one block but
+/// for its closing sync byte, opened by the last intact block's closing sync byte or by a
+/// sync byte of its own right after it: a write cut just short of its end.
+fn lacks_closing_sync(file: &File, end: u64) -> Result<bool> {
+    let map = MappedFile::open_file(file)?;
+    let bytes = map.bytes();
+    let Some(open) = memchr::memrchr(0, bytes) else {
+        return Ok(false);
+    };
+    if (open as u64) + 1 < end || open as u64 > end || bytes.len() - open > MAX_COMPLETED {
+        return Ok(false);
+    }
+    let mut block = bytes[open..].to_vec();
+    block.push(0);
+    let complete = match ReaderBuilder::new().from_slice(&block).next_block() {
+        Some(Ok(b)) => b.info().offset == 0 && b.info().size as usize == block.len() - 1,
+        _ => false,
+    };
+    Ok(complete)
+}
+
+/// The largest torn block an appender completes (copying it to check it): larger ones are
+/// cut off.
+const MAX_COMPLETED: usize = 64 << 20;
 
 /// The end of the last intact block of `file` (one past its closing sync byte), found by
 /// scanning back from the end: each 0x00 there may close a block, and the block it closes

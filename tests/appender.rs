@@ -346,7 +346,25 @@ fn opened(created: bool, exclusive: bool, torn: Option<(u64, u64)>, truncated: b
         exclusive,
         torn: torn.map(|(start, end)| start..end),
         truncated,
+        completed: false,
     }
+}
+
+/// Opens `path` with `options` as the only appender on it. Another thread of this process
+/// may be starting a child process, which holds a copy of every open file description from
+/// its fork until its exec (descriptors close on exec), a shared lock included: until then an
+/// appender opening the file is not alone (and, rightly, fences instead of cutting), so the
+/// opening is retried.
+fn open_alone(options: &AppenderBuilder, path: &std::path::Path) -> Appender {
+    for _ in 0..500 {
+        let log = options.open(path).expect("open");
+        if log.opened().exclusive {
+            return log;
+        }
+        drop(log);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{} stayed locked", path.display());
 }
 
 /// Waits until `done` holds, for at most `limit`; whether it did.
@@ -367,17 +385,17 @@ fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 #[test]
 fn a_missing_file_starts_a_log_and_reopening_writes_no_second_header() {
     let file = missing_file();
-    let mut log = AppenderBuilder::new()
-        .durability(Durability::Fsync)
-        .open(&file.0)
-        .expect("open");
+    let mut log = open_alone(
+        &AppenderBuilder::new().durability(Durability::Fsync),
+        &file.0,
+    );
     assert_eq!(*log.opened(), opened(true, true, None, false));
     append_all(&mut log, &[b"one", b"two"]);
     log.close().expect("close");
     assert!(fs::read(&file.0).unwrap().starts_with(&header()));
 
     for (i, record) in [b"three", b"four!"].iter().enumerate() {
-        let mut log = Appender::open(&file.0).expect("reopen");
+        let mut log = open_alone(&AppenderBuilder::new(), &file.0);
         assert_eq!(
             *log.opened(),
             opened(false, true, None, false),
@@ -396,7 +414,7 @@ fn a_missing_file_starts_a_log_and_reopening_writes_no_second_header() {
 #[test]
 fn an_empty_file_starts_a_new_log() {
     let file = TempFile::with_contents(b"");
-    let mut log = Appender::open(&file.0).expect("open");
+    let mut log = open_alone(&AppenderBuilder::new(), &file.0);
     assert_eq!(*log.opened(), opened(true, true, None, false));
     log.append(b"first").expect("append");
     log.close().expect("close");
@@ -461,23 +479,29 @@ fn a_torn_tail_is_cut_off_by_an_appender_alone_on_the_file() {
     // all but its closing sync byte.
     for cut in clean + 1..full.len() as u64 {
         fs::write(&file.0, &full[..cut as usize]).unwrap();
-        let mut log = AppenderBuilder::new()
-            .durability(Durability::Flush)
-            .open(&file.0)
-            .expect("open");
-        assert_eq!(
-            *log.opened(),
-            opened(false, true, Some((clean, cut)), true),
-            "cut at {cut}"
+        let mut log = open_alone(
+            &AppenderBuilder::new().durability(Durability::Flush),
+            &file.0,
         );
-        assert_eq!(fs::metadata(&file.0).unwrap().len(), clean);
+        // A block that lacks only its closing sync byte gets it, and is kept.
+        let whole = cut == full.len() as u64 - 1;
+        let mut expected = opened(false, true, Some((clean, cut)), !whole);
+        expected.completed = whole;
+        assert_eq!(*log.opened(), expected, "cut at {cut}");
+        let kept = if whole { full.len() as u64 } else { clean };
+        assert_eq!(fs::metadata(&file.0).unwrap().len(), kept);
         log.append(b"after").expect("append");
         log.close().expect("close");
         let bytes = fs::read(&file.0).unwrap();
-        assert_eq!(bytes[..clean as usize], full[..clean as usize]);
+        assert_eq!(bytes[..kept as usize], full[..kept as usize]);
         let (records, headers) = read_clean(&bytes);
         assert_eq!(headers, 1);
-        assert_eq!(records, [BEFORE[0], BEFORE[1], BEFORE[2], b"after"]);
+        let mut written = BEFORE.to_vec();
+        if whole {
+            written.push(&last);
+        }
+        written.push(b"after");
+        assert_eq!(records, written, "cut at {cut}");
     }
 }
 
@@ -489,7 +513,7 @@ fn a_torn_tail_is_fenced_off_while_another_appender_holds_the_file() {
     let options = AppenderBuilder::new().durability(Durability::Flush);
     for cut in clean + 1..full.len() as u64 {
         fs::write(&file.0, &full[..clean as usize]).unwrap();
-        let mut holder = options.open(&file.0).expect("open holder");
+        let mut holder = open_alone(&options, &file.0);
         assert_eq!(*holder.opened(), opened(false, true, None, false));
         // A third writer's block, torn: its process died in the middle of the write.
         OpenOptions::new()
@@ -761,9 +785,9 @@ fn a_writer_killed_at_random_moments_loses_at_most_its_last_block() {
         if round % 2 == 1 {
             // Half the rounds let the child report something durable first.
             match said.recv_timeout(Duration::from_secs(120)) {
-                Ok(Said::Opened { exclusive, created }) => {
-                    assert!(exclusive && created == clean.is_empty())
-                }
+                // Not asserting `exclusive`: a child this process starts for another test
+                // may hold the lock for a moment (see `open_alone`).
+                Ok(Said::Opened { created, .. }) => assert_eq!(created, clean.is_empty()),
                 other => panic!("round {round}: the child did not open the log: {other:?}"),
             }
             match said.recv_timeout(Duration::from_secs(120)) {
@@ -781,7 +805,7 @@ fn a_writer_killed_at_random_moments_loses_at_most_its_last_block() {
         for s in said.iter() {
             match s {
                 Said::Durable(n) => durable = durable.max(n),
-                Said::Opened { exclusive, .. } => assert!(exclusive),
+                Said::Opened { .. } => {}
                 Said::Done => panic!("round {round}: the child finished"),
             }
         }
@@ -800,12 +824,13 @@ fn a_writer_killed_at_random_moments_loses_at_most_its_last_block() {
             report.damaged
         );
 
-        let log = Appender::open(&file.0).expect("reopen");
+        let log = open_alone(&AppenderBuilder::new(), &file.0);
         let o = log.opened().clone();
         log.close().expect("close");
         assert_eq!(o.created, before.is_empty(), "round {round}: {o:?}");
         assert!(o.exclusive);
-        assert_eq!(o.truncated, o.torn.is_some());
+        assert_eq!(o.truncated || o.completed, o.torn.is_some());
+        assert!(!(o.truncated && o.completed));
         if let Some(torn) = &o.torn {
             torn_tails += 1;
             assert_eq!(torn.end, before.len() as u64);
@@ -817,8 +842,13 @@ fn a_writer_killed_at_random_moments_loses_at_most_its_last_block() {
         }
 
         let after = fs::read(&file.0).unwrap();
-        let cut = o.torn.map_or(before.len(), |t| t.start as usize);
-        assert_eq!(after[..], before[..cut], "round {round}");
+        if o.completed {
+            // A block cut just short of its closing sync byte got it.
+            assert_eq!(after[..], [&before[..], &[0]].concat(), "round {round}");
+        } else {
+            let cut = o.torn.map_or(before.len(), |t| t.start as usize);
+            assert_eq!(after[..], before[..cut], "round {round}");
+        }
         assert!(after.starts_with(&header()));
         let (records, headers) = read_clean(&after);
         assert_eq!(headers, 1);
@@ -858,7 +888,6 @@ fn a_writer_killed_at_random_moments_loses_at_most_its_last_block() {
 /// A group commit whose write fails (here `EFBIG`, past `RLIMIT_FSIZE`; a full disk or an I/O
 /// error alike) must not report the records of the lost block durable.
 #[test]
-#[ignore = "BUG: after a failed group commit, wait_durable returns Ok for the lost records"]
 fn a_failed_group_commit_reports_nothing_durable() {
     let file = missing_file();
     let mut spec = ChildSpec::new(
