@@ -155,8 +155,17 @@ pub struct Opened {
     pub completed: bool,
 }
 
-/// Appends records to a log file; see the [module documentation](self) and
-/// [`AppenderBuilder`].
+/// Appends records to a log file (spec 11.1); options in [`AppenderBuilder`].
+///
+/// Opening checks the file's header and looks at its end: bytes after the last intact block
+/// are a torn tail, a block a crashed writer did not finish. An appender alone on the file (an
+/// exclusive advisory lock) cuts it off, or completes a block that lacks only its closing sync
+/// byte; with other appenders on the file it leaves it. [`opened`](Self::opened) says what
+/// was found and done. Every block then written starts with its own sync byte and reaches the
+/// file in one `write(2)` to an `O_APPEND` file, so a torn tail costs only itself and blocks of
+/// several processes never interleave; after an intact block the extra sync byte is padding.
+/// Records wait in an open block until it is full, until the [`Durability`] says to write,
+/// or at most [`max_delay`](AppenderBuilder::max_delay), which a background thread enforces.
 ///
 /// ```
 /// use cobsfile::{Appender, AppenderBuilder, Durability};
