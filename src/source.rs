@@ -85,7 +85,7 @@ impl<R: Read> StreamSource<R> {
     /// refill reads on from `inner` (a followed file that was cut back, or that a follower
     /// ended for a while).
     pub(crate) fn reopen_at(&mut self, len: u64) {
-        let held = (len - self.base) as usize;
+        let held = usize::try_from(len.saturating_sub(self.base)).unwrap_or(usize::MAX);
         debug_assert!(held <= self.end - self.start);
         self.end = self.start + held.min(self.end - self.start);
         self.eof = false;
