@@ -1,19 +1,7 @@
-//! COBS: encoding never emits 0x00 and decodes back exactly; decoding arbitrary bytes never
-//! panics nor grows past its input.
+//! See `harness::cobs_round_trip` in `fuzz/harness.rs`.
 #![no_main]
 
-use cobsfile::cobs;
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let mut encoded = Vec::new();
-    cobs::encode(data, &mut encoded);
-    assert!(!encoded.contains(&0));
-    assert!(encoded.len() <= cobs::max_encoded_len(data.len()));
-    let mut decoded = Vec::new();
-    cobs::decode(&encoded, &mut decoded).unwrap();
-    assert_eq!(decoded, data);
-    if cobs::decode(data, &mut decoded).is_ok() {
-        assert!(decoded.len() <= data.len());
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::cobs_round_trip(data));

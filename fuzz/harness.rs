@@ -1,0 +1,901 @@
+//! The fuzz targets' bodies: one plain function per target, each asserting what must hold for
+//! any input, not just that nothing panics.
+//!
+//! Compiled twice: into each libFuzzer binary under `fuzz/fuzz_targets/` (nightly features,
+//! sanitizers) and into `tests/fuzz_corpus.rs`, which replays every kept input on stable in
+//! `cargo test`. So it depends only on the library and the standard library, and it installs a
+//! global allocator that measures, per thread, the peak of bytes live while a reader runs.
+
+#![allow(dead_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{self, Read};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cobsfile::{
+    cobs, varint, Appender, AppenderBuilder, BlockKind, Cause, Compression, Dictionary, Durability,
+    Error, Index, ReaderBuilder, ScanSink, WriterBuilder,
+};
+
+/// The largest block the slice and mapped readers accept here.
+const SLICE_MAX_BLOCK: usize = 1 << 16;
+/// The largest block the streaming reader accepts here.
+const STREAM_MAX_BLOCK: usize = 1 << 12;
+/// What a streaming reader asks of its input at a time (`source.rs`).
+const READ_CHUNK: usize = 256 * 1024;
+/// Allocations a reader may hold besides its block buffers: small vectors, error strings.
+const SLACK: usize = 64 * 1024;
+/// How much more than its length a streaming reader's window buffer may allocate. Today 2:
+/// `StreamSource::refill` grows the buffer with `Vec::resize`, whose amortized growth doubles
+/// the allocation when the window slides, so a 200-byte input holds 512 KiB (reproducer in
+/// `fuzz/regressions/read_stream/known-bugs/`). Set to 1 once it grows with `reserve_exact`.
+const WINDOW_GROWTH: usize = 2;
+
+/// A target: checks one input, panicking when an invariant fails.
+pub type Target = fn(&[u8]);
+
+/// Every target, by name, for the corpus replay.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("read_slice", read_slice),
+    ("read_stream", read_stream),
+    ("block", block),
+    ("cobs_decode", cobs_decode),
+    ("cobs_round_trip", cobs_round_trip),
+    ("varint", varint),
+    ("zstd", zstd),
+    ("append_after_garbage", append_after_garbage),
+    ("recover", recover),
+    ("scan", scan),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Targets.
+
+/// The slice reader over arbitrary bytes: its items tile the input (blocks between sync bytes,
+/// damage inside the input, never two damaged ranges in a row), its memory stays within a few
+/// blocks of its limit, every data block's records write and read back the same, the metadata
+/// scan reports damage inside the input, and the mapped reader and a reader on 2 threads see
+/// exactly what it sees.
+pub fn read_slice(data: &[u8]) {
+    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let (summary, peak) = measure(|| summarize(&mut options.from_slice(data)));
+    let bound = 4 * SLICE_MAX_BLOCK + SLACK;
+    assert!(
+        peak <= bound,
+        "the slice reader held {peak} bytes at once, over its bound of {bound}"
+    );
+
+    let items = block_items(&mut options.from_slice(data));
+    check_tiling(data, &items);
+    for b in items.iter().flatten() {
+        rewrite_and_compare(b);
+    }
+    let (records, errors) = options.from_slice(data).read_all();
+    assert_eq!(summary, Summary::of(&records, &errors));
+
+    for item in options.from_slice(data).metadata() {
+        if let Err(e) = item {
+            check_in_range(&e, data.len());
+        }
+    }
+
+    let threaded = options.clone().threads(2).from_slice(data).read_all();
+    assert_eq!(threaded.0, records, "2 threads read other records");
+    assert_eq!(
+        faults(&threaded.1),
+        faults(&errors),
+        "2 threads found other damage"
+    );
+
+    let file = TempFile::with_contents(data);
+    let mapped = cobsfile::open(&file.0).expect("map the input");
+    assert_eq!(mapped.bytes(), data);
+    let (mapped_records, mapped_errors) = mapped.reader_with(&options).read_all();
+    assert_eq!(
+        mapped_records, records,
+        "the mapped reader read other records"
+    );
+    assert_eq!(
+        faults(&mapped_errors),
+        faults(&errors),
+        "the mapped reader found other damage"
+    );
+}
+
+/// The streaming reader over arbitrary bytes fed in chunks of pseudo-random sizes: it returns
+/// the slice reader's records, as many damaged ranges, each inside the input, and its window
+/// and peak memory stay under the bounds its block limit sets, however long the input.
+pub fn read_stream(data: &[u8]) {
+    let options = ReaderBuilder::new().max_block_size(STREAM_MAX_BLOCK);
+    let (slice_records, slice_errors) = options.from_slice(data).read_all();
+    let window = 2 * STREAM_MAX_BLOCK + READ_CHUNK + 64;
+    let seed = fnv(data);
+    let ((summary, capacity), peak) = measure(|| {
+        let mut stream = options.from_read(Chunked::new(data, seed));
+        let summary = summarize(&mut stream);
+        (summary, stream.source().capacity())
+    });
+    assert_eq!(summary, Summary::of(&slice_records, &slice_errors));
+    assert!(
+        capacity <= window,
+        "stream window of {capacity} bytes, over its bound of {window}"
+    );
+    let bound = WINDOW_GROWTH * window + 3 * STREAM_MAX_BLOCK + SLACK;
+    assert!(
+        peak <= bound,
+        "the streaming reader held {peak} bytes at once, over its bound of {bound}"
+    );
+    let (records, errors) = options.from_read(Chunked::new(data, seed)).read_all();
+    assert_eq!(
+        records, slice_records,
+        "the stream and slice readers disagree"
+    );
+    assert_eq!(errors.len(), slice_errors.len());
+    for e in &errors {
+        check_in_range(e, data.len());
+    }
+}
+
+/// One block, decoded through a reader over the byte range of its opening sync byte (the path
+/// a reader of a split file takes, no index involved): the input, between two sync bytes, is
+/// the block. The range reader sees only that block, exactly as a full reader sees it first,
+/// with damage inside the input; a decoded block writes and reads back the same.
+pub fn block(data: &[u8]) {
+    let mut framed = Vec::with_capacity(data.len() + 2);
+    framed.push(0);
+    framed.extend_from_slice(data);
+    framed.push(0);
+    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let items = block_items(&mut options.from_slice_range(&framed, 0..1));
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Ok(b) => {
+                assert_eq!(b.offset, 0, "item {i}: a block that does not open at 0");
+                assert!(b.offset + b.size < framed.len() as u64);
+                rewrite_and_compare(b);
+            }
+            Err(e) => check_in_range(e, framed.len()),
+        }
+    }
+    assert!(
+        items.iter().filter(|i| i.is_ok()).count() <= 1,
+        "the range 0..1 opened more than one block"
+    );
+    // The full reader's first item: the same block, or damage from the same byte, which the
+    // range reader clips at the first sync byte after its range that can open a block.
+    let full = block_items(&mut options.from_slice(&framed));
+    match (items.first(), full.first()) {
+        (None, None) => {}
+        (Some(Ok(a)), Some(Ok(b))) => assert_eq!(a, b, "the range and full readers disagree"),
+        (
+            Some(Err(Error::Damaged { start, end, .. })),
+            Some(Err(Error::Damaged {
+                start: full_start,
+                end: full_end,
+                ..
+            })),
+        ) => assert!(
+            start == full_start && end <= full_end,
+            "range reader damage {start}..{end}, full reader {full_start}..{full_end}"
+        ),
+        _ => assert_eq!(
+            summarize_items(&items[..1.min(items.len())]),
+            summarize_items(&full[..1.min(full.len())]),
+            "the range and full readers disagree on the first item"
+        ),
+    }
+    let _ = Index::find(&framed);
+}
+
+/// COBS decoding of arbitrary bytes: never more bytes out than in, an error names an offset
+/// inside the input, and what decodes encodes back to bytes that decode to it again.
+pub fn cobs_decode(data: &[u8]) {
+    let mut decoded = Vec::new();
+    match cobs::decode(data, &mut decoded) {
+        Ok(()) => {
+            assert!(decoded.len() <= data.len(), "decoding grew the input");
+            let mut encoded = Vec::new();
+            cobs::encode(&decoded, &mut encoded);
+            assert!(!encoded.contains(&0));
+            let mut again = Vec::new();
+            cobs::decode(&encoded, &mut again).expect("an encoding decodes");
+            assert_eq!(again, decoded);
+        }
+        Err(e) => assert!(e.offset < data.len().max(1), "error offset {}", e.offset),
+    }
+}
+
+/// COBS encoding of arbitrary bytes: no 0x00, within `max_encoded_len`, decodes back exactly,
+/// both whole and through the incremental encoder fed in pieces.
+pub fn cobs_round_trip(data: &[u8]) {
+    let mut encoded = Vec::new();
+    let n = cobs::encode(data, &mut encoded);
+    assert_eq!(n, encoded.len());
+    assert!(!encoded.contains(&0), "the encoding holds a 0x00");
+    assert!(encoded.len() <= cobs::max_encoded_len(data.len()));
+    let mut decoded = Vec::new();
+    cobs::decode(&encoded, &mut decoded).expect("an encoding decodes");
+    assert_eq!(decoded, data, "the round trip changed the bytes");
+
+    // The same bytes pushed in pieces whose sizes the bytes choose.
+    let mut pieces = Vec::from(&b"prefix"[..]);
+    let start = pieces.len();
+    let mut encoder = cobs::Encoder::new(&mut pieces);
+    let mut rest = data;
+    while !rest.is_empty() {
+        let take = (usize::from(rest[0]) % 300 + 1).min(rest.len());
+        encoder.push(&rest[..take]);
+        rest = &rest[take..];
+    }
+    encoder.finish(start);
+    assert_eq!(
+        &pieces[start..],
+        &encoded[..],
+        "the encoder fed in pieces differs"
+    );
+}
+
+/// Varints: what reads is in shortest form and writes back to the same bytes; a value taken
+/// from the input writes without a 0x00 (unless 0) and reads back exactly.
+pub fn varint(data: &[u8]) {
+    match varint::read(data) {
+        Ok((n, used)) => {
+            assert!((1..=varint::MAX_LEN).contains(&used) && used <= data.len());
+            assert_eq!(
+                varint::encoded_len(n),
+                used,
+                "a varint not in shortest form read"
+            );
+            let mut out = Vec::new();
+            varint::write(n, &mut out);
+            assert_eq!(out, data[..used], "reads from other bytes than it writes");
+        }
+        Err(varint::VarintError::Truncated) => assert!(
+            data.len() < varint::MAX_LEN && data.iter().all(|b| b & 0x80 != 0),
+            "truncated, yet a last byte is there"
+        ),
+        Err(_) => {}
+    }
+    let mut word = [0u8; 8];
+    let take = data.len().min(8);
+    word[..take].copy_from_slice(&data[..take]);
+    let n = i64::from_le_bytes(word);
+    assert_eq!(varint::unzigzag(varint::zigzag(n)), n);
+    let mut out = Vec::new();
+    varint::write(n, &mut out);
+    let mut fixed = [0u8; varint::MAX_LEN];
+    let len = varint::encode(n, &mut fixed);
+    assert_eq!(out, fixed[..len]);
+    assert_eq!(varint::encoded_len(n), len);
+    assert!(n == 0 || !out.contains(&0), "{n} encodes with a 0x00");
+    assert_eq!(varint::read(&out), Ok((n, len)));
+}
+
+/// zstd blocks, with or without a dictionary (embedded or given): the input chooses the
+/// records, the level, the dictionary and the damage done to the written file. Every record
+/// read back is one that was written (as a multiset), damage lies inside the file, and an
+/// undamaged file reads back exactly.
+pub fn zstd(data: &[u8]) {
+    let mut input = Unstructured(data);
+    let flags = input.u8();
+    let level = i32::from(input.u8() % 10) - 2; // -2..=7: fast enough to fuzz
+    let block_size = 64 + usize::from(input.u16()) % 4096;
+    let dictionary = (flags & 1 != 0).then(|| {
+        let len = 8 + usize::from(input.u8());
+        Dictionary::new(input.bytes(len).to_vec())
+    });
+    let embed = flags & 2 != 0;
+    let records = input.records(64, 2048);
+
+    let mut builder = WriterBuilder::new()
+        .block_size(block_size)
+        .compression(Compression::zstd(level).expect("a valid level"))
+        .index(flags & 4 != 0);
+    if let Some(d) = &dictionary {
+        builder = builder.dictionary(d.clone(), embed);
+    }
+    let mut writer = builder.build(Vec::new()).expect("build a writer");
+    for r in &records {
+        writer.write_record(r).expect("write a record");
+    }
+    let clean = writer.finish().expect("finish");
+
+    let mut options = ReaderBuilder::new();
+    if let (Some(d), false) = (&dictionary, embed) {
+        options = options.dictionary(d.clone());
+    }
+    let (read, errors) = options.from_slice(&clean).read_all();
+    assert!(errors.is_empty(), "an undamaged file reads with {errors:?}");
+    assert_eq!(read, records, "an undamaged file reads back other records");
+
+    let mut damaged = clean.clone();
+    let mut edits = 0;
+    while let Some(at) = input.u16_opt() {
+        let op = input.u8();
+        if damaged.is_empty() || edits == 16 {
+            break;
+        }
+        edits += 1;
+        let at = usize::from(at) % damaged.len();
+        match op % 4 {
+            0 => damaged[at] ^= 1 << (op / 4 % 8),
+            1 => damaged.insert(at, input.u8()),
+            2 => {
+                damaged.remove(at);
+            }
+            _ => damaged[at] = 0,
+        }
+    }
+    let (read, errors) = options.from_slice(&damaged).read_all();
+    for e in &errors {
+        check_in_range(e, damaged.len());
+    }
+    let mut written: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    written.sort_unstable();
+    for r in &read {
+        let at = written
+            .binary_search(&r.as_slice())
+            .unwrap_or_else(|_| panic!("record {r:02x?} was read but not written (or once)"));
+        written.remove(at);
+    }
+    if damaged == clean {
+        assert!(errors.is_empty() && read == records);
+    }
+}
+
+/// Appending after arbitrary bytes (optionally behind a valid header): an appender refuses the
+/// file only when it does not start with a header of a version this library reads; when it
+/// opens it, the records appended are all there, in order, as the last records of the file,
+/// and any damage lies inside the bytes that were there before.
+pub fn append_after_garbage(data: &[u8]) {
+    let mut input = Unstructured(data);
+    let flags = input.u8();
+    let mut before = Vec::new();
+    if flags & 1 != 0 {
+        let writer = WriterBuilder::new().index(false).build(Vec::new());
+        before = writer.expect("build").finish().expect("finish");
+    }
+    let garbage_len = usize::from(input.u16()) % 4096;
+    before.extend_from_slice(input.bytes(garbage_len));
+    let records = input.records(16, 512);
+
+    let file = TempFile::with_contents(&before);
+    let starts_with_header = starts_with_header(&before);
+    let opened = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .block_size(256)
+        .open(&file.0);
+    let mut log = match opened {
+        Ok(log) => log,
+        Err(Error::UnsupportedVersion { .. }) => return,
+        Err(e) => {
+            assert!(
+                !starts_with_header,
+                "refused a file that starts with a header block: {e}"
+            );
+            return;
+        }
+    };
+    assert!(
+        before.is_empty() || starts_with_header,
+        "opened a file without a header block: {:?}",
+        log.opened()
+    );
+    let completed = log.opened().completed;
+    for r in &records {
+        log.append(r).expect("append");
+    }
+    log.close().expect("close");
+    let after = std::fs::read(&file.0).expect("read the log back");
+    check_appended(&before, &after, completed, &records);
+    drop(Appender::open(&file.0).expect("reopen the log"));
+    let reopened = std::fs::read(&file.0).expect("read the log back");
+    assert_eq!(reopened, after, "reopening a closed log changed it");
+}
+
+/// Recovering arbitrary bytes: fails only on a newer format version; the output verifies
+/// clean, recovers to itself byte for byte, and holds the records a full read of the input
+/// returns, in order.
+pub fn recover(data: &[u8]) {
+    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let mut out = Vec::new();
+    let recovery = match cobsfile::recover(data, &options, &mut out) {
+        Ok(r) => r,
+        Err(Error::UnsupportedVersion { .. }) => return,
+        Err(e) => panic!("recover failed: {e}"),
+    };
+    assert_eq!(recovery.written, out.len() as u64);
+    for d in &recovery.report.damaged {
+        assert!(d.range.start < d.range.end && d.range.end <= data.len() as u64);
+    }
+    let report = options.verify(&out).expect("verify the output");
+    assert!(
+        report.is_clean(),
+        "the recovered file has damage: {report:?}"
+    );
+    let mut again = Vec::new();
+    let second = cobsfile::recover(&out, &options, &mut again).expect("recover the output");
+    assert!(second.is_lossless());
+    assert!(again == out, "recovering the output changed it");
+    let (input_records, _) = options.from_slice(data).read_all();
+    let (output_records, errors) = options.from_slice(&out).read_all();
+    assert!(errors.is_empty());
+    assert_eq!(
+        output_records, input_records,
+        "recovery lost or added records"
+    );
+    assert_eq!(recovery.report.records, input_records.len() as u64);
+}
+
+/// Reading a slice in ranges on 2 threads, with a split size the input chooses: the report is
+/// the single reader's, and the records collected range by range are the single reader's.
+pub fn scan(data: &[u8]) {
+    let (split, bytes) = match data {
+        [a, rest @ ..] => (1 + u64::from(*a), rest),
+        [] => (1, data),
+    };
+    let single = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let threaded = single.clone().threads(2).min_split(split);
+    let expected = match cobsfile::verify(&mut single.from_slice(bytes)) {
+        Ok(mut report) => {
+            if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+                report.attribute(&index);
+            }
+            Ok(report)
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let got = threaded.verify(bytes).map_err(|e| e.to_string());
+    assert_eq!(
+        got, expected,
+        "verify on 2 threads differs from one reader's"
+    );
+    if expected.is_err() {
+        return;
+    }
+    let mut sink = Collect::default();
+    let report = threaded
+        .scan(
+            bytes,
+            |records: &mut Vec<Vec<u8>>, block| records.extend(block.records().map(<[u8]>::to_vec)),
+            &mut sink,
+        )
+        .expect("scan");
+    let (records, _) = single.from_slice(bytes).read_all();
+    assert_eq!(sink.records, records, "scan collected other records");
+    assert_eq!(report.records, records.len() as u64);
+    let reported: Vec<_> = sink.damage.iter().map(|d| d.range.clone()).collect();
+    let expected: Vec<_> = report.damaged.iter().map(|d| d.range.clone()).collect();
+    assert_eq!(
+        reported, expected,
+        "the sink was given other damage than reported"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks shared by the targets.
+
+/// A block as a reader returned it, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BlockItem {
+    offset: u64,
+    size: u64,
+    kind: BlockKind,
+    payload: Vec<u8>,
+    records: Vec<Vec<u8>>,
+    entries: Vec<(String, Vec<u8>)>,
+    version: Option<i64>,
+}
+
+fn block_items<S: cobsfile::Source>(
+    reader: &mut cobsfile::Reader<S>,
+) -> Vec<Result<BlockItem, Error>> {
+    let mut items = Vec::new();
+    while let Some(item) = reader.next_block() {
+        items.push(item.map(|b| {
+            BlockItem {
+                offset: b.info().offset,
+                size: b.info().size,
+                kind: b.info().kind,
+                payload: b.payload().to_vec(),
+                records: b.records().map(<[u8]>::to_vec).collect(),
+                entries: b
+                    .entries()
+                    .map(|(k, v)| (k.to_owned(), v.to_vec()))
+                    .collect(),
+                version: b.version(),
+            }
+        }));
+    }
+    items
+}
+
+/// The items as comparable values (errors by their message, minus the stream-only detail).
+fn summarize_items(items: &[Result<BlockItem, Error>]) -> Vec<Result<BlockItem, String>> {
+    items
+        .iter()
+        .map(|i| match i {
+            Ok(b) => Ok(b.clone()),
+            Err(e) => Err(fault(e)),
+        })
+        .collect()
+}
+
+/// Items tile the input: each block lies between two sync bytes with none inside, each damaged
+/// range lies inside the input and ends at a sync byte or the input's end, items come in
+/// order, and two damaged ranges never follow each other.
+fn check_tiling(data: &[u8], items: &[Result<BlockItem, Error>]) {
+    let len = data.len() as u64;
+    let mut at = 0;
+    let mut previous_damaged = false;
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Ok(b) => {
+                assert!(b.offset >= at, "block {i} at {} before {at}", b.offset);
+                let end = b.offset + b.size;
+                assert!(end < len, "block {i} runs past the input");
+                assert_eq!(
+                    data[b.offset as usize], 0,
+                    "block {i} opens off a sync byte"
+                );
+                assert_eq!(data[end as usize], 0, "block {i} closes off a sync byte");
+                let inside = &data[b.offset as usize + 1..end as usize];
+                assert!(!inside.contains(&0), "block {i} holds a sync byte");
+                at = end;
+                previous_damaged = false;
+            }
+            Err(Error::Damaged { start, end, cause }) => {
+                assert!(start < end && *end <= len, "damage {start}..{end} of {len}");
+                assert!(*start >= at, "damage {i} at {start} before {at}");
+                assert!(
+                    *end == len || data[*end as usize] == 0,
+                    "damage ends off a sync byte"
+                );
+                assert!(
+                    !previous_damaged,
+                    "two damaged ranges in a row, {i}: {cause}"
+                );
+                previous_damaged = true;
+                at = *end;
+            }
+            Err(Error::UnsupportedVersion { offset, .. }) => {
+                assert_eq!(i, items.len() - 1, "reading went on after a newer version");
+                assert!(*offset < len);
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}
+
+/// A data block's records, a metadata block's entries or an unknown block's payload, written
+/// into a new file and read back, are the same.
+fn rewrite_and_compare(b: &BlockItem) {
+    let mut writer = WriterBuilder::new()
+        .index(false)
+        .build(Vec::new())
+        .expect("build");
+    let wrote = match b.kind {
+        BlockKind::Data => b.records.iter().all(|r| writer.write_record(r).is_ok()),
+        // A damaged-looking but CRC-clean file may repeat a key, which writers refuse.
+        BlockKind::Metadata => writer.write_metadata(b.entries.clone()).is_ok(),
+        BlockKind::Unknown(id) => writer.write_raw_block(id, &b.payload).is_ok(),
+        BlockKind::Header => {
+            assert_eq!(b.version, Some(cobsfile::FORMAT_VERSION));
+            return;
+        }
+        _ => return,
+    };
+    if !wrote {
+        return;
+    }
+    let file = writer.finish().expect("finish");
+    let items = block_items(&mut ReaderBuilder::new().from_slice(&file));
+    let items: Vec<BlockItem> = items
+        .into_iter()
+        .map(|i| i.expect("a file just written reads clean"))
+        .filter(|i| i.kind != BlockKind::Header)
+        .collect();
+    let records: Vec<&Vec<u8>> = items.iter().flat_map(|i| &i.records).collect();
+    let entries: Vec<&(String, Vec<u8>)> = items.iter().flat_map(|i| &i.entries).collect();
+    match b.kind {
+        BlockKind::Data => assert!(records.iter().copied().eq(&b.records), "records differ"),
+        BlockKind::Metadata => assert!(entries.iter().copied().eq(&b.entries), "entries differ"),
+        _ => assert_eq!(items[0].payload, b.payload, "payload differs"),
+    }
+}
+
+fn check_in_range(e: &Error, len: usize) {
+    match e {
+        Error::Damaged { start, end, .. } => {
+            assert!(
+                start < end && *end <= len as u64,
+                "damage {start}..{end} of {len}"
+            )
+        }
+        Error::UnsupportedVersion { offset, .. } => assert!(*offset < len as u64),
+        e => panic!("unexpected error {e}"),
+    }
+}
+
+/// An error as a comparable string; a sync mismatch's `found` is dropped, since a streaming
+/// reader names the end of its window when the next sync byte lies beyond it.
+fn fault(e: &Error) -> String {
+    match e {
+        Error::Damaged {
+            start,
+            end,
+            cause: Cause::SyncMismatch { expected, .. },
+        } => format!("{start}..{end} sync mismatch, expected {expected}"),
+        e => e.to_string(),
+    }
+}
+
+fn faults(errors: &[Error]) -> Vec<String> {
+    errors.iter().map(fault).collect()
+}
+
+/// Whether `bytes` starts with a header block (any version).
+fn starts_with_header(bytes: &[u8]) -> bool {
+    match ReaderBuilder::new()
+        .from_slice_range(bytes, 0..1)
+        .next_block()
+    {
+        Some(Ok(b)) => b.info().kind == BlockKind::Header && b.info().offset == 0,
+        Some(Err(Error::UnsupportedVersion { offset: 0, .. })) => true,
+        _ => false,
+    }
+}
+
+/// What an appender left: the appended records last, in order; damage only in the bytes that
+/// were there before (plus the closing sync byte an appender adds to a torn block).
+fn check_appended(before: &[u8], after: &[u8], completed: bool, appended: &[Vec<u8>]) {
+    let (records, errors) = ReaderBuilder::new().from_slice(after).read_all();
+    assert!(
+        records.len() >= appended.len() && records[records.len() - appended.len()..] == *appended,
+        "the appended records are not the last ones read: {} read, {} appended, errors {errors:?}",
+        records.len(),
+        appended.len()
+    );
+    let limit = before.len() as u64 + u64::from(completed);
+    for e in &errors {
+        match e {
+            Error::Damaged { end, .. } => assert!(
+                *end <= limit,
+                "damage {e} past the {limit} bytes there were before appending"
+            ),
+            e => panic!("unexpected error reading the log: {e}"),
+        }
+    }
+}
+
+/// What a reader returned: records and damage, hashed, without keeping them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Summary {
+    records: u64,
+    record_hash: u64,
+    errors: u64,
+}
+
+impl Summary {
+    fn of(records: &[Vec<u8>], errors: &[Error]) -> Self {
+        let mut s = Summary::default();
+        for r in records {
+            s.add(r);
+        }
+        s.errors = errors.len() as u64;
+        s
+    }
+
+    fn add(&mut self, record: &[u8]) {
+        self.records += 1;
+        self.record_hash = fnv_from(self.record_hash ^ record.len() as u64, record);
+    }
+}
+
+/// Reads every record, keeping nothing, so that only the reader allocates.
+fn summarize<S: cobsfile::Source>(reader: &mut cobsfile::Reader<S>) -> Summary {
+    let mut s = Summary::default();
+    while let Some(item) = reader.next_record() {
+        match item {
+            Ok(r) => s.add(r),
+            Err(_) => s.errors += 1,
+        }
+    }
+    s
+}
+
+#[derive(Default)]
+struct Collect {
+    records: Vec<Vec<u8>>,
+    damage: Vec<cobsfile::Damage>,
+}
+
+impl ScanSink<Vec<Vec<u8>>> for Collect {
+    fn part(&mut self, part: Vec<Vec<u8>>) -> ControlFlow<()> {
+        self.records.extend(part);
+        ControlFlow::Continue(())
+    }
+
+    fn damage(&mut self, damage: &cobsfile::Damage) -> ControlFlow<()> {
+        self.damage.push(damage.clone());
+        ControlFlow::Continue(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structure from bytes.
+
+/// A cursor that reads choices from the fuzzer's bytes; past the end every choice is 0.
+struct Unstructured<'a>(&'a [u8]);
+
+impl<'a> Unstructured<'a> {
+    fn u8(&mut self) -> u8 {
+        self.bytes(1).first().copied().unwrap_or(0)
+    }
+
+    fn u16(&mut self) -> u16 {
+        self.u16_opt().unwrap_or(0)
+    }
+
+    fn u16_opt(&mut self) -> Option<u16> {
+        match *self.0 {
+            [a, b, ..] => {
+                self.0 = &self.0[2..];
+                Some(u16::from_le_bytes([a, b]))
+            }
+            _ => None,
+        }
+    }
+
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (taken, rest) = self.0.split_at(n.min(self.0.len()));
+        self.0 = rest;
+        taken
+    }
+
+    /// Up to `max_count` records of up to `max_len` bytes: copied from the input, one byte
+    /// repeated, or text-like lines (so that zstd has something to compress).
+    fn records(&mut self, max_count: usize, max_len: usize) -> Vec<Vec<u8>> {
+        let count = usize::from(self.u8()) % (max_count + 1);
+        (0..count)
+            .map(|i| {
+                let kind = self.u8();
+                let len = usize::from(self.u16()) % (max_len + 1);
+                match kind % 3 {
+                    0 => self.bytes(len.min(64)).to_vec(),
+                    1 => vec![self.u8(); len],
+                    _ => format!("{{\"event\":{i},\"kind\":{kind},\"pad\":{len}}}")
+                        .into_bytes()
+                        .repeat(1 + len / 64),
+                }
+            })
+            .collect()
+    }
+}
+
+/// An `io::Read` handing out its bytes in chunks of 1 to 4096 bytes, sizes drawn from a seed.
+struct Chunked<'a> {
+    data: &'a [u8],
+    state: u64,
+}
+
+impl<'a> Chunked<'a> {
+    fn new(data: &'a [u8], seed: u64) -> Self {
+        Chunked { data, state: seed }
+    }
+}
+
+impl Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.state = self.state.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let r = (self.state >> 33) as usize;
+        let want = if r.is_multiple_of(4) {
+            1 + r % 4096
+        } else {
+            1 + r % 16
+        };
+        let n = want.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+fn fnv(data: &[u8]) -> u64 {
+    fnv_from(0xcbf2_9ce4_8422_2325, data)
+}
+
+fn fnv_from(mut h: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// A file under the system temporary directory, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn with_contents(bytes: &[u8]) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "cobsfile-fuzz-{}-{}.cobs",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::write(&path, bytes).expect("write a temporary file");
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: a global allocator that counts, per thread, the bytes live and their peak.
+
+struct Measuring;
+
+thread_local! {
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn grow(bytes: usize) {
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + bytes;
+        live.set(now);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+    });
+}
+
+fn shrink(bytes: usize) {
+    // Memory freed on another thread than the one that allocated it saturates at 0.
+    let _ = LIVE.try_with(|live| live.set(live.get().saturating_sub(bytes)));
+}
+
+// SAFETY: delegates every call to the system allocator unchanged; only counts bytes in
+// thread-locals that need no allocation (const-initialized `Cell`s without destructors).
+unsafe impl GlobalAlloc for Measuring {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grow(layout.size());
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        grow(layout.size());
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrink(layout.size());
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        shrink(layout.size());
+        grow(new_size);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Measuring = Measuring;
+
+/// Runs `f` and returns its result and the most bytes it had allocated at once on this thread
+/// (zstd's own C allocations are not counted).
+fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    let result = f();
+    let peak = PEAK.with(Cell::get);
+    (result, peak.saturating_sub(base))
+}
