@@ -716,7 +716,9 @@ impl<S: Source> Reader<S> {
     fn search_prefix(&mut self) {
         let prefix = std::mem::take(&mut self.prefix);
         let mut scan = Reader::new(
-            SliceSource(&self.src.window()[..prefix]),
+            // Up to and including the range's first sync byte, which closes the block
+            // before it (a dictionary block, maybe).
+            SliceSource(&self.src.window()[..(prefix + 1).min(self.src.window().len())]),
             &ReaderBuilder::new().max_block_size(self.max_block_size),
             0,
         );

@@ -233,3 +233,23 @@ fn mapped_ranges() {
     assert_eq!(records, ReaderBuilder::new().from_slice(&file).read_all().0);
     assert_eq!(records.len(), 300);
 }
+
+/// A range whose first block comes right after the dictionary block (found by fuzzing): the
+/// search of the bytes before the range takes in the sync byte that closes that block.
+#[test]
+fn a_range_right_after_the_dictionary_block() {
+    let file = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/vectors/zstd-dictionary.cobs"),
+    )
+    .unwrap();
+    let options = ReaderBuilder::new();
+    let expected = whole(&file, &options);
+    assert!(expected.iter().any(|b| b.codec == "zstd+dict"));
+    for cut in 1..file.len() as u64 {
+        assert_eq!(
+            split(&file, &options, &[0, cut, u64::MAX]),
+            expected,
+            "cut at {cut}"
+        );
+    }
+}
