@@ -673,6 +673,13 @@ fn intact_end(file: &File) -> Result<u64> {
             .into())
         }
     };
+    // A header of a newer version further on (files concatenated) stops readers there: what
+    // is appended after it could not be read. A skipping scan finds every header block.
+    for item in ReaderBuilder::new().from_slice(bytes).metadata() {
+        if let Err(e @ Error::UnsupportedVersion { .. }) = item {
+            return Err(e);
+        }
+    }
     let mut end = bytes.len();
     while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
         let Some(open) = memchr::memrchr(0, &bytes[..close]) else {

@@ -454,6 +454,24 @@ fn a_newer_format_version_is_refused() {
     assert_eq!(fs::read(&file.0).unwrap(), contents);
 }
 
+/// A newer version's header after version 1 blocks (files concatenated) is refused too:
+/// readers stop there, so records appended after it could not be read (found by fuzzing).
+#[test]
+fn a_newer_format_version_further_on_is_refused() {
+    let version = cobsfile::FORMAT_VERSION + 1;
+    let mut contents = header();
+    contents.extend(raw_block(3, &common::data_payload(&[b"today"])));
+    contents.push(0);
+    contents.extend(raw_block(1, &header_payload(version)));
+    contents.extend(raw_block(3, &common::data_payload(&[b"from the future"])));
+    let file = TempFile::with_contents(&contents);
+    match Appender::open(&file.0) {
+        Err(Error::UnsupportedVersion { version: v, .. }) => assert_eq!(v, version),
+        other => panic!("expected UnsupportedVersion, got {other:?}"),
+    }
+    assert_eq!(fs::read(&file.0).unwrap(), contents);
+}
+
 /// A log of `before` flushed in blocks of their own, and its length; then the same log with
 /// one more block holding `last`, as bytes.
 fn log_and_one_more_block(path: &Path, before: &[&[u8]], last: &[u8]) -> (u64, Vec<u8>) {
