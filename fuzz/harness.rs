@@ -28,11 +28,10 @@ const STREAM_MAX_BLOCK: usize = 1 << 12;
 const READ_CHUNK: usize = 256 * 1024;
 /// Allocations a reader may hold besides its block buffers: small vectors, error strings.
 const SLACK: usize = 64 * 1024;
-/// How much more than its length a streaming reader's window buffer may allocate. Today 2:
-/// `StreamSource::refill` grows the buffer with `Vec::resize`, whose amortized growth doubles
-/// the allocation when the window slides, so a 200-byte input holds 512 KiB (reproducer in
-/// `fuzz/regressions/read_stream/known-bugs/`). Set to 1 once it grows with `reserve_exact`.
-const WINDOW_GROWTH: usize = 2;
+/// How much more than its length a streaming reader's window buffer may allocate: none
+/// (`StreamSource::refill` grows it with `reserve_exact`; it once let `Vec` double it, which
+/// `fuzz/regressions/read_stream/window-allocation-doubles` caught).
+const WINDOW_GROWTH: usize = 1;
 
 /// A target: checks one input, panicking when an invariant fails.
 pub type Target = fn(&[u8]);

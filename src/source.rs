@@ -93,7 +93,7 @@ impl<R: Read> StreamSource<R> {
 
     /// Bytes allocated for the window, to check that memory stays bounded.
     pub fn capacity(&self) -> usize {
-        self.buf.len()
+        self.buf.capacity()
     }
 }
 
@@ -129,7 +129,10 @@ impl<R: Read> Source for StreamSource<R> {
                 )));
             }
             if self.buf.len() - self.end < READ_CHUNK {
-                self.buf.resize(self.end + READ_CHUNK, 0);
+                // Exactly: growing by `resize` alone would let `Vec` double its allocation.
+                let len = self.end + READ_CHUNK;
+                self.buf.reserve_exact(len - self.buf.len());
+                self.buf.resize(len, 0);
             }
         }
         loop {
