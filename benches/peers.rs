@@ -1,11 +1,16 @@
-//! Writing the corpora in the peer formats, shared by the benchmarks and examples that compare
-//! cobsfile with them (included with `#[path]`, next to `corpus.rs`).
+//! Writing the corpora in the peer formats and reading files back (cobsfile and its peers),
+//! shared by the benchmarks and examples that compare them (included with `#[path]`, next to
+//! `corpus.rs`). Each reader returns the bytes of the records it read.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::hint::black_box;
 use std::io::Cursor;
 
+use apache_avro::types::Value;
+use apache_avro::Schema;
+use cobsfile::ReaderBuilder;
 use mcap::records::MessageHeader;
 
 use crate::corpus::Corpus;
@@ -29,4 +34,46 @@ pub fn write_mcap(c: &Corpus, options: mcap::WriteOptions, mut buf: Vec<u8>) -> 
     }
     w.finish().expect("finish");
     w.into_inner().into_inner()
+}
+
+pub fn read_cobsfile_slice(file: &[u8]) -> usize {
+    let mut reader = ReaderBuilder::new().from_slice(file);
+    let mut n = 0;
+    while let Some(r) = reader.next_record() {
+        n += black_box(r.expect("intact")).len();
+    }
+    n
+}
+
+pub fn read_cobsfile_stream(file: &[u8]) -> usize {
+    let mut reader = ReaderBuilder::new().from_read(file);
+    let mut n = 0;
+    while let Some(r) = reader.next_record() {
+        n += black_box(r.expect("intact")).len();
+    }
+    n
+}
+
+pub fn avro_schema() -> Schema {
+    Schema::parse_str(r#""bytes""#).expect("schema")
+}
+
+pub fn read_avro(file: &[u8]) -> usize {
+    let reader = apache_avro::Reader::new(file).expect("avro header");
+    let mut n = 0;
+    for v in reader {
+        match v.expect("avro record") {
+            Value::Bytes(b) => n += black_box(b).len(),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    n
+}
+
+pub fn read_mcap(file: &[u8]) -> usize {
+    let mut n = 0;
+    for m in mcap::MessageStream::new(file).expect("mcap") {
+        n += black_box(m.expect("message").data).len();
+    }
+    n
 }

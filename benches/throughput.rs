@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use apache_avro::types::Value;
 use apache_avro::{Codec, Schema};
-use cobsfile::{cobs, ReaderBuilder, Writer, WriterBuilder};
+use cobsfile::{cobs, Writer, WriterBuilder};
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
@@ -103,10 +103,6 @@ fn write_cobsfile_default(c: &Corpus, buf: &mut Vec<u8>) {
     w.finish().expect("finish");
 }
 
-fn avro_schema() -> Schema {
-    Schema::parse_str(r#""bytes""#).expect("schema")
-}
-
 /// Avro through `append_value_ref`, the `Value` API (one allocation per record).
 fn write_avro_value(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
     buf.clear();
@@ -130,44 +126,6 @@ fn write_avro_serde(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
 
 fn write_mcap(c: &Corpus, buf: Vec<u8>) -> Vec<u8> {
     peers::write_mcap(c, mcap::WriteOptions::new().compression(None), buf)
-}
-
-fn read_cobsfile_slice(file: &[u8]) -> usize {
-    let mut reader = ReaderBuilder::new().from_slice(file);
-    let mut n = 0;
-    while let Some(r) = reader.next_record() {
-        n += black_box(r.expect("intact")).len();
-    }
-    n
-}
-
-fn read_cobsfile_stream(file: &[u8]) -> usize {
-    let mut reader = ReaderBuilder::new().from_read(file);
-    let mut n = 0;
-    while let Some(r) = reader.next_record() {
-        n += black_box(r.expect("intact")).len();
-    }
-    n
-}
-
-fn read_avro(file: &[u8]) -> usize {
-    let reader = apache_avro::Reader::new(file).expect("avro header");
-    let mut n = 0;
-    for v in reader {
-        match v.expect("avro record") {
-            Value::Bytes(b) => n += black_box(b).len(),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    n
-}
-
-fn read_mcap(file: &[u8]) -> usize {
-    let mut n = 0;
-    for m in mcap::MessageStream::new(file).expect("mcap") {
-        n += black_box(m.expect("message").data).len();
-    }
-    n
 }
 
 fn read_mcap_raw(file: &[u8]) -> usize {
@@ -251,7 +209,7 @@ fn bench_cobs(cr: &mut Criterion) {
 fn bench_write(cr: &mut Criterion) {
     let mut group = cr.benchmark_group("write");
     group.sampling_mode(SamplingMode::Flat);
-    let schema = avro_schema();
+    let schema = peers::avro_schema();
     for kind in Kind::ALL {
         let c = corpus(kind);
         configure(&mut group, c);
@@ -289,7 +247,7 @@ fn bench_write(cr: &mut Criterion) {
 fn bench_read(cr: &mut Criterion) {
     let mut group = cr.benchmark_group("read");
     group.sampling_mode(SamplingMode::Flat);
-    let schema = avro_schema();
+    let schema = peers::avro_schema();
     for kind in Kind::ALL {
         let c = corpus(kind);
         configure(&mut group, c);
@@ -297,29 +255,29 @@ fn bench_read(cr: &mut Criterion) {
 
         let mut cobsfile = Vec::new();
         write_cobsfile_default(c, &mut cobsfile);
-        assert_eq!(read_cobsfile_slice(&cobsfile), total);
-        assert_eq!(read_cobsfile_stream(&cobsfile), total);
+        assert_eq!(peers::read_cobsfile_slice(&cobsfile), total);
+        assert_eq!(peers::read_cobsfile_stream(&cobsfile), total);
         group.bench_function(BenchmarkId::new("cobsfile", kind.name()), |b| {
-            b.iter(|| read_cobsfile_slice(&cobsfile))
+            b.iter(|| peers::read_cobsfile_slice(&cobsfile))
         });
         group.bench_function(BenchmarkId::new("cobsfile-stream", kind.name()), |b| {
-            b.iter(|| read_cobsfile_stream(&cobsfile))
+            b.iter(|| peers::read_cobsfile_stream(&cobsfile))
         });
         drop(cobsfile);
 
         let mut avro = Vec::new();
         write_avro_serde(c, &schema, &mut avro);
-        assert_eq!(read_avro(&avro), total);
+        assert_eq!(peers::read_avro(&avro), total);
         group.bench_function(BenchmarkId::new("avro", kind.name()), |b| {
-            b.iter(|| read_avro(&avro))
+            b.iter(|| peers::read_avro(&avro))
         });
         drop(avro);
 
         let mcap = write_mcap(c, Vec::new());
-        assert_eq!(read_mcap(&mcap), total);
+        assert_eq!(peers::read_mcap(&mcap), total);
         assert_eq!(read_mcap_raw(&mcap), total);
         group.bench_function(BenchmarkId::new("mcap", kind.name()), |b| {
-            b.iter(|| read_mcap(&mcap))
+            b.iter(|| peers::read_mcap(&mcap))
         });
         group.bench_function(BenchmarkId::new("mcap-raw", kind.name()), |b| {
             b.iter(|| read_mcap_raw(&mcap))
@@ -348,10 +306,10 @@ fn bench_block_size(cr: &mut Criterion) {
             );
             write_cobsfile(c, size, &mut buf);
             let file = std::mem::take(&mut buf);
-            assert_eq!(read_cobsfile_slice(&file), c.data.len());
+            assert_eq!(peers::read_cobsfile_slice(&file), c.data.len());
             group.bench_function(
                 BenchmarkId::new(format!("read/{}", kind.name()), &label),
-                |b| b.iter(|| read_cobsfile_slice(&file)),
+                |b| b.iter(|| peers::read_cobsfile_slice(&file)),
             );
             buf = file;
         }

@@ -39,7 +39,6 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use apache_avro::types::Value;
 use apache_avro::ZstandardSettings;
 use apache_avro::{Codec, Schema};
 use cobsfile::{varint, BlockKind, Compression, ReaderBuilder, WriterBuilder, DEFAULT_BLOCK_SIZE};
@@ -180,24 +179,6 @@ fn write_cobsfile_with(c: &Corpus, builder: WriterBuilder, buf: &mut Vec<u8>) {
     w.finish().expect("finish");
 }
 
-fn read_cobsfile_slice(file: &[u8]) -> usize {
-    let mut reader = ReaderBuilder::new().from_slice(file);
-    let mut n = 0;
-    while let Some(r) = reader.next_record() {
-        n += black_box(r.expect("intact")).len();
-    }
-    n
-}
-
-fn read_cobsfile_stream(file: &[u8]) -> usize {
-    let mut reader = ReaderBuilder::new().from_read(file);
-    let mut n = 0;
-    while let Some(r) = reader.next_record() {
-        n += black_box(r.expect("intact")).len();
-    }
-    n
-}
-
 /// The records cobsfile's default writer puts in each data block, as index ranges.
 fn block_records(c: &Corpus) -> Vec<Range<usize>> {
     let mut file = Vec::new();
@@ -330,10 +311,6 @@ fn read_raw(frames: &[u8], ranges: &[Range<usize>], dctx: &mut DCtx, out: &mut V
     n
 }
 
-fn avro_schema() -> Schema {
-    Schema::parse_str(r#""bytes""#).expect("schema")
-}
-
 fn avro_codec() -> Codec {
     Codec::Zstandard(ZstandardSettings::new(LEVEL as u8))
 }
@@ -357,18 +334,6 @@ fn write_avro(c: &Corpus, schema: &Schema, block_size: Option<usize>, buf: &mut 
     w.into_inner().expect("flush");
 }
 
-fn read_avro(file: &[u8]) -> usize {
-    let reader = apache_avro::Reader::new(file).expect("avro header");
-    let mut n = 0;
-    for v in reader {
-        match v.expect("avro record") {
-            Value::Bytes(b) => n += black_box(b).len(),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    n
-}
-
 /// MCAP with zstd chunks at `LEVEL` on the calling thread, of `chunk_size` bytes (`None`: its
 /// default, 1 MiB).
 fn write_mcap(c: &Corpus, chunk_size: Option<u64>, buf: Vec<u8>) -> Vec<u8> {
@@ -380,14 +345,6 @@ fn write_mcap(c: &Corpus, chunk_size: Option<u64>, buf: Vec<u8>) -> Vec<u8> {
         options = options.chunk_size(Some(size));
     }
     peers::write_mcap(c, options, buf)
-}
-
-fn read_mcap(file: &[u8]) -> usize {
-    let mut n = 0;
-    for m in mcap::MessageStream::new(file).expect("mcap") {
-        n += black_box(m.expect("message").data).len();
-    }
-    n
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -481,7 +438,7 @@ fn cobsfile_variant_sizes(c: &Corpus, group: &str) {
 fn bench_write(cr: &mut Criterion) {
     const NAME: &str = "zstd-write";
     let mut group = new_group(cr, NAME);
-    let schema = avro_schema();
+    let schema = peers::avro_schema();
     for kind in Kind::ALL {
         let c = corpus(kind);
         group.throughput(Throughput::Bytes(c.bytes()));
@@ -576,7 +533,7 @@ fn bench_write(cr: &mut Criterion) {
 
 fn bench_read(cr: &mut Criterion) {
     let mut group = new_group(cr, "zstd-read");
-    let schema = avro_schema();
+    let schema = peers::avro_schema();
     for kind in Kind::ALL {
         let c = corpus(kind);
         group.throughput(Throughput::Bytes(c.bytes()));
@@ -588,14 +545,14 @@ fn bench_read(cr: &mut Criterion) {
             file
         };
         timed_read(&mut group, ("cobsfile", name), total, cobsfile, |f| {
-            read_cobsfile_slice(f)
+            peers::read_cobsfile_slice(f)
         });
         timed_read(
             &mut group,
             ("cobsfile-stream", name),
             total,
             cobsfile,
-            |f| read_cobsfile_stream(f),
+            |f| peers::read_cobsfile_stream(f),
         );
         let raw = || {
             let chunks = block_chunks(c);
@@ -643,9 +600,13 @@ fn bench_read(cr: &mut Criterion) {
             write_avro(c, &schema, None, &mut file);
             file
         };
-        timed_read(&mut group, ("avro", name), total, avro, |f| read_avro(f));
+        timed_read(&mut group, ("avro", name), total, avro, |f| {
+            peers::read_avro(f)
+        });
         let mcap = || write_mcap(c, None, Vec::new());
-        timed_read(&mut group, ("mcap", name), total, mcap, |f| read_mcap(f));
+        timed_read(&mut group, ("mcap", name), total, mcap, |f| {
+            peers::read_mcap(f)
+        });
     }
     group.finish();
 }
@@ -671,7 +632,7 @@ fn bench_levels(cr: &mut Criterion) {
             file
         };
         timed_read(&mut group, (&read, &label), total, file, |f| {
-            read_cobsfile_slice(f)
+            peers::read_cobsfile_slice(f)
         });
     }
     group.finish();
