@@ -35,10 +35,10 @@ def fmt(gbps):
     return f"{gbps * 1000:.0f} MB/s"
 
 
-def ratio(a, b):
+def ratio(a, b, digits=2):
     if a is None or b is None:
         return "–"
-    return f"{a / b:.2f}×"
+    return f"{a / b:.{digits}f}×"
 
 
 def table(header, rows):

@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from report import fmt, ratio, table  # the throughput report's formatting
+
 CORPORA = ["small-json", "large-json", "zero-rich"]
 
 
@@ -44,26 +46,6 @@ def load_runs(roots):
         results[id] = median(values)
         widest = max(widest, (max(values) / min(values) - 1, id))
     return results, widest
-
-
-def fmt(gbps):
-    if gbps is None:
-        return "–"
-    if gbps >= 1:
-        return f"{gbps:.2f} GB/s"
-    return f"{gbps * 1000:.0f} MB/s"
-
-
-def ratio(a, b, digits=2):
-    if a is None or b is None:
-        return "–"
-    return f"{a / b:.{digits}f}×"
-
-
-def table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def main():
