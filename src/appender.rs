@@ -298,10 +298,13 @@ impl Appender {
             opened.created = true;
         } else {
             builder = builder.without_header();
-            let end = intact_end(&file)?;
+            let map = MappedFile::open_file(&file)?;
+            let end = intact_end(map.bytes())?;
             if end < len {
                 opened.torn = Some(end..len);
-                if exclusive && lacks_closing_sync(&file, end)? {
+                let complete = exclusive && lacks_closing_sync(map.bytes(), end);
+                drop(map);
+                if complete {
                     (&file).write_all(&[0])?;
                     opened.completed = true;
                 } else if exclusive {
@@ -626,39 +629,34 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
     }
 }
 
-/// Whether the bytes of `file` from `end` (one past the last intact block) are one block but
+/// Whether the bytes from `end` (one past the last intact block) are one block but
 /// for its closing sync byte, opened by the last intact block's closing sync byte or by a
 /// sync byte of its own right after it: a write cut just short of its end.
-fn lacks_closing_sync(file: &File, end: u64) -> Result<bool> {
-    let map = MappedFile::open_file(file)?;
-    let bytes = map.bytes();
+fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
     let Some(open) = memchr::memrchr(0, bytes) else {
-        return Ok(false);
+        return false;
     };
     if (open as u64) + 1 < end || open as u64 > end || bytes.len() - open > MAX_COMPLETED {
-        return Ok(false);
+        return false;
     }
     let mut block = bytes[open..].to_vec();
     block.push(0);
-    let complete = match ReaderBuilder::new().from_slice(&block).next_block() {
+    match ReaderBuilder::new().from_slice(&block).next_block() {
         Some(Ok(b)) => b.info().offset == 0 && b.info().size as usize == block.len() - 1,
         _ => false,
-    };
-    Ok(complete)
+    }
 }
 
 /// The largest torn block an appender completes (copying it to check it): larger ones are
 /// cut off.
 const MAX_COMPLETED: usize = 64 << 20;
 
-/// The end of the last intact block of `file` (one past its closing sync byte), found by
-/// scanning back from the end: each 0x00 there may close a block, and the block it closes
+/// The end of the last intact block of the file's `bytes` (one past its closing sync byte),
+/// found by scanning back from the end: each 0x00 there may close a block, and the block it closes
 /// is intact if its frame is sound and its body checks (a block that needs a dictionary or
 /// a codec this reader lacks counts, since its frame is complete). Fails if the file does
 /// not start with a header block this version reads.
-fn intact_end(file: &File) -> Result<u64> {
-    let map = MappedFile::open_file(file)?;
-    let bytes = map.bytes();
+fn intact_end(bytes: &[u8]) -> Result<u64> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
         Some(Ok(block)) if block.info().kind == BlockKind::Header && block.info().offset == 0 => {
