@@ -48,6 +48,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("append_after_garbage", append_after_garbage),
     ("recover", recover),
     ("scan", scan),
+    ("damage", damage),
+    ("seek", seek),
+    ("follow", follow),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -478,6 +481,265 @@ pub fn scan(data: &[u8]) {
     );
 }
 
+/// The promise under damage, on a file written from the input's choices (records, metadata
+/// and application blocks, block size, zstd or not, index or not) and then damaged by edits
+/// the input also chooses: every block whose bytes the edits left whole, both sync bytes
+/// included, comes back at its new position with its content; every block that comes back
+/// holds the content of a block that was written (so every record read was written); damage
+/// lies inside the file; the streaming reader reads what the slice reader reads; recovery
+/// keeps exactly what a read returns.
+///
+/// The edits are those a disk, a copy or a crash makes, not forgeries: at most 3 bit flips in
+/// all (CRC-32 detects any 3 flipped bits in a block this size, spec 6), zeroed, deleted and
+/// inserted ranges, and truncation. Inserted bytes come from a generator the input seeds, so
+/// the fuzzer cannot write a block with a valid CRC into them.
+pub fn damage(data: &[u8]) {
+    let mut input = Unstructured(data);
+    let flags = input.u8();
+    let block_size = 32 + usize::from(input.u16()) % 2048;
+    let mut builder = WriterBuilder::new()
+        .block_size(block_size)
+        .index(flags & 1 != 0);
+    if flags & 2 != 0 {
+        builder = builder.compression(Compression::zstd(1).expect("level 1"));
+    }
+    let every = 1 + usize::from(flags >> 4);
+    let records = input.records(64, 1024);
+    let mut writer = builder.build(Vec::new()).expect("build a writer");
+    for (i, r) in records.iter().enumerate() {
+        writer.write_record(r).expect("write a record");
+        if i % every == every - 1 {
+            match flags >> 2 & 3 {
+                1 => writer
+                    .write_metadata([(format!("k{i}"), input.bytes(12).to_vec())])
+                    .expect("write metadata"),
+                2 => writer
+                    .write_raw_block(-1 - i64::from(input.u8() % 4), input.bytes(16))
+                    .expect("write a raw block"),
+                _ => {}
+            }
+        }
+    }
+    let clean = writer.finish().expect("finish");
+    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let written: Vec<BlockItem> = block_items(&mut options.from_slice(&clean))
+        .into_iter()
+        .map(|i| i.expect("a file just written reads clean"))
+        .collect();
+    let read: Vec<&Vec<u8>> = written.iter().flat_map(|b| &b.records).collect();
+    assert!(
+        read.into_iter().eq(&records),
+        "the clean file reads back other records"
+    );
+
+    // Damage, every byte tracked back to its offset in the clean file (None: not from there).
+    let mut bytes = clean.clone();
+    let mut origin: Vec<Option<usize>> = (0..clean.len()).map(Some).collect();
+    let mut flips = 0;
+    let mut seed = fnv(data);
+    for _ in 0..8 {
+        let Some(at) = input.u16_opt() else { break };
+        let op = input.u8();
+        let len = bytes.len();
+        let at = usize::from(at) % (len + 1);
+        let n = 1 + usize::from(op >> 3);
+        match op % 5 {
+            0 if at < len && flips < 3 => {
+                flips += 1;
+                bytes[at] ^= 1 << (op >> 3 & 7);
+                origin[at] = None;
+            }
+            1 => {
+                let end = (at + n).min(len);
+                for (b, o) in bytes[at..end].iter_mut().zip(&mut origin[at..end]) {
+                    if *b != 0 {
+                        *b = 0;
+                        *o = None;
+                    }
+                }
+            }
+            2 => {
+                let end = (at + n).min(len);
+                bytes.drain(at..end);
+                origin.drain(at..end);
+            }
+            3 => {
+                let new: Vec<u8> = (0..n)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // A zero now and then, as real garbage has.
+                        let b = (seed >> 56) as u8;
+                        if b < 16 {
+                            0
+                        } else {
+                            b
+                        }
+                    })
+                    .collect();
+                bytes.splice(at..at, new);
+                origin.splice(at..at, std::iter::repeat_n(None, n));
+            }
+            4 => {
+                bytes.truncate(at);
+                origin.truncate(at);
+            }
+            _ => {}
+        }
+    }
+
+    let items = block_items(&mut options.from_slice(&bytes));
+    check_tiling(&bytes, &items);
+    let mut at_position = vec![None; clean.len()];
+    for (q, o) in origin.iter().enumerate() {
+        if let Some(o) = *o {
+            at_position[o] = Some(q);
+        }
+    }
+    let got: Vec<&BlockItem> = items.iter().flatten().collect();
+    for w in &written {
+        let (o, size) = (w.offset as usize, w.size as usize);
+        let Some(q) = at_position[o] else { continue };
+        let whole = (0..=size).all(|i| origin.get(q + i) == Some(&Some(o + i)));
+        if !whole {
+            continue;
+        }
+        let back = got.iter().find(|b| b.offset == q as u64);
+        let expected = BlockItem {
+            offset: q as u64,
+            ..w.clone()
+        };
+        assert_eq!(
+            back,
+            Some(&&expected),
+            "the untouched block at {o} (now {q}) did not come back"
+        );
+    }
+    for b in &got {
+        assert!(
+            written.iter().any(|w| BlockItem {
+                offset: b.offset,
+                size: b.size,
+                ..w.clone()
+            } == **b),
+            "a block that was never written came back at {}: {b:?}",
+            b.offset
+        );
+    }
+
+    let (slice_records, slice_errors) = options.from_slice(&bytes).read_all();
+    let (stream_records, stream_errors) = options.from_read(Chunked::new(&bytes, seed)).read_all();
+    assert_eq!(
+        stream_records, slice_records,
+        "the stream and slice readers disagree"
+    );
+    assert_eq!(stream_errors.len(), slice_errors.len());
+    let mut out = Vec::new();
+    cobsfile::recover(&bytes, &options, &mut out).expect("recover");
+    let (recovered, errors) = options.from_slice(&out).read_all();
+    assert!(
+        errors.is_empty(),
+        "the recovered file has damage: {errors:?}"
+    );
+    assert_eq!(
+        recovered, slice_records,
+        "recovery kept other records than a read returns"
+    );
+
+    // Seeking with the index: exact on the clean file, a suffix of a full read on the damaged.
+    let k = u64::from(input.u16()) % (records.len() as u64 + 2);
+    let (sought, errors) = options.from_slice_at_record(&clean, k).read_all();
+    assert!(
+        errors.is_empty(),
+        "seeking in the clean file met {errors:?}"
+    );
+    let skip = (k as usize).min(records.len());
+    assert!(
+        sought == records[skip..],
+        "seeking record {k} of the clean file read other records"
+    );
+    check_seek(&bytes, &options, k, &slice_records);
+}
+
+/// Seeking by record over arbitrary bytes (the first two choose the record): an index block,
+/// however forged, only chooses where reading starts. The records read are those a full read
+/// returns from some block on (a suffix, less the records passed over in its first block), and
+/// damage lies inside the input.
+pub fn seek(data: &[u8]) {
+    let (record, bytes) = match data {
+        [a, b, rest @ ..] => (u64::from(u16::from_le_bytes([*a, *b])), rest),
+        _ => (0, data),
+    };
+    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let (records, _) = options.from_slice(bytes).read_all();
+    check_seek(bytes, &options, record, &records);
+    if let Some(index) = Index::find(bytes) {
+        assert!(index.start() <= index.offset() && index.offset() < bytes.len() as u64);
+        let mut at = index.start();
+        for e in index.entries() {
+            assert_eq!(e.offset, at, "index entries do not tile its span");
+            at += e.size;
+        }
+        assert_eq!(at, index.offset());
+    }
+}
+
+/// Following a file as it grows in chunks (sizes drawn from the input): once the file stops
+/// growing, the follower has returned the records a full read of the file returns, in order,
+/// and the same damage, except for damage at the very end, where a block may still be coming.
+pub fn follow(data: &[u8]) {
+    use std::io::Write as _;
+    use std::time::Duration;
+    let file = TempFile::with_contents(&[]);
+    let options = ReaderBuilder::new().max_block_size(STREAM_MAX_BLOCK);
+    let mut follower = cobsfile::FollowerBuilder::new()
+        .reader(options.clone())
+        .open(&file.0)
+        .expect("follow an empty file");
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file.0)
+        .expect("open for appending");
+    let (mut records, mut errors) = (Vec::new(), Vec::new());
+    let mut drain = |follower: &mut cobsfile::Follower| {
+        while let Some(event) = follower.next_event_timeout(Duration::ZERO) {
+            match event {
+                Ok(cobsfile::FollowEvent::Record(r)) => records.push(r.to_vec()),
+                Ok(other) => panic!("unexpected event while the file grows: {other}"),
+                Err(e) => errors.push(e),
+            }
+        }
+    };
+    let mut chunks = Chunked::new(data, fnv(data));
+    let mut buf = vec![0; 4096];
+    loop {
+        let n = chunks.read(&mut buf).expect("a chunk");
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n]).expect("append a chunk");
+        drain(&mut follower);
+    }
+    drain(&mut follower);
+    let (full_records, full_errors) = options.from_slice(data).read_all();
+    assert!(
+        records == full_records,
+        "the follower read other records than a full read"
+    );
+    let mut expected = faults(&full_errors);
+    let got = faults(&errors);
+    if got.len() + 1 == expected.len()
+        && matches!(full_errors.last(), Some(Error::Damaged { end, .. }) if *end == data.len() as u64)
+    {
+        expected.pop();
+    }
+    assert_eq!(
+        got, expected,
+        "the follower found other damage than a full read"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checks shared by the targets.
 
@@ -607,6 +869,63 @@ fn rewrite_and_compare(b: &BlockItem) {
         BlockKind::Data => assert!(records.iter().copied().eq(&b.records), "records differ"),
         BlockKind::Metadata => assert!(entries.iter().copied().eq(&b.entries), "entries differ"),
         _ => assert_eq!(items[0].payload, b.payload, "payload differs"),
+    }
+}
+
+/// A reader seeking record `record` of `bytes` reads a suffix of `records` (a full read's)
+/// with damage inside the input. A seek reads none of the blocks before the one it starts at
+/// and trusts the index about them (spec 9.6): behind a forged index, it may start past a
+/// header of a newer version, where a full read stops. So when a full read stopped there, the
+/// records sought are only a run of the file's records read on past such headers.
+fn check_seek(bytes: &[u8], options: &ReaderBuilder, record: u64, records: &[Vec<u8>]) {
+    let (sought, errors) = options.from_slice_at_record(bytes, record).read_all();
+    for e in &errors {
+        check_in_range(e, bytes.len());
+    }
+    let (past_versions, stopped) = records_past_versions(bytes, options);
+    if stopped {
+        assert!(
+            sought.is_empty()
+                || past_versions
+                    .windows(sought.len())
+                    .any(|w| w == sought.as_slice()),
+            "seeking record {record} read records that are not a run of the file's"
+        );
+        return;
+    }
+    assert_eq!(past_versions, records);
+    assert!(
+        sought.len() <= records.len() && sought == records[records.len() - sought.len()..],
+        "seeking record {record} read {} records that are not the last ones of a full read",
+        sought.len()
+    );
+}
+
+/// The records of every intact block of `bytes`, reading on past each header of a newer
+/// version where a full read stops, and whether there was such a header.
+fn records_past_versions(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, bool) {
+    let mut records = Vec::new();
+    let (mut from, mut stopped) = (0, false);
+    loop {
+        let mut reader = options.from_slice_range(bytes, from..u64::MAX);
+        let mut stop = None;
+        while let Some(item) = reader.next_record() {
+            match item {
+                Ok(r) => records.push(r.to_vec()),
+                Err(Error::UnsupportedVersion { offset, .. }) => {
+                    stop = Some(offset);
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        match stop {
+            Some(offset) => {
+                stopped = true;
+                from = offset + 1;
+            }
+            None => return (records, stopped),
+        }
     }
 }
 
