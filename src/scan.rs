@@ -220,28 +220,30 @@ impl ReaderBuilder {
         let changed = Condvar::new();
         let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
         let outcome = std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let _guard = StopOnUnwind(&shared, &changed);
-                    loop {
-                        let (index, value) = {
-                            let mut s = lock();
-                            while !s.stop && s.next >= s.taken + 2 * threads {
-                                s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
-                            }
-                            if s.stop || s.next >= ranges.len() {
-                                return;
-                            }
-                            s.next += 1;
-                            (s.next - 1, s.spare.pop().unwrap_or_default())
-                        };
-                        let range = ranges[index].clone();
-                        let part = read_part(value, &options, bytes, range, &on_block);
-                        lock().done.insert(index, part);
-                        changed.notify_all();
-                    }
-                });
-            }
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let _guard = StopOnUnwind(&shared, &changed);
+                        loop {
+                            let (index, value) = {
+                                let mut s = lock();
+                                while !s.stop && s.next >= s.taken + 2 * threads {
+                                    s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                                }
+                                if s.stop || s.next >= ranges.len() {
+                                    return;
+                                }
+                                s.next += 1;
+                                (s.next - 1, s.spare.pop().unwrap_or_default())
+                            };
+                            let range = ranges[index].clone();
+                            let part = read_part(value, &options, bytes, range, &on_block);
+                            lock().done.insert(index, part);
+                            changed.notify_all();
+                        }
+                    })
+                })
+                .collect();
             let mut outcome = Ok(());
             for index in 0..ranges.len() {
                 let part = {
@@ -274,6 +276,16 @@ impl ReaderBuilder {
             }
             lock().stop = true;
             changed.notify_all();
+            // Join each worker by hand: `scope` returns once the workers' closures are done,
+            // but before their threads have run their thread-local destructors and exited,
+            // so memory those free would still be live after `scan` returned (LeakSanitizer
+            // saw it: fuzz/regressions/scan/worker-exit-after-return). A join waits for the
+            // thread's exit; a worker's panic goes on to the caller, as `scope` would send it.
+            for worker in workers {
+                if let Err(panic) = worker.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
             outcome
         });
         outcome?;

@@ -253,3 +253,54 @@ fn a_range_right_after_the_dictionary_block() {
         );
     }
 }
+
+/// `scan` returns only once its worker threads have exited, their thread-local destructors
+/// run: nothing a worker held is still live when the caller (or LeakSanitizer, which caught
+/// it: `fuzz/regressions/scan/worker-exit-after-return`) looks. `std::thread::scope` alone
+/// returns when the workers' closures are done, before their threads exit.
+#[test]
+fn scan_returns_after_its_workers_exit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static TOUCHED: AtomicUsize = AtomicUsize::new(0);
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct SlowDrop;
+    impl Drop for SlowDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static HELD: SlowDrop = {
+            TOUCHED.fetch_add(1, Ordering::SeqCst);
+            SlowDrop
+        };
+    }
+
+    let mut writer = WriterBuilder::new().block_size(256).build(Vec::new()).unwrap();
+    for i in 0..2000 {
+        writer.write_record(format!("record {i}").as_bytes()).unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let mut sink = Collect::default();
+    ReaderBuilder::new()
+        .threads(2)
+        .min_split(1024)
+        .scan(
+            &file,
+            |out: &mut Vec<Vec<u8>>, block| {
+                HELD.with(|_| ());
+                out.extend(block.records().map(<[u8]>::to_vec));
+            },
+            &mut sink,
+        )
+        .expect("scan");
+    assert_eq!(sink.records.len(), 2000);
+    let touched = TOUCHED.load(Ordering::SeqCst);
+    assert!(touched >= 1, "no worker thread ran");
+    assert_eq!(
+        DROPPED.load(Ordering::SeqCst),
+        touched,
+        "scan returned before its workers' thread-local destructors ran"
+    );
+}
