@@ -157,7 +157,10 @@ pub struct Opened {
 
 /// Appends records to a log file (spec 11.1); options in [`AppenderBuilder`].
 ///
-/// Opening checks the file's header and looks at its end: bytes after the last intact block
+/// Opening checks the file's header, and that no header of a newer version lies further on
+/// (readers stop there, so records appended after it could not be read). That check reads the
+/// whole file once at memchr speed: about 0.1 s per GB from the page cache, disk speed
+/// otherwise. Then it looks at the end: bytes after the last intact block
 /// are a torn tail, a block a crashed writer did not finish. An appender alone on the file (an
 /// exclusive advisory lock) cuts it off, or completes a block that lacks only its closing sync
 /// byte; with other appenders on the file it leaves it. [`opened`](Self::opened) says what
@@ -647,6 +650,32 @@ fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
     }
 }
 
+/// Fails if a header block of a newer version lies further on in `bytes` (files
+/// concatenated): a full read stops there, so what is appended after it could not be read.
+///
+/// A full read tries every 0x00 as a block's opening sync byte (blocks hold no other), so
+/// every header block it would meet starts `00 02` (type 1), and each such place is checked
+/// as a range reader starting there, which decodes what a full read would. This reads the
+/// whole file once, at memchr speed, where a skipping scan (spec 9.3) reads only block
+/// headers; but a damaged length that lands on a sync byte makes a skipping scan jump over
+/// whatever lies between, and it once hid such a header from the appender
+/// (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
+fn newer_header(bytes: &[u8]) -> Result<()> {
+    let options = ReaderBuilder::new();
+    for open in memchr::memchr_iter(0, bytes) {
+        if open == 0 || bytes.get(open + 1) != Some(&2) {
+            continue;
+        }
+        let open = open as u64;
+        if let Some(Err(e @ Error::UnsupportedVersion { .. })) =
+            options.from_slice_range(bytes, open..open + 1).next_block()
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// The largest torn block an appender completes (copying it to check it): larger ones are
 /// cut off.
 const MAX_COMPLETED: usize = 64 << 20;
@@ -671,13 +700,7 @@ fn intact_end(bytes: &[u8]) -> Result<u64> {
             .into())
         }
     };
-    // A header of a newer version further on (files concatenated) stops readers there: what
-    // is appended after it could not be read. A skipping scan finds every header block.
-    for item in ReaderBuilder::new().from_slice(bytes).metadata() {
-        if let Err(e @ Error::UnsupportedVersion { .. }) = item {
-            return Err(e);
-        }
-    }
+    newer_header(bytes)?;
     let mut end = bytes.len();
     while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
         let Some(open) = memchr::memrchr(0, &bytes[..close]) else {
