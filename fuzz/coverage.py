@@ -1,27 +1,39 @@
 #!/usr/bin/env python3
-"""Coverage the kept corpus reaches in the library's own source, per target and in all.
+"""Source coverage the kept corpus reaches in the library (src/), per file and per target.
 
-Runs each fuzz target once over its corpus and regressions (`-runs=0 -print_coverage=1`, no
-fuzzing) and reads libFuzzer's COVERED_FUNC / UNCOVERED_FUNC lines: for every function the
-target's binary holds, how many of its instrumented edges some input took. Only functions
-defined under src/ count. A function inlined into its caller has no line of its own; its
-edges count as the caller's.
+For each target, `cargo fuzz coverage` builds it with LLVM source-based coverage and runs
+every input of fuzz/corpus/<target> and fuzz/regressions/<target> once (no fuzzing). The
+profiles are merged, and `llvm-cov` reports lines, regions and functions of src/ reached
+by all targets together, then each target's own totals. Files that no target links (the
+command-line tool, pipe.rs) do not appear: the fuzzers test the library.
 
-usage (from fuzz/, after `RUSTC_BOOTSTRAP=1 cargo fuzz build`):
-    python3 coverage.py [TARGET ...]          a table per source file, then per target
-    python3 coverage.py --uncovered FILE.rs   the functions of src/FILE.rs no input enters
+Needs llvm-cov and llvm-profdata of the toolchain's LLVM: `rustup component add llvm-tools`.
+
+usage (from fuzz/):
+    python3 coverage.py [TARGET ...]            run, then print the tables (markdown)
+    python3 coverage.py --report [TARGET ...]   print the tables from the last run
 """
 
+import json
 import os
-import re
 import subprocess
 import sys
-from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src") + os.sep
-BIN = os.path.join(HERE, "target", "x86_64-unknown-linux-gnu", "release")
-LINE = re.compile(r"^(COVERED|UNCOVERED)_FUNC: hits: (\d+) edges: (\d+)/(\d+) (.*) (\S+):(\d+)$")
+
+
+def host():
+    out = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    return next(l.split()[1] for l in out.splitlines() if l.startswith("host:"))
+
+
+HOST = host()
+SYSROOT = subprocess.run(
+    ["rustc", "--print", "sysroot"], capture_output=True, text=True, check=True
+).stdout.strip()
+TOOLS = os.path.join(SYSROOT, "lib", "rustlib", HOST, "bin")
+BIN = os.path.join(HERE, "target", HOST, "coverage", HOST, "release")
 
 
 def targets():
@@ -29,90 +41,87 @@ def targets():
     return [n[:-3] for n in names if n.endswith(".rs")]
 
 
-def functions(target):
-    """{(source file, line, name): (covered edges, edges)} for src/ functions in the binary."""
-    dirs = [os.path.join(HERE, d, target) for d in ("corpus", "regressions")]
-    dirs = [d for d in dirs if os.path.isdir(d)]
-    out = subprocess.run(
-        [os.path.join(BIN, target), *dirs, "-runs=0", "-print_coverage=1"],
+def run(target):
+    dirs = [d for d in (f"corpus/{target}", f"regressions/{target}") if os.path.isdir(d)]
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1")
+    done = subprocess.run(
+        ["cargo", "fuzz", "coverage", target, *dirs],
+        cwd=HERE,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
         check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"{target}: cargo fuzz coverage failed:\n{done.stdout[-3000:]}")
+
+
+def profile(target):
+    return os.path.join(HERE, "coverage", target, "coverage.profdata")
+
+
+def summary(binaries, profdata):
+    """{src file: {'lines': (covered, count), 'regions': ..., 'functions': ...}}"""
+    objects = [binaries[0]] + [a for b in binaries[1:] for a in ("-object", b)]
+    out = subprocess.run(
+        [os.path.join(TOOLS, "llvm-cov"), "export", "-summary-only", *objects,
+         f"-instr-profile={profdata}"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    found = {}
-    for line in out.splitlines():
-        m = LINE.match(line)
-        if not m:
+    files = {}
+    for f in json.loads(out)["data"][0]["files"]:
+        name = os.path.normpath(f["filename"])
+        if not name.startswith(SRC):
             continue
-        _, _, covered, total, name, path, lineno = m.groups()
-        path = os.path.normpath(path)
-        if not path.startswith(SRC):
-            continue
-        key = (path[len(SRC):], int(lineno), name)
-        c, t = found.get(key, (0, 0))
-        found[key] = (max(c, int(covered)), max(t, int(total)))
-    if not found:
-        sys.exit(f"{target}: no coverage lines (is the binary built? exit output:\n{out[-2000:]})")
-    return found
+        s = f["summary"]
+        files[name[len(SRC):]] = {
+            k: (s[k]["covered"], s[k]["count"]) for k in ("lines", "regions", "functions")
+        }
+    return files
 
 
-def tally(funcs):
-    """{file: [covered edges, edges, functions entered, functions]}"""
-    per = defaultdict(lambda: [0, 0, 0, 0])
-    for (path, _, _), (c, t) in funcs.items():
-        p = per[path]
-        p[0] += c
-        p[1] += t
-        p[2] += c > 0
-        p[3] += 1
-    return per
+def cell(pair):
+    covered, count = pair
+    return f"{covered} / {count} ({100.0 * covered / count:.1f} %)" if count else "-"
 
 
-def pct(a, b):
-    return f"{100.0 * a / b:.1f} %" if b else "-"
+def total(files, key):
+    return (sum(f[key][0] for f in files.values()), sum(f[key][1] for f in files.values()))
 
 
 def main(argv):
-    uncovered = None
-    if argv[:1] == ["--uncovered"]:
-        uncovered, argv = argv[1], argv[2:]
-    names = argv or targets()
-    union = {}
-    rows = []
-    for t in names:
-        funcs = functions(t)
-        for k, (c, tot) in funcs.items():
-            uc, ut = union.get(k, (0, 0))
-            union[k] = (max(uc, c), max(ut, tot))
-        c = sum(v[0] for v in funcs.values())
-        tot = sum(v[1] for v in funcs.values())
-        entered = sum(v[0] > 0 for v in funcs.values())
-        rows.append((t, c, tot, entered, len(funcs)))
+    report_only = argv[:1] == ["--report"]
+    names = (argv[1:] if report_only else argv) or targets()
+    os.chdir(HERE)
+    if not report_only:
+        for t in names:
+            run(t)
+    merged = os.path.join(HERE, "coverage", "all.profdata")
+    subprocess.run(
+        [os.path.join(TOOLS, "llvm-profdata"), "merge", "-sparse",
+         *[profile(t) for t in names], "-o", merged],
+        check=True,
+    )
+    binaries = [os.path.join(BIN, t) for t in names]
+    files = summary(binaries, merged)
 
-    if uncovered:
-        for (path, line, name), (c, _) in sorted(union.items()):
-            if path == uncovered and c == 0:
-                print(f"{path}:{line} {name}")
-        return
-
-    print("| source file | edges covered | functions entered |")
-    print("|---|---:|---:|")
-    per = tally(union)
-    for path in sorted(per):
-        c, t, e, n = per[path]
-        print(f"| `src/{path}` | {c} / {t} ({pct(c, t)}) | {e} / {n} |")
-    c = sum(v[0] for v in per.values())
-    t = sum(v[1] for v in per.values())
-    e = sum(v[2] for v in per.values())
-    n = sum(v[3] for v in per.values())
-    print(f"| all targets together | {c} / {t} ({pct(c, t)}) | {e} / {n} |")
+    print("| source file | lines | regions | functions |")
+    print("|---|---:|---:|---:|")
+    for name in sorted(files):
+        f = files[name]
+        print(f"| `src/{name}` | {cell(f['lines'])} | {cell(f['regions'])} | {cell(f['functions'])} |")
+    print(f"| all targets together | {cell(total(files, 'lines'))} | "
+          f"{cell(total(files, 'regions'))} | {cell(total(files, 'functions'))} |")
     print()
-    print("| target | edges covered in src/ | functions entered |")
+    print("| target | lines of src/ it links | regions |")
     print("|---|---:|---:|")
-    for t, c, tot, entered, n in rows:
-        print(f"| `{t}` | {c} / {tot} ({pct(c, tot)}) | {entered} / {n} |")
+    for t, b in zip(names, binaries):
+        own = summary([b], profile(t))
+        print(f"| `{t}` | {cell(total(own, 'lines'))} | {cell(total(own, 'regions'))} |")
 
 
 if __name__ == "__main__":
