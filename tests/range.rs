@@ -277,9 +277,14 @@ fn scan_returns_after_its_workers_exit() {
         };
     }
 
-    let mut writer = WriterBuilder::new().block_size(256).build(Vec::new()).unwrap();
+    let mut writer = WriterBuilder::new()
+        .block_size(256)
+        .build(Vec::new())
+        .unwrap();
     for i in 0..2000 {
-        writer.write_record(format!("record {i}").as_bytes()).unwrap();
+        writer
+            .write_record(format!("record {i}").as_bytes())
+            .unwrap();
     }
     let file = writer.finish().unwrap();
     let mut sink = Collect::default();
