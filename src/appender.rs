@@ -684,7 +684,7 @@ const MAX_COMPLETED: usize = 64 << 20;
 /// found by scanning back from the end: each 0x00 there may close a block, and the block it closes
 /// is intact if its frame is sound and its body checks (a block that needs a dictionary or
 /// a codec this reader lacks counts, since its frame is complete). Fails if the file does
-/// not start with a header block this version reads.
+/// not start with a header block this version reads, or holds one of a newer version.
 fn intact_end(bytes: &[u8]) -> Result<u64> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
