@@ -347,6 +347,10 @@ pub(crate) fn decode(
                         }
                     }
                     DecompressError::Zstd(problem) => Cause::Decompress { offset, problem },
+                    DecompressError::OutOfMemory => Cause::Decompress {
+                        offset,
+                        problem: "no memory for the declared size",
+                    },
                 })?;
             crc.update(&fields[..at]);
             crc.update(&scratch.plain);

@@ -6,9 +6,12 @@
 //! and a reader without that exact dictionary refuses the block (and the CRC, which covers the
 //! uncompressed payload, would catch what slipped through).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+
+use crate::limits::Limits;
 
 use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DDict};
 
@@ -180,28 +183,76 @@ pub(crate) enum DecompressError {
     Dictionary { needed: u64, given: Option<u64> },
     /// The frame holds more than the size the block declares.
     Inflates,
-    /// zstd rejected the frame.
+    /// zstd rejected the frame, or the stored payload is not exactly one zstd frame.
     Zstd(&'static str),
-    /// The frame holds less than the size the block declares.
+    /// The frame holds less than the size the block declares (or its header says so).
     Short { got: usize },
+    /// No memory could be had for the size the block declares.
+    OutOfMemory,
+}
+
+/// The first 4 bytes of every zstd frame (RFC 8878, section 3.1.1), little-endian 0xFD2FB528.
+const FRAME_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// The first 4 bytes of a dictionary in zstd's format (RFC 8878, section 5), little-endian
+/// 0xEC30A437. A dictionary that does not start with them is raw content.
+pub(crate) const DICTIONARY_MAGIC: [u8; 4] = [0x37, 0xa4, 0x30, 0xec];
+
+/// Why a dictionary was not made available.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// It starts with zstd's dictionary magic but zstd cannot load it.
+    Invalid,
+    /// Keeping it would exceed the reader's limit on dictionaries (count or bytes).
+    Limit {
+        /// Which limit: `"dictionaries"` or `"dictionary bytes"`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// A dictionary a decompressor knows, prepared for zstd on first use.
+struct Known {
+    dictionary: Dictionary,
+    /// Made when a block first needs it (or at once for a dictionary in zstd's format, to
+    /// check that it loads).
+    ddict: Option<DDict<'static>>,
 }
 
 /// Decompresses payloads with one zstd context (created on the first compressed block) and
 /// the dictionaries known so far: those given to the reader and those the file embeds.
-#[derive(Default)]
+///
+/// Cost follows the bytes a frame produces, never the size a block claims: the output buffer
+/// is reserved, not filled, before decompressing, and a dictionary is prepared for zstd only
+/// when a block needs it. The dictionaries a file embeds are bounded in count and bytes
+/// ([`Limits`](crate::Limits)); those given to the reader are not counted.
 pub(crate) struct Decompressor {
     dctx: Option<DCtx<'static>>,
-    dictionaries: Vec<(u64, DDict<'static>)>,
+    known: Vec<Known>,
+    /// Positions in `known` by id.
+    by_id: HashMap<u64, usize>,
     /// The id of the dictionary the reader was given, for messages.
     given: Option<u64>,
+    /// Embedded dictionaries held, and their bytes.
+    embedded: usize,
+    embedded_bytes: u64,
+    max_dictionaries: usize,
+    max_dictionary_bytes: u64,
+}
+
+impl Default for Decompressor {
+    fn default() -> Self {
+        Decompressor::new(&Limits::default())
+    }
 }
 
 impl fmt::Debug for Decompressor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ids: Vec<_> = self
-            .dictionaries
+            .known
             .iter()
-            .map(|(id, _)| DictionaryId(*id))
+            .map(|k| DictionaryId(k.dictionary.id()))
             .collect();
         f.debug_struct("Decompressor")
             .field("dictionaries", &ids)
@@ -210,26 +261,78 @@ impl fmt::Debug for Decompressor {
 }
 
 impl Decompressor {
-    /// Makes `dictionary` available; `given` marks the one the caller supplied.
-    pub fn add(&mut self, dictionary: &Dictionary, given: bool) -> io::Result<()> {
-        if given {
-            self.given = Some(dictionary.id());
+    /// A decompressor that keeps embedded dictionaries within `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Decompressor {
+            dctx: None,
+            known: Vec::new(),
+            by_id: HashMap::new(),
+            given: None,
+            embedded: 0,
+            embedded_bytes: 0,
+            max_dictionaries: limits.max_dictionaries,
+            max_dictionary_bytes: limits.max_dictionary_bytes,
         }
+    }
+
+    /// Makes a dictionary the caller supplied available (not counted against the limits).
+    /// One in zstd's format that zstd cannot load is refused.
+    pub fn give(&mut self, dictionary: &Dictionary) -> Result<(), Refused> {
+        self.given = Some(dictionary.id());
+        self.insert(dictionary, false)
+    }
+
+    /// Makes a dictionary the file embeds available, within the limits. One already known is
+    /// accepted again at no cost.
+    pub fn add(&mut self, dictionary: &Dictionary) -> Result<(), Refused> {
+        self.insert(dictionary, true)
+    }
+
+    fn insert(&mut self, dictionary: &Dictionary, counted: bool) -> Result<(), Refused> {
         if self.has(dictionary.id()) {
             return Ok(());
         }
-        let ddict = DDict::try_create(dictionary.bytes())
-            .ok_or_else(|| io::Error::other("zstd could not load the dictionary"))?;
-        self.dictionaries.push((dictionary.id(), ddict));
+        let len = dictionary.bytes().len() as u64;
+        if counted {
+            if self.embedded >= self.max_dictionaries {
+                return Err(Refused::Limit {
+                    what: "dictionaries",
+                    limit: self.max_dictionaries as u64,
+                });
+            }
+            if self.embedded_bytes + len > self.max_dictionary_bytes {
+                return Err(Refused::Limit {
+                    what: "dictionary bytes",
+                    limit: self.max_dictionary_bytes,
+                });
+            }
+        }
+        // Raw content always loads; zstd's format is checked now, so that a broken one is
+        // reported where it is, not at each block that names it.
+        let ddict = if dictionary.bytes().starts_with(&DICTIONARY_MAGIC) {
+            Some(DDict::try_create(dictionary.bytes()).ok_or(Refused::Invalid)?)
+        } else {
+            None
+        };
+        if counted {
+            self.embedded += 1;
+            self.embedded_bytes += len;
+        }
+        self.by_id.insert(dictionary.id(), self.known.len());
+        self.known.push(Known {
+            dictionary: dictionary.clone(),
+            ddict,
+        });
         Ok(())
     }
 
     /// Whether the dictionary with `id` is available.
     pub fn has(&self, id: u64) -> bool {
-        self.dictionaries.iter().any(|(known, _)| *known == id)
+        self.by_id.contains_key(&id)
     }
 
-    /// Decompresses `frame`, which must hold exactly `size` bytes, into `out`.
+    /// Decompresses `frame`, which must be exactly one zstd frame holding exactly `size`
+    /// bytes, into `out`.
     pub fn decompress(
         &mut self,
         frame: &[u8],
@@ -237,30 +340,41 @@ impl Decompressor {
         size: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), DecompressError> {
+        check_one_frame(frame, size)?;
         let ddict = match dictionary {
             None => None,
-            Some(needed) => match self.dictionaries.iter().find(|(id, _)| *id == needed) {
-                Some((_, ddict)) => Some(ddict),
-                None => {
+            Some(needed) => {
+                let Some(&i) = self.by_id.get(&needed) else {
                     return Err(DecompressError::Dictionary {
                         needed,
                         given: self.given,
-                    })
+                    });
+                };
+                let known = &mut self.known[i];
+                if known.ddict.is_none() {
+                    // Raw content: zstd takes any bytes as such.
+                    let ddict = DDict::try_create(known.dictionary.bytes())
+                        .ok_or(DecompressError::Zstd("cannot load the dictionary"))?;
+                    known.ddict = Some(ddict);
                 }
-            },
+                known.ddict.as_ref()
+            }
         };
         let dctx = match &mut self.dctx {
             Some(dctx) => dctx,
             slot => slot.insert(DCtx::try_create().ok_or(DecompressError::Zstd("no context"))?),
         };
+        // Reserved, not filled: pages the frame does not write are never touched.
         out.clear();
-        out.resize(size, 0);
+        out.try_reserve(size)
+            .map_err(|_| DecompressError::OutOfMemory)?;
         let result = match ddict {
-            Some(ddict) => dctx.decompress_using_ddict(&mut out[..], frame, ddict),
-            None => dctx.decompress(&mut out[..], frame),
+            Some(ddict) => dctx.decompress_using_ddict(out, frame, ddict),
+            None => dctx.decompress(out, frame),
         };
         match result {
             Ok(got) if got == size => Ok(()),
+            Ok(got) if got > size => Err(DecompressError::Inflates),
             Ok(got) => Err(DecompressError::Short { got }),
             Err(code) => {
                 let name = zstd_safe::get_error_name(code);
@@ -271,6 +385,28 @@ impl Decompressor {
                 }
             }
         }
+    }
+}
+
+/// Checks, reading only frame and block headers, that `frame` is exactly one zstd frame (no
+/// skippable frame, nothing after it) and that the content size its header may declare is
+/// `size`.
+fn check_one_frame(frame: &[u8], size: usize) -> Result<(), DecompressError> {
+    if !frame.starts_with(&FRAME_MAGIC) {
+        return Err(DecompressError::Zstd("stored payload is not a zstd frame"));
+    }
+    match zstd_safe::find_frame_compressed_size(frame) {
+        Ok(len) if len == frame.len() => {}
+        Ok(_) => return Err(DecompressError::Zstd("bytes after the zstd frame")),
+        Err(code) => return Err(DecompressError::Zstd(zstd_safe::get_error_name(code))),
+    }
+    match zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(declared)) if declared > size as u64 => Err(DecompressError::Inflates),
+        Ok(Some(declared)) if declared < size as u64 => Err(DecompressError::Short {
+            got: declared as usize,
+        }),
+        Ok(_) => Ok(()),
+        Err(_) => Err(DecompressError::Zstd("invalid frame header")),
     }
 }
 
@@ -288,7 +424,7 @@ mod tests {
             assert!(frame.len() < payload.len() / 5);
             let mut dec = Decompressor::default();
             if let Some(d) = d {
-                dec.add(d, true).unwrap();
+                dec.give(d).unwrap();
             }
             let mut out = Vec::new();
             dec.decompress(&frame, d.map(|d| d.id()), payload.len(), &mut out)
@@ -305,8 +441,9 @@ mod tests {
     fn a_missing_dictionary_is_named() {
         let mut dec = Decompressor::default();
         let other = Dictionary::new(vec![1, 2, 3]);
-        dec.add(&other, true).unwrap();
-        let err = dec.decompress(&[], Some(7), 10, &mut Vec::new());
+        dec.give(&other).unwrap();
+        let frame = zstd::bulk::compress(&[7; 10], 1).unwrap();
+        let err = dec.decompress(&frame, Some(7), 10, &mut Vec::new());
         assert_eq!(
             err,
             Err(DecompressError::Dictionary {
@@ -314,6 +451,21 @@ mod tests {
                 given: Some(other.id())
             })
         );
+    }
+
+    #[test]
+    fn a_frame_is_checked_before_the_dictionary_is_looked_for() {
+        let mut dec = Decompressor::default();
+        let frame = zstd::bulk::compress(&[7; 10], 1).unwrap();
+        let mut two = frame.clone();
+        two.extend(&frame);
+        for (stored, size) in [(&two, 20), (&frame[1..].to_vec(), 10)] {
+            let err = dec.decompress(stored, Some(7), size, &mut Vec::new());
+            assert!(matches!(err, Err(DecompressError::Zstd(_))), "{err:?}");
+        }
+        // A content size in the frame's header that is not the block's is refused unread.
+        let err = dec.decompress(&frame, None, 1 << 30, &mut Vec::new());
+        assert_eq!(err, Err(DecompressError::Short { got: 10 }));
     }
 
     #[test]

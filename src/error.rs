@@ -185,6 +185,17 @@ pub enum Cause {
         /// zstd's description of the problem.
         problem: &'static str,
     },
+    /// Keeping what the block holds would exceed one of the reader's [`Limits`](crate::Limits)
+    /// (a dictionary past the most dictionaries or dictionary bytes it keeps).
+    #[error("block at offset {offset} exceeds the reader's limit of {limit} {what}; raise the limit to read it")]
+    Limit {
+        /// Offset of the block's opening sync byte.
+        offset: u64,
+        /// What is limited: `"dictionaries"` or `"dictionary bytes"`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
     /// The block's CRC matched but its contents do not follow the format.
     #[error("malformed block at offset {offset}: {what}")]
     Malformed {
@@ -196,12 +207,19 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// Whether the block is over one of the reader's limits on block size ([`Cause::TooLarge`],
+    /// [`Cause::BodyTooLarge`]): damage to a length or size field, or a block written with a
+    /// larger limit, which a reader with a larger limit reads.
+    pub fn is_over_limit(&self) -> bool {
+        matches!(self, Cause::TooLarge { .. } | Cause::BodyTooLarge { .. })
+    }
+
     /// Whether the cause is damage to the bytes, rather than a block this reader cannot
-    /// decode (a codec it does not support, a dictionary it was not given).
+    /// decode (a codec it does not support, a dictionary it was not given, a limit it keeps).
     pub fn is_damage(&self) -> bool {
         !matches!(
             self,
-            Cause::UnsupportedCodec { .. } | Cause::Dictionary { .. }
+            Cause::UnsupportedCodec { .. } | Cause::Dictionary { .. } | Cause::Limit { .. }
         )
     }
 }

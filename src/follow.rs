@@ -24,7 +24,6 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::cobs;
 use crate::error::{Error, Result};
 use crate::reader::{ReaderBuilder, StreamReader};
 
@@ -206,8 +205,7 @@ impl Follower {
         }
         let start = if options.from_end {
             // A block's frame is at most its encoded length plus two varints (as a reader's).
-            let max_block_size = options.reader.max_block_size.min(isize::MAX as usize);
-            let limit = cobs::max_encoded_len(max_block_size) as u64 + 32;
+            let limit = options.reader.get_limits().max_length() + 31;
             last_sync(&mut file, meta.len(), limit)?
         } else {
             0

@@ -18,7 +18,8 @@ use crate::block::{self, types, BlockKind, Place, Scratch};
 use crate::codec::Decompressor;
 use crate::error::{Error, Result};
 use crate::frame::{self, Check, Scan};
-use crate::reader::{Block, ReaderBuilder, SliceReader, DEFAULT_MAX_BLOCK_SIZE};
+use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
+use crate::reader::{Block, ReaderBuilder, SliceReader};
 use crate::varint;
 
 /// One block as an [`Index`] lists it.

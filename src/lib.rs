@@ -68,6 +68,7 @@ mod error;
 mod follow;
 mod frame;
 mod index;
+mod limits;
 mod mapped;
 mod parallel;
 pub mod pipe;
@@ -85,10 +86,13 @@ pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use error::{Cause, Error, Result};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
+pub use limits::{
+    Limits, DEFAULT_MAX_BLOCK_SIZE, DEFAULT_MAX_DICTIONARIES, DEFAULT_MAX_DICTIONARY_BYTES,
+};
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{
     codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,
-    SliceReader, Stats, StreamReader, DEFAULT_MAX_BLOCK_SIZE,
+    SliceReader, Stats, StreamReader,
 };
 pub use recover::{recover, Recovery};
 pub use scan::ScanSink;

@@ -31,6 +31,7 @@ use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::error::{Cause, Error, Result};
 use crate::frame::Frame;
 use crate::index::IndexBuilder;
+use crate::limits::Limits;
 use crate::reader::{decode_block, BlockInfo};
 
 /// Blocks in flight per worker thread.
@@ -404,8 +405,8 @@ struct DecodeState {
 fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
     if state.added < job.known {
         for dictionary in &lock(&state.registry)[state.added..job.known] {
-            // Loads: the reader's thread loaded it before registering it.
-            let _ = state.decompressor.add(dictionary, false);
+            // Kept: the reader's thread kept it, under the same limits, before registering it.
+            let _ = state.decompressor.add(dictionary);
         }
         state.added = job.known;
     }
@@ -413,13 +414,16 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
     job
 }
 
-/// A decompressor holding `dictionaries`, each marked given to the reader or not, added in
-/// order as a sequential reader would have added them.
-fn decompressor_with(dictionaries: &[(Dictionary, bool)]) -> Decompressor {
-    let mut decompressor = Decompressor::default();
+/// A decompressor within `limits` holding `dictionaries`, each marked given to the reader or
+/// not, added in order as a sequential reader would have added them.
+fn decompressor_with(limits: &Limits, dictionaries: &[(Dictionary, bool)]) -> Decompressor {
+    let mut decompressor = Decompressor::new(limits);
     for (dictionary, given) in dictionaries {
         // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-        let _ = decompressor.add(dictionary, *given);
+        let _ = match given {
+            true => decompressor.give(dictionary),
+            false => decompressor.add(dictionary),
+        };
     }
     decompressor
 }
@@ -506,15 +510,16 @@ impl Decoders {
     /// starts at window index `pos`.
     pub fn new(
         threads: usize,
-        max_block_size: usize,
+        limits: &Limits,
         dictionaries: &[(Dictionary, bool)],
         pos: usize,
     ) -> io::Result<Self> {
+        let max_block_size = limits.block_size();
         let registry = Arc::new(Mutex::new(Vec::new()));
         let states = (0..threads)
             .map(|_| DecodeState {
                 max_block_size,
-                decompressor: decompressor_with(dictionaries),
+                decompressor: decompressor_with(limits, dictionaries),
                 registry: Arc::clone(&registry),
                 added: 0,
             })
@@ -526,7 +531,7 @@ impl Decoders {
             frames: 0,
             limit,
             free: Vec::with_capacity(limit + 1),
-            main: decompressor_with(dictionaries),
+            main: decompressor_with(limits, dictionaries),
             registry,
             registered: 0,
             max_block_size,
@@ -634,8 +639,9 @@ impl Decoders {
         if let Some(Ok((_, body))) = &job.result {
             let bytes = &job.scratch.buffer()[body.payload.clone()];
             let dictionary = Dictionary::new(bytes.to_vec());
-            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-            if !self.main.has(dictionary.id()) && self.main.add(&dictionary, false).is_ok() {
+            // One the reader cannot keep stays unavailable: the reader reports its block, as
+            // a sequential reader does, and the blocks that need it.
+            if !self.main.has(dictionary.id()) && self.main.add(&dictionary).is_ok() {
                 lock(&self.registry).push(dictionary);
                 self.registered += 1;
             }

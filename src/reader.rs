@@ -9,16 +9,14 @@ use std::io::{self, Read};
 use std::ops::Range;
 
 use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
-use crate::cobs;
+use crate::codec::Refused;
 use crate::codec::{Decompressor, Dictionary};
 use crate::error::{Cause, Error, Result};
 use crate::frame::{self, Check, Frame, Scan};
+use crate::limits::Limits;
 use crate::parallel::{Decoders, Popped};
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
-
-/// The default maximum decoded size of a block body: 64 MiB.
-pub const DEFAULT_MAX_BLOCK_SIZE: usize = 64 << 20;
 
 /// A reader over a byte slice or a mapped file.
 pub type SliceReader<'a> = Reader<SliceSource<'a>>;
@@ -36,7 +34,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReaderBuilder {
-    pub(crate) max_block_size: usize,
+    pub(crate) limits: Limits,
     dictionaries: Vec<Dictionary>,
     pub(crate) threads: usize,
     pub(crate) min_split: u64,
@@ -49,10 +47,10 @@ impl Default for ReaderBuilder {
 }
 
 impl ReaderBuilder {
-    /// Default options: maximum block size [`DEFAULT_MAX_BLOCK_SIZE`].
+    /// Default options: the default [`Limits`], no dictionaries, one thread.
     pub fn new() -> Self {
         ReaderBuilder {
-            max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+            limits: Limits::default(),
             dictionaries: Vec::new(),
             threads: 0,
             min_split: 1 << 20,
@@ -63,8 +61,20 @@ impl ReaderBuilder {
     /// reported as damage without being read into memory, so a hostile length field cannot
     /// make the reader allocate more than about this much.
     pub fn max_block_size(mut self, bytes: usize) -> Self {
-        self.max_block_size = bytes;
+        self.limits = self.limits.max_block_size(bytes);
         self
+    }
+
+    /// Every bound the reader enforces (see [`Limits`]); replaces an earlier
+    /// [`max_block_size`](Self::max_block_size).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The bounds the reader enforces.
+    pub fn get_limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Makes `dictionary` available for blocks compressed with it (repeatable). Dictionaries
@@ -277,6 +287,9 @@ enum Mode {
     All,
     /// Skip data and unknown blocks by their length, decode header and metadata blocks.
     Metadata,
+    /// Check every frame in full, decode dictionary blocks only (a range reader's search of
+    /// the bytes before its range).
+    Dictionaries,
 }
 
 /// A reader of blocks, records and metadata over any [`Source`].
@@ -298,7 +311,7 @@ pub struct Reader<S> {
     src: S,
     /// Where the next scan starts, as an index into the source's window.
     pos: usize,
-    max_block_size: usize,
+    limits: Limits,
     /// Largest acceptable length field.
     max_length: u64,
     /// The last decoded block body.
@@ -357,14 +370,12 @@ enum Settled {
 
 impl<S: Source> Reader<S> {
     fn new(src: S, options: &ReaderBuilder, threads: usize) -> Self {
-        // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
-        // limit") would overflow the encoded length computed from it.
-        let max_block_size = options.max_block_size.min(isize::MAX as usize);
-        let mut decompressor = Decompressor::default();
+        let limits = options.limits;
+        let mut decompressor = Decompressor::new(&limits);
         let mut dictionaries = Vec::new();
         for dictionary in &options.dictionaries {
             // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-            let _ = decompressor.add(dictionary, true);
+            let _ = decompressor.give(dictionary);
             if threads > 1 {
                 dictionaries.push((dictionary.clone(), true));
             }
@@ -372,8 +383,8 @@ impl<S: Source> Reader<S> {
         Reader {
             src,
             pos: 0,
-            max_block_size,
-            max_length: cobs::max_encoded_len(max_block_size) as u64 + 1,
+            limits,
+            max_length: limits.max_length(),
             scratch: Scratch::default(),
             decompressor,
             cursor: 0..0,
@@ -429,7 +440,7 @@ impl<S: Source> Reader<S> {
             return None;
         }
         let check = match mode {
-            Mode::All => Check::Full,
+            Mode::All | Mode::Dictionaries => Check::Full,
             Mode::Metadata => Check::Landing,
         };
         loop {
@@ -537,7 +548,7 @@ impl<S: Source> Reader<S> {
         if self.threads > 1 && !self.stopped {
             match mode {
                 Mode::All => return self.next_decoded_parallel(),
-                Mode::Metadata => self.catch_up(),
+                Mode::Metadata | Mode::Dictionaries => self.catch_up(),
             }
         }
         loop {
@@ -546,7 +557,11 @@ impl<S: Source> Reader<S> {
                 Err(e) => return Some(Err(e)),
             };
             let kind = BlockKind::from_type(f.kind);
-            let wanted = mode == Mode::All || decoded_by_scans(kind);
+            let wanted = match mode {
+                Mode::All => true,
+                Mode::Metadata => decoded_by_scans(kind),
+                Mode::Dictionaries => kind == BlockKind::Dictionary,
+            };
             let decoded = if wanted {
                 self.decode(&f).map(Some)
             } else {
@@ -578,6 +593,17 @@ impl<S: Source> Reader<S> {
                 return Settled::Merged;
             }
         };
+        // A dictionary block is kept before anything is reported for it: one the reader
+        // cannot keep is reported in its place, merged with the damage around it.
+        if let Some((info, body)) = &decoded {
+            if info.kind == BlockKind::Dictionary {
+                let bytes = &self.scratch.buffer()[body.payload.clone()];
+                if let Err(cause) = self.keep_dictionary(offset, bytes.to_vec()) {
+                    self.note_damage(offset + 1, cause);
+                    return Settled::Merged;
+                }
+            }
+        }
         if let Some(err) = self.take_damage(offset) {
             return Settled::Damage(err, decoded);
         }
@@ -590,20 +616,26 @@ impl<S: Source> Reader<S> {
                     supported: FORMAT_VERSION,
                 }));
             }
-            if info.kind == BlockKind::Dictionary {
-                let bytes = &self.scratch.buffer()[body.payload.clone()];
-                let dictionary = Dictionary::new(bytes.to_vec());
-                // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-                if !self.decompressor.has(dictionary.id())
-                    && self.decompressor.add(&dictionary, false).is_ok()
-                    && (self.threads > 1 || self.collect_dictionaries)
-                {
-                    self.dictionaries.push((dictionary, false));
-                }
-            }
             self.stats.blocks += 1;
         }
         Settled::Done(Ok(decoded))
+    }
+
+    /// Makes the dictionary a block at `offset` embeds available for the blocks after it,
+    /// within the reader's limits (once: a dictionary already known costs nothing).
+    fn keep_dictionary(&mut self, offset: u64, bytes: Vec<u8>) -> Result<(), Cause> {
+        let id = crate::codec::dictionary_id(&bytes);
+        if self.decompressor.has(id) {
+            return Ok(());
+        }
+        let dictionary = Dictionary::new(bytes);
+        self.decompressor
+            .add(&dictionary)
+            .map_err(|refused| refused_cause(offset, refused))?;
+        if self.threads > 1 || self.collect_dictionaries {
+            self.dictionaries.push((dictionary, false));
+        }
+        Ok(())
     }
 
     /// [`next_decoded`](Self::next_decoded) of a full read, with blocks decoded by worker
@@ -616,12 +648,7 @@ impl<S: Source> Reader<S> {
         }
         let mut decoders = match self.decoders.take() {
             Some(decoders) => decoders,
-            None => match Decoders::new(
-                self.threads,
-                self.max_block_size,
-                &self.dictionaries,
-                self.pos,
-            ) {
+            None => match Decoders::new(self.threads, &self.limits, &self.dictionaries, self.pos) {
                 Ok(decoders) => Box::new(decoders),
                 Err(_) => {
                     self.threads = 0;
@@ -711,22 +738,25 @@ impl<S: Source> Reader<S> {
         }
     }
 
-    /// Adds the dictionaries embedded in the bytes before a range read's range, found by a
-    /// skipping scan, to those the reader knows (once).
+    /// Adds the dictionaries embedded in the bytes before a range read's range to those the
+    /// reader knows (once). The search checks every frame in full, as a full read does: a
+    /// skipping scan (spec 9.3) could jump over a dictionary block along a damaged length
+    /// that lands on a later sync byte, and the range would then lose blocks a full read
+    /// returns. It decodes dictionary blocks only, and reads the prefix at memchr speed.
     fn search_prefix(&mut self) {
         let prefix = std::mem::take(&mut self.prefix);
         let mut scan = Reader::new(
             // Up to and including the range's first sync byte, which closes the block
             // before it (a dictionary block, maybe).
             SliceSource(&self.src.window()[..(prefix + 1).min(self.src.window().len())]),
-            &ReaderBuilder::new().max_block_size(self.max_block_size),
+            &ReaderBuilder::new().limits(self.limits),
             0,
         );
         scan.collect_dictionaries = true;
-        while scan.next_decoded(Mode::Metadata).is_some() {}
+        while scan.next_decoded(Mode::Dictionaries).is_some() {}
         for (dictionary, _) in scan.dictionaries {
             if !self.decompressor.has(dictionary.id())
-                && self.decompressor.add(&dictionary, false).is_ok()
+                && self.decompressor.add(&dictionary).is_ok()
                 && self.threads > 1
             {
                 self.dictionaries.push((dictionary, false));
@@ -748,7 +778,7 @@ impl<S: Source> Reader<S> {
             &window[f.body.clone()],
             place,
             (f.end - f.start) as u64,
-            self.max_block_size,
+            self.limits.block_size(),
             &mut self.scratch,
             &mut self.decompressor,
         )
@@ -944,6 +974,22 @@ fn decoded_by_scans(kind: BlockKind) -> bool {
         kind,
         BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary
     )
+}
+
+/// The cause a dictionary block at `offset` is reported with when the reader cannot keep its
+/// dictionary.
+pub(crate) fn refused_cause(offset: u64, refused: Refused) -> Cause {
+    match refused {
+        Refused::Invalid => Cause::Malformed {
+            offset,
+            what: "a dictionary in zstd's format that zstd cannot load",
+        },
+        Refused::Limit { what, limit } => Cause::Limit {
+            offset,
+            what,
+            limit,
+        },
+    }
 }
 
 /// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.

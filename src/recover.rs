@@ -12,7 +12,8 @@ use std::ops::{ControlFlow, Range};
 use crate::block::{self, types, BlockKind};
 use crate::error::Result;
 use crate::index::{Index, IndexBuilder};
-use crate::reader::{Block, ReaderBuilder, DEFAULT_MAX_BLOCK_SIZE};
+use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
+use crate::reader::{Block, ReaderBuilder};
 use crate::scan::ScanSink;
 use crate::verify::Report;
 

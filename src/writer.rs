@@ -6,9 +6,9 @@ use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
+use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
 use crate::parallel::Encoders;
 use crate::pipe;
-use crate::reader::DEFAULT_MAX_BLOCK_SIZE;
 use crate::varint;
 
 /// The default target of record bytes per data block: 256 KiB (see BENCHMARKS.md).

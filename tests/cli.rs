@@ -258,8 +258,10 @@ fn vectors_through_the_tool() {
         }
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let out = run(bin().args(["cat", "--framing", "len32"]).arg(&path), b"");
+        let txt = std::fs::read_to_string(path.with_extension("txt")).unwrap();
+        let damaged = txt.lines().any(|l| l.starts_with("damaged "));
         let expected = match name.as_str() {
-            n if n.starts_with("damaged-") || n.ends_with("-damaged") => 3,
+            _ if damaged => 3,
             // The tool is not given the external dictionary these need.
             n if n.starts_with("zstd-dictionary-") => 3,
             "version-2" => 1,

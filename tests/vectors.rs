@@ -20,7 +20,9 @@
 //! "BYTES"` (a dictionary given to the readers), `% from NAME OP...` (this vector is NAME with
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
 //! `zero START END`, `append NAME`, `append-from NAME OFFSET`: the bytes of vector NAME from
-//! OFFSET on), `% header-version N` (the header block declares version N).
+//! OFFSET on, `append-block TYPE "FIELDS" "STORED" "PLAIN"`: a block built by hand, whose body
+//! is FIELDS, STORED and the CRC of its type field, FIELDS and PLAIN), `% header-version N`
+//! (the header block declares version N).
 //!
 //! Writer direction: a vector without `% from` must be exactly what `Writer` produces from its
 //! lines, with an index block (`WriterBuilder::index`) exactly when they end with one; a
@@ -117,6 +119,7 @@ fn cause_name(cause: &Cause) -> &'static str {
         Cause::SizeMismatch { .. } => "size-mismatch",
         Cause::Decompress { .. } => "decompress",
         Cause::Malformed { .. } => "malformed",
+        Cause::Limit { .. } => "limit",
         _ => "other",
     }
 }
@@ -303,6 +306,16 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
                 let other = fs::read(dir().join(format!("{name}.cobs"))).expect("vector");
                 bytes.extend_from_slice(&other[from..]);
             }
+            "append-block" => {
+                // A block built by hand after the last byte, which must be a sync byte: type,
+                // length, COBS(fields, stored payload, CRC of type field, fields and plain
+                // payload), 0x00.
+                let kind = arg() as i64;
+                let mut field = || ops.next().expect("block field").clone();
+                let (fields, stored, plain) = (field(), field(), field());
+                assert_eq!(bytes.last(), Some(&0), "append-block after a sync byte");
+                bytes.extend(raw_block(kind, &fields, &stored, &plain));
+            }
             "prepend" => {
                 let mut prefix = ops.next().expect("prefix").clone();
                 prefix.extend_from_slice(&bytes);
@@ -312,6 +325,27 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
         }
     }
     bytes
+}
+
+/// A block from its type field to its closing sync byte, built from the format description
+/// alone (sections 4, 6 and 7), so that a vector can hold what no writer writes.
+fn raw_block(kind: i64, fields: &[u8], stored: &[u8], plain: &[u8]) -> Vec<u8> {
+    let mut type_field = Vec::new();
+    cobsfile::varint::write(kind, &mut type_field);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&type_field);
+    crc.update(fields);
+    crc.update(plain);
+    let mut body = fields.to_vec();
+    body.extend_from_slice(stored);
+    body.extend_from_slice(&crc.finalize().to_le_bytes());
+    let mut encoded = Vec::new();
+    cobsfile::cobs::encode(&body, &mut encoded);
+    let mut out = type_field;
+    cobsfile::varint::write(encoded.len() as i64 + 1, &mut out);
+    out.extend(encoded);
+    out.push(0);
+    out
 }
 
 /// Vector names, base vectors first so derived ones can be blessed in one run.

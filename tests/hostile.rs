@@ -1,0 +1,342 @@
+//! Hostile inputs of issue 11, each one a finding that once broke a promise: crafted files
+//! (lying lengths, size claims, floods of dictionaries, broken dictionaries), and what a log's
+//! appender does with blocks larger than a reader's limits. Each test names its finding.
+
+mod common;
+
+use std::ops::ControlFlow;
+
+use cobsfile::{
+    Block, Cause, Compression, Dictionary, Error, Limits, ReaderBuilder, ScanSink, WriterBuilder,
+};
+use common::{data_payload, header_payload, raw_block, raw_block_with};
+
+/// The 19 bytes every version 1 file starts with.
+fn file_start() -> Vec<u8> {
+    let mut file = vec![0];
+    file.extend(raw_block(1, &header_payload(1)));
+    file
+}
+
+/// Asserts that two reads agree, without printing thousands of records when they do not.
+fn assert_same(
+    got: &(Vec<Vec<u8>>, Vec<String>),
+    expected: &(Vec<Vec<u8>>, Vec<String>),
+    what: &str,
+) {
+    assert_eq!(got.1, expected.1, "{what}: errors");
+    assert_eq!(got.0.len(), expected.0.len(), "{what}: records");
+    assert!(got.0 == expected.0, "{what}: records differ");
+}
+
+/// The records and errors of a sequential read.
+fn read(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String>) {
+    let (records, errors) = options.from_slice(bytes).read_all();
+    (records, errors.iter().map(|e| e.to_string()).collect())
+}
+
+/// The records and errors of a stream reader, reading in small chunks.
+fn read_stream(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String>) {
+    let chunks = common::ChunkedReader::new(bytes, 7, 4096);
+    let (records, errors) = options.from_read(chunks).read_all();
+    (records, errors.iter().map(|e| e.to_string()).collect())
+}
+
+/// The records `ReaderBuilder::scan` gives in order, and its damage reports.
+fn read_scan(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String>) {
+    #[derive(Default)]
+    struct Sink(Vec<Vec<u8>>, Vec<String>);
+    impl ScanSink<Vec<Vec<u8>>> for Sink {
+        fn part(&mut self, part: Vec<Vec<u8>>) -> ControlFlow<()> {
+            self.0.extend(part);
+            ControlFlow::Continue(())
+        }
+        fn damage(&mut self, damage: &cobsfile::Damage) -> ControlFlow<()> {
+            self.1.push(damage.to_string());
+            ControlFlow::Continue(())
+        }
+    }
+    let mut sink = Sink::default();
+    let collect = |records: &mut Vec<Vec<u8>>, block: &Block<'_>| {
+        records.extend(block.records().map(<[u8]>::to_vec));
+    };
+    options.scan(bytes, collect, &mut sink).expect("scan");
+    (sink.0, sink.1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 2: a damaged length that lands on a later sync byte, before the embedded dictionary.
+
+/// A file of 4000 records in zstd blocks compressed with an embedded dictionary, with a
+/// damaged block right before the dictionary block whose length points at a sync byte past
+/// it: a full read resynchronizes at the damaged block's own end and finds the dictionary; a
+/// skipping scan follows the length and jumps over it.
+fn lying_length_before_dictionary() -> Vec<u8> {
+    let records: Vec<Vec<u8>> = (0..4000)
+        .map(|i| format!("{{\"event\":{i},\"kind\":\"click\",\"page\":\"/home\"}}").into_bytes())
+        .collect();
+    let dictionary = Dictionary::new(records[..50].concat());
+    let mut writer = WriterBuilder::new()
+        .block_size(2000)
+        .compression(Compression::zstd(3).unwrap())
+        .dictionary(dictionary, true)
+        .index(false)
+        .build(Vec::new())
+        .unwrap();
+    for r in &records {
+        writer.write_record(r).unwrap();
+    }
+    let written = writer.finish().unwrap();
+    // Inserted after the header's closing sync byte (offset 18): a data block of 3 body bytes
+    // (type, two length bytes, body, closing sync byte: 7 bytes), whose length points at the
+    // closing sync byte of the block after the dictionary block, as if the body ran there.
+    let dictionary_close = memchr_from(&written, 19);
+    let target = memchr_from(&written, dictionary_close + 1) + 7;
+    let body_start = 19 + 1 + 2;
+    let mut field = Vec::new();
+    cobsfile::varint::write((target + 1 - body_start) as i64, &mut field);
+    assert_eq!(field.len(), 2);
+    let mut damaged = vec![6];
+    damaged.extend(field);
+    damaged.extend([1, 2, 3, 0]);
+    let mut file = written[..19].to_vec();
+    file.extend(&damaged);
+    file.extend(&written[19..]);
+    file
+}
+
+/// The index of the first 0x00 at or after `from`.
+fn memchr_from(bytes: &[u8], from: usize) -> usize {
+    from + bytes[from..].iter().position(|&b| b == 0).unwrap()
+}
+
+#[test]
+fn finding_2_threads_and_ranges_find_a_dictionary_behind_a_lying_length() {
+    let file = lying_length_before_dictionary();
+    let sequential = read(&file, &ReaderBuilder::new());
+    assert_eq!(sequential.0.len(), 4000, "{:?}", sequential.1);
+    assert_eq!(sequential.1.len(), 1, "{:?}", sequential.1);
+    for threads in [1, 2, 4] {
+        let options = ReaderBuilder::new().threads(threads).min_split(64);
+        assert_same(
+            &read(&file, &options),
+            &sequential,
+            &format!("{threads} threads"),
+        );
+        let scan = read_scan(&file, &options);
+        assert_same(&scan, &sequential, &format!("scan, {threads} threads"));
+    }
+    assert_same(
+        &read_stream(&file, &ReaderBuilder::new()),
+        &sequential,
+        "stream",
+    );
+    // Every cut into two ranges gives the records of one read.
+    for cut in (1..file.len() as u64).step_by(97) {
+        let options = ReaderBuilder::new();
+        let mut records = options.from_slice_range(&file, 0..cut).read_all().0;
+        records.extend(options.from_slice_range(&file, cut..u64::MAX).read_all().0);
+        assert!(
+            records == sequential.0,
+            "cut at {cut}: {} records",
+            records.len()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 7: size claims, and spec 7.1's "exactly one zstd frame".
+
+/// A zstd frame of `payload` whose header does not declare its content size.
+fn frame_without_size(payload: &[u8]) -> Vec<u8> {
+    let mut compressor = zstd::bulk::Compressor::new(1).unwrap();
+    compressor
+        .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))
+        .unwrap();
+    compressor.compress(payload).unwrap()
+}
+
+/// The body fields of a codec 1 block declaring `size` bytes.
+fn zstd_fields(size: u64) -> Vec<u8> {
+    let mut fields = vec![2]; // codec 1
+    cobsfile::varint::write(size as i64, &mut fields);
+    fields
+}
+
+/// Minor page faults of the calling thread so far.
+#[cfg(target_os = "linux")]
+fn thread_page_faults() -> i64 {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed struct it is given.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+        usage.ru_minflt
+    }
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn finding_7_a_size_claim_costs_only_the_bytes_produced() {
+    // 200 blocks of a few bytes each, each claiming 64 MiB: a reader that fills the claimed
+    // size before decompressing touches 64 MiB of pages (16384 faults) and spends its time
+    // writing zeros; one that only reserves it touches what the frame writes.
+    let payload = data_payload(&[b"tiny"]);
+    let frame = frame_without_size(&payload);
+    let mut file = file_start();
+    for _ in 0..200 {
+        file.extend(raw_block_with(3, &zstd_fields(64 << 20), &frame, &payload));
+    }
+    file.extend(raw_block(3, &data_payload(&[b"last"])));
+    for stream in [false, true] {
+        let file = file.clone();
+        let (records, errors, faults) = std::thread::spawn(move || {
+            let before = thread_page_faults();
+            let (records, errors) = match stream {
+                false => read(&file, &ReaderBuilder::new()),
+                true => read_stream(&file, &ReaderBuilder::new()),
+            };
+            (records, errors, thread_page_faults() - before)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(records, [b"last".to_vec()]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("does not decompress to its declared 67108864 bytes"));
+        assert!(faults < 4096, "stream {stream}: {faults} page faults");
+    }
+}
+
+#[test]
+fn finding_7_a_block_holds_exactly_one_zstd_frame() {
+    let payload = data_payload(&[b"record"]);
+    let frame = zstd::bulk::compress(&payload, 3).unwrap();
+    let half = payload.len() / 2;
+    let mut two = zstd::bulk::compress(&payload[..half], 3).unwrap();
+    two.extend(zstd::bulk::compress(&payload[half..], 3).unwrap());
+    // A skippable frame (magic 0x184D2A50, 4 bytes of content), then the frame.
+    let mut skippable = vec![0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 2, 3, 4];
+    skippable.extend(&frame);
+    let mut trailing = frame.clone();
+    trailing.push(7);
+    let size = payload.len() as u64;
+    for (what, stored) in [
+        ("two frames", &two),
+        ("a skippable frame first", &skippable),
+        ("a byte after the frame", &trailing),
+    ] {
+        let mut file = file_start();
+        file.extend(raw_block_with(3, &zstd_fields(size), stored, &payload));
+        file.extend(raw_block_with(3, &zstd_fields(size), &frame, &payload));
+        let (records, errors) = read(&file, &ReaderBuilder::new());
+        assert_eq!(records, [b"record".to_vec()], "{what}");
+        assert_eq!(errors.len(), 1, "{what}: {errors:?}");
+        assert!(errors[0].contains("damaged"), "{what}: {errors:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 6: dictionary floods; finding 9: a dictionary zstd cannot load.
+
+/// A file of `n` distinct 12-byte dictionary blocks and one data block.
+fn dictionary_flood(n: u32) -> Vec<u8> {
+    let mut file = file_start();
+    for i in 0..n {
+        let mut dictionary = *b"dictionary..";
+        dictionary[8..].copy_from_slice(&i.to_le_bytes());
+        file.extend(raw_block(4, &dictionary));
+    }
+    file.extend(raw_block(3, &data_payload(&[b"after the flood"])));
+    file
+}
+
+#[test]
+fn finding_6_a_dictionary_flood_is_bounded_and_reported_once() {
+    let file = dictionary_flood(5000);
+    let limits = Limits::default().max_dictionaries(100);
+    for (what, options) in [
+        ("one thread", ReaderBuilder::new().limits(limits)),
+        (
+            "two threads",
+            ReaderBuilder::new().limits(limits).threads(2),
+        ),
+    ] {
+        let mut reader = options.from_slice(&file);
+        let mut dictionaries = 0;
+        let mut errors = Vec::new();
+        while let Some(block) = reader.next_block() {
+            match block {
+                Ok(block) => {
+                    dictionaries += u32::from(block.info().kind == cobsfile::BlockKind::Dictionary)
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        assert_eq!(dictionaries, 100, "{what}");
+        assert_eq!(errors.len(), 1, "{what}: {errors:?}");
+        let Error::Damaged { cause, .. } = &errors[0] else {
+            panic!("{what}: {errors:?}")
+        };
+        assert!(
+            matches!(
+                cause,
+                Cause::Limit {
+                    what: "dictionaries",
+                    limit: 100,
+                    ..
+                }
+            ),
+            "{what}: {cause}"
+        );
+        assert!(!cause.is_damage());
+    }
+    let (records, errors) = read_stream(&file, &ReaderBuilder::new().limits(limits));
+    assert_eq!(records, [b"after the flood".to_vec()]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    // The bytes limit, and the default limits on a flood of 2000.
+    let by_bytes = Limits::default().max_dictionary_bytes(120);
+    let report = ReaderBuilder::new().limits(by_bytes).verify(&file).unwrap();
+    assert_eq!(report.blocks.dictionary, 10);
+    assert_eq!(report.damaged.len(), 1);
+    let report = ReaderBuilder::new()
+        .verify(&dictionary_flood(2000))
+        .unwrap();
+    assert_eq!(
+        report.blocks.dictionary,
+        cobsfile::DEFAULT_MAX_DICTIONARIES as u64
+    );
+}
+
+#[test]
+fn finding_9_a_dictionary_zstd_cannot_load_is_reported_at_its_block() {
+    // zstd's dictionary magic, then junk.
+    let junk = [
+        0x37, 0xa4, 0x30, 0xec, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+    ];
+    let id = cobsfile::dictionary_id(&junk);
+    let payload = data_payload(&[b"never decoded"]);
+    let mut fields = vec![4]; // codec 2
+    fields.extend(id.to_le_bytes());
+    cobsfile::varint::write(payload.len() as i64, &mut fields);
+    let mut file = file_start();
+    let dictionary_at = file.len() as u64 - 1;
+    file.extend(raw_block(4, &junk));
+    let data_at = file.len() as u64 - 1;
+    file.extend(raw_block_with(
+        3,
+        &fields,
+        &[0x28, 0xb5, 0x2f, 0xfd, 0],
+        &payload,
+    ));
+    file.extend(raw_block(3, &data_payload(&[b"plain"])));
+    let report = ReaderBuilder::new().verify(&file).unwrap();
+    assert_eq!(report.records, 1);
+    assert_eq!(report.damaged.len(), 1, "{:?}", report.damaged);
+    let damage = &report.damaged[0];
+    assert_eq!(damage.range.start, dictionary_at + 1);
+    assert!(
+        matches!(damage.cause, Cause::Malformed { offset, .. } if offset == dictionary_at),
+        "{}",
+        damage.cause
+    );
+    assert!(damage.range.end > data_at, "{damage}");
+}
