@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::block::BlockKind;
 use crate::codec::Compression;
 use crate::error::{Error, Result};
+use crate::frame::{self, Check, Scan};
 use crate::mapped::MappedFile;
 use crate::reader::ReaderBuilder;
 use crate::writer::{Writer, WriterBuilder};
@@ -676,6 +677,13 @@ fn newer_header(bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Whether the frame that opens at `open` is sound (spec 6) and closes at `close`, whatever
+/// its length: no reader limit applies.
+fn sound_frame(bytes: &[u8], open: usize, close: usize) -> bool {
+    let frame = frame::scan(&bytes[..=close], open, 0, true, u64::MAX, Check::Full, 0);
+    matches!(frame, Scan::Frame(f) if f.end == close)
+}
+
 /// The largest torn block an appender completes (copying it to check it): larger ones are
 /// cut off.
 const MAX_COMPLETED: usize = 64 << 20;
@@ -714,8 +722,11 @@ fn intact_end(bytes: &[u8]) -> Result<u64> {
         let mut reader = ReaderBuilder::new().from_slice_range(bytes, open as u64..open as u64 + 1);
         let complete = match reader.next_block() {
             Some(Ok(block)) => block.info().offset == open as u64,
-            Some(Err(Error::Damaged { cause, start, .. })) => {
-                !cause.is_damage() && start == open as u64 + 1
+            // A block over the reader's limits, or that needs a dictionary or codec it lacks,
+            // cannot be checked; its frame is complete if it is sound, whatever the limits
+            // (spec 11.1, rule 2): a log written with larger blocks is never cut.
+            Some(Err(Error::Damaged { cause, start, .. })) if start == open as u64 + 1 => {
+                !cause.is_damage() || (cause.is_over_limit() && sound_frame(bytes, open, close))
             }
             _ => false,
         };

@@ -7,9 +7,10 @@ mod common;
 use std::ops::ControlFlow;
 
 use cobsfile::{
-    Block, Cause, Compression, Dictionary, Error, Limits, ReaderBuilder, ScanSink, WriterBuilder,
+    AppenderBuilder, Block, Cause, Compression, Dictionary, Error, Limits, ReaderBuilder, ScanSink,
+    WriterBuilder,
 };
-use common::{data_payload, header_payload, raw_block, raw_block_with};
+use common::{data_payload, header_payload, raw_block, raw_block_with, TempFile};
 
 /// The 19 bytes every version 1 file starts with.
 fn file_start() -> Vec<u8> {
@@ -339,4 +340,34 @@ fn finding_9_a_dictionary_zstd_cannot_load_is_reported_at_its_block() {
         damage.cause
     );
     assert!(damage.range.end > data_at, "{damage}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 1: an appender never cuts a sound block, whatever a reader's limits.
+
+#[test]
+fn finding_1_a_sound_block_over_the_default_limit_is_never_cut() {
+    let log = TempFile::with_contents(b"");
+    std::fs::remove_file(&log.0).unwrap();
+    let big = vec![b'x'; cobsfile::DEFAULT_MAX_BLOCK_SIZE + 1024];
+    let mut appender = AppenderBuilder::new()
+        .max_block_size(2 * cobsfile::DEFAULT_MAX_BLOCK_SIZE)
+        .durability(cobsfile::Durability::Fsync)
+        .open(&log.0)
+        .unwrap();
+    appender.append(&big).unwrap();
+    assert_eq!(appender.durable(), 1);
+    appender.close().unwrap();
+    let len = std::fs::metadata(&log.0).unwrap().len();
+    // Reopened with default options: the block is over the default limit but sound.
+    let mut appender = AppenderBuilder::new().open(&log.0).unwrap();
+    assert_eq!(appender.opened().torn, None);
+    assert_eq!(std::fs::metadata(&log.0).unwrap().len(), len);
+    appender.append(b"small").unwrap();
+    appender.close().unwrap();
+    let bytes = std::fs::read(&log.0).unwrap();
+    let options = ReaderBuilder::new().max_block_size(2 * cobsfile::DEFAULT_MAX_BLOCK_SIZE);
+    let (records, errors) = options.from_slice(&bytes).read_all();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(records, [big, b"small".to_vec()]);
 }
