@@ -364,17 +364,20 @@ impl Decompressor {
             Some(dctx) => dctx,
             slot => slot.insert(DCtx::try_create().ok_or(DecompressError::Zstd("no context"))?),
         };
-        // Reserved, not filled: pages the frame does not write are never touched.
+        // Reserved, not filled: pages the frame does not write are never touched. zstd sees
+        // exactly `size` bytes of room, whatever the buffer kept from larger blocks, so that a
+        // damaged frame fails the same way in every reader (the cause must not depend on the
+        // buffer's history).
         out.clear();
         out.try_reserve(size)
             .map_err(|_| DecompressError::OutOfMemory)?;
+        let mut room = Room { out, size };
         let result = match ddict {
-            Some(ddict) => dctx.decompress_using_ddict(out, frame, ddict),
-            None => dctx.decompress(out, frame),
+            Some(ddict) => dctx.decompress_using_ddict(&mut room, frame, ddict),
+            None => dctx.decompress(&mut room, frame),
         };
         match result {
             Ok(got) if got == size => Ok(()),
-            Ok(got) if got > size => Err(DecompressError::Inflates),
             Ok(got) => Err(DecompressError::Short { got }),
             Err(code) => {
                 let name = zstd_safe::get_error_name(code);
@@ -385,6 +388,41 @@ impl Decompressor {
                 }
             }
         }
+    }
+}
+
+/// The first `size` bytes of a vector's capacity (reserved), as the room zstd decompresses
+/// into: a `Vec`'s own `WriteBuf` would offer all of its capacity.
+struct Room<'a> {
+    out: &'a mut Vec<u8>,
+    /// At most `out.capacity()`.
+    size: usize,
+}
+
+// SAFETY: `as_slice` covers `out`'s initialized bytes only (its length, which starts at 0 and
+// only `filled_until` sets); `capacity` is `size`, which the caller reserved, so `as_mut_ptr`
+// points at `size` bytes that may be written; `filled_until(n)` is called by zstd-safe with
+// `n <= capacity()` (it asserts so) after zstd wrote those `n` bytes, so `set_len(n)` covers
+// initialized bytes within the capacity. `tests/hostile.rs` (size claims) and the codec tests
+// exercise it, and the fuzz targets run it under AddressSanitizer.
+unsafe impl zstd_safe::WriteBuf for Room<'_> {
+    fn as_slice(&self) -> &[u8] {
+        self.out
+    }
+
+    fn capacity(&self) -> usize {
+        debug_assert!(self.size <= self.out.capacity());
+        self.size
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.out.as_mut_ptr()
+    }
+
+    unsafe fn filled_until(&mut self, n: usize) {
+        // SAFETY: the caller vouches that the first `n <= size <= capacity` bytes are
+        // initialized (see the impl's comment).
+        unsafe { self.out.set_len(n) }
     }
 }
 
