@@ -12,8 +12,13 @@ use std::ops::ControlFlow;
 use std::sync::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::reader::{Block, ReaderBuilder};
+use crate::reader::{Block, ReaderBuilder, SliceReader};
 use crate::verify::{Damage, Report};
+
+/// Payload bytes a part of a range holds before it goes to the calling thread (plus at most
+/// one block): what the ranges' results keep in memory is about this times the parts in
+/// flight, whatever the blocks' sizes or compression ratio.
+const PART_BUDGET: u64 = 1 << 20;
 
 /// Ranges per thread in a scan: enough that threads finishing early find more work.
 const SPLITS_PER_THREAD: u64 = 8;
@@ -44,24 +49,30 @@ pub trait ScanSink<T> {
     }
 }
 
-/// What one range's reader found.
+/// What a range's reader found since the previous part of the same range.
 struct Part<T> {
     value: T,
     report: Report,
-    /// The range's reader reported damage before any intact block.
+    /// The part starts its range, and the range's reader reported damage before any intact
+    /// block.
     first_damaged: bool,
-    /// The range's reader reported damage after its last intact block.
+    /// The range's reader reported damage after the part's last intact block.
     last_damaged: bool,
+    /// The range's reader is done: this is its last part.
+    last: bool,
     /// An error that ends the scan (a newer format version).
     error: Option<Error>,
 }
 
-/// Reads the blocks that open in `range`.
+/// Reads on in a range's `reader` until the blocks visited hold [`PART_BUDGET`] bytes of
+/// payload (or the range ends), so that what a part holds (and waits in memory for the
+/// calling thread) stays bounded by the budget plus one block, whatever the range's size
+/// or the blocks' compression ratio. A part is cut only right after an intact block, never
+/// inside damage, so the damage of one range stays in one part.
 fn read_part<T>(
     value: T,
-    options: &ReaderBuilder,
-    bytes: &[u8],
-    range: std::ops::Range<u64>,
+    reader: &mut SliceReader<'_>,
+    first: bool,
     on_block: &(impl Fn(&mut T, &Block<'_>) + Sync),
 ) -> Part<T> {
     let mut part = Part {
@@ -69,10 +80,11 @@ fn read_part<T>(
         report: Report::default(),
         first_damaged: false,
         last_damaged: false,
+        last: true,
         error: None,
     };
-    let mut reader = options.from_slice_range(bytes, range);
     let mut seen_block = false;
+    let mut payload = 0u64;
     while let Some(item) = reader.next_block() {
         match item {
             Ok(block) => {
@@ -80,10 +92,15 @@ fn read_part<T>(
                 on_block(&mut part.value, &block);
                 seen_block = true;
                 part.last_damaged = false;
+                payload += block.info().payload_size;
+                if payload >= PART_BUDGET {
+                    part.last = false;
+                    break;
+                }
             }
             Err(e) => match part.report.add_error(e) {
                 Ok(()) => {
-                    part.first_damaged |= !seen_block;
+                    part.first_damaged |= first && !seen_block;
                     part.last_damaged = true;
                 }
                 Err(e) => {
@@ -116,14 +133,30 @@ fn splits(len: u64, threads: usize, min_split: u64) -> Vec<std::ops::Range<u64>>
 struct Shared<T> {
     /// The next range to read.
     next: usize,
-    /// The ranges the calling thread has taken.
+    /// The range the calling thread takes parts of (ranges before it are taken whole).
     taken: usize,
-    /// Results waiting to be taken, by range.
-    done: BTreeMap<usize, Part<T>>,
-    /// Values the sink gave back, to start ranges with.
+    /// Parts waiting to be taken, by range and then in order.
+    done: BTreeMap<(usize, usize), Part<T>>,
+    /// Values the sink gave back, to start parts with.
     spare: Vec<T>,
     /// Set when the calling thread stops early or a worker failed.
     stop: bool,
+}
+
+impl<T> Shared<T> {
+    /// Whether a worker with a part of `range` ready must wait before handing it over: the
+    /// parts waiting are at the bound, or, for the range the calling thread takes now (whose
+    /// worker must never wait on the others, or all could wait), two of its own are.
+    fn must_wait(&self, range: usize, bound: usize) -> bool {
+        if self.stop {
+            return false;
+        }
+        if range == self.taken {
+            self.done.range((range, 0)..(range + 1, 0)).count() >= 2
+        } else {
+            self.done.len() >= bound
+        }
+    }
 }
 
 /// Marks the scan stopped if a worker unwinds, so the calling thread does not wait for a
@@ -200,16 +233,27 @@ impl ReaderBuilder {
         if threads == 1 {
             let mut spare = None;
             for range in ranges {
-                let value = spare.take().unwrap_or_default();
-                let part = read_part(value, &options, bytes, range, &on_block);
-                if merged.take(part, sink)?.is_break() {
-                    break;
+                let mut reader = options.from_slice_range(bytes, range);
+                let mut first = true;
+                loop {
+                    let value = spare.take().unwrap_or_default();
+                    let part = read_part(value, &mut reader, first, &on_block);
+                    first = false;
+                    let last = part.last;
+                    if merged.take(part, sink)?.is_break() {
+                        return merged.finish(bytes.len(), sink);
+                    }
+                    spare = sink.recycle();
+                    if last {
+                        break;
+                    }
                 }
-                spare = sink.recycle();
             }
             return merged.finish(bytes.len(), sink);
         }
 
+        // Parts waiting for the calling thread, at most (and two more of the range it takes).
+        let bound = 2 * threads;
         let shared = Mutex::new(Shared {
             next: 0,
             taken: 0,
@@ -219,57 +263,79 @@ impl ReaderBuilder {
         });
         let changed = Condvar::new();
         let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+        let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
         let outcome = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
                         let _guard = StopOnUnwind(&shared, &changed);
                         loop {
-                            let (index, value) = {
+                            let index = {
                                 let mut s = lock();
-                                while !s.stop && s.next >= s.taken + 2 * threads {
-                                    s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                                while !s.stop && s.next >= s.taken + bound {
+                                    s = wait(s);
                                 }
                                 if s.stop || s.next >= ranges.len() {
                                     return;
                                 }
                                 s.next += 1;
-                                (s.next - 1, s.spare.pop().unwrap_or_default())
+                                s.next - 1
                             };
-                            let range = ranges[index].clone();
-                            let part = read_part(value, &options, bytes, range, &on_block);
-                            lock().done.insert(index, part);
-                            changed.notify_all();
+                            let mut reader = options.from_slice_range(bytes, ranges[index].clone());
+                            for seq in 0.. {
+                                let value = lock().spare.pop().unwrap_or_default();
+                                let part = read_part(value, &mut reader, seq == 0, &on_block);
+                                let last = part.last;
+                                let mut s = lock();
+                                while s.must_wait(index, bound) {
+                                    s = wait(s);
+                                }
+                                if s.stop {
+                                    return;
+                                }
+                                s.done.insert((index, seq), part);
+                                drop(s);
+                                changed.notify_all();
+                                if last {
+                                    break;
+                                }
+                            }
                         }
                     })
                 })
                 .collect();
             let mut outcome = Ok(());
-            for index in 0..ranges.len() {
-                let part = {
-                    let mut s = lock();
-                    loop {
-                        if let Some(part) = s.done.remove(&index) {
-                            s.taken = index + 1;
-                            break Some(part);
+            'ranges: for index in 0..ranges.len() {
+                for seq in 0.. {
+                    let part = {
+                        let mut s = lock();
+                        s.taken = index;
+                        loop {
+                            if let Some(part) = s.done.remove(&(index, seq)) {
+                                break Some(part);
+                            }
+                            if s.stop {
+                                break None;
+                            }
+                            s = wait(s);
                         }
-                        if s.stop {
-                            break None;
-                        }
-                        s = changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                    };
+                    changed.notify_all();
+                    let Some(part) = part else { break 'ranges };
+                    let last = part.last;
+                    let taken = merged.take(part, sink);
+                    if let Some(value) = sink.recycle() {
+                        lock().spare.push(value);
                     }
-                };
-                changed.notify_all();
-                let Some(part) = part else { break };
-                let taken = merged.take(part, sink);
-                if let Some(value) = sink.recycle() {
-                    lock().spare.push(value);
-                }
-                match taken {
-                    Ok(ControlFlow::Continue(())) => {}
-                    Ok(ControlFlow::Break(())) => break,
-                    Err(e) => {
-                        outcome = Err(e);
+                    match taken {
+                        Ok(ControlFlow::Continue(())) => {}
+                        Ok(ControlFlow::Break(())) => break 'ranges,
+                        Err(e) => {
+                            outcome = Err(e);
+                            break 'ranges;
+                        }
+                    }
+                    if last {
                         break;
                     }
                 }
@@ -315,6 +381,7 @@ impl Merged {
             report,
             first_damaged,
             last_damaged,
+            last: _,
             error,
         } = part;
         let had_damage = !report.damaged.is_empty();
