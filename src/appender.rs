@@ -237,23 +237,37 @@ struct State {
 
 /// The file, writing each block with a sync byte in front in one system call.
 #[derive(Debug)]
-struct LogFile(File);
+struct LogFile {
+    file: File,
+    /// The 19 bytes every file starts with: the leading sync byte and the header block.
+    start: Vec<u8>,
+}
 
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // The writer hands over one block per call: fence it, unless it is the file's start.
         if buf.first() == Some(&0) {
-            return self.0.write(buf);
+            return self.file.write(buf);
         }
-        let fenced = [IoSlice::new(&[0]), IoSlice::new(buf)];
-        let n = self.0.write_vectored(&fenced)?;
+        // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
+        // again with a header, in the same write as the block (spec 11.1, rule 5).
+        let fence: &[u8] = if self.file.metadata()?.len() == 0 {
+            &self.start
+        } else {
+            &[0]
+        };
+        let fenced = [IoSlice::new(fence), IoSlice::new(buf)];
+        let n = self.file.write_vectored(&fenced)?;
         if n == 0 {
             return Ok(0);
         }
-        if n < buf.len() + 1 {
-            // A short write to a regular file (a full disk, a signal): finish it; the block may
-            // then be interleaved with another writer's, which readers see as damage.
-            self.0.write_all(&buf[n - 1..])?;
+        if n < fence.len() {
+            // A short write to a regular file (a full disk, a signal): finish it; the block
+            // may then be interleaved with another writer's, which readers see as damage.
+            self.file.write_all(&fence[n..])?;
+            self.file.write_all(buf)?;
+        } else if n < fence.len() + buf.len() {
+            self.file.write_all(&buf[n - fence.len()..])?;
         }
         Ok(buf.len())
     }
@@ -318,7 +332,10 @@ impl Appender {
             }
         }
         let sync = file.try_clone()?;
-        let writer = builder.build(LogFile(file))?;
+        let writer = builder.build(LogFile {
+            file,
+            start: crate::block::file_start(),
+        })?;
         if exclusive {
             // The header is written: let other appenders in (the clone shares the lock).
             sync.lock_shared()?;

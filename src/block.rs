@@ -191,6 +191,17 @@ impl Fields {
     }
 }
 
+/// The 19 bytes every file written by this version starts with (spec 5): the leading sync
+/// byte and the header block.
+pub(crate) fn file_start() -> Vec<u8> {
+    let mut out = Vec::new();
+    let start = encode(types::HEADER, &header_payload(), None, &mut out)
+        .expect("the header block is small");
+    out[start - 1] = 0;
+    out.drain(..start - 1);
+    out
+}
+
 /// The payload of a header block.
 pub(crate) fn header_payload() -> Vec<u8> {
     let mut payload = MAGIC.to_vec();

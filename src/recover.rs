@@ -36,17 +36,6 @@ impl Recovery {
     }
 }
 
-/// The bytes every file written by this version starts with: the leading sync byte and the
-/// header block.
-pub(crate) fn file_header() -> Vec<u8> {
-    let mut out = Vec::new();
-    let start = block::encode(types::HEADER, &block::header_payload(), None, &mut out)
-        .expect("the header block is small");
-    out[start - 1] = 0;
-    out.drain(..start - 1);
-    out
-}
-
 /// Writes to `out` a file holding every intact block of `bytes`, in order, and reports what
 /// was lost.
 ///
@@ -85,7 +74,7 @@ pub(crate) fn file_header() -> Vec<u8> {
 /// # Ok::<(), cobsfile::Error>(())
 /// ```
 pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Result<Recovery> {
-    let header = file_header();
+    let header = block::file_start();
     let mut copier = Copier {
         bytes,
         out,

@@ -371,3 +371,39 @@ fn finding_1_a_sound_block_over_the_default_limit_is_never_cut() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(records, [big, b"small".to_vec()]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding 8: a log truncated to nothing under a live appender (logrotate's copytruncate).
+
+#[test]
+fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_header() {
+    let log = TempFile::with_contents(b"");
+    let mut appender = AppenderBuilder::new()
+        .durability(cobsfile::Durability::Flush)
+        .open(&log.0)
+        .unwrap();
+    appender.append(b"before the rotation").unwrap();
+    // What copytruncate does once it has copied the log away.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log.0)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    appender.append(b"after").unwrap();
+    appender.append(b"and after").unwrap();
+    appender.close().unwrap();
+
+    let bytes = std::fs::read(&log.0).unwrap();
+    assert!(bytes.starts_with(&file_start()), "{:?}", &bytes[..20]);
+    let report = ReaderBuilder::new().verify(&bytes).unwrap();
+    assert!(report.is_clean(), "{:?}", report.damaged);
+    assert_eq!(report.blocks.header, 1);
+    let (records, _) = read(&bytes, &ReaderBuilder::new());
+    assert_eq!(records, [b"after".to_vec(), b"and after".to_vec()]);
+    // And the log reopens for appending.
+    let mut appender = AppenderBuilder::new().open(&log.0).unwrap();
+    assert_eq!(appender.opened().torn, None);
+    appender.append(b"reopened").unwrap();
+    appender.close().unwrap();
+}
