@@ -1045,6 +1045,73 @@ fn pack_append_creates_appends_and_cuts_a_torn_tail() {
     assert_eq!(std::fs::read(&not_a_log).unwrap(), b"plain text\n");
 }
 
+/// With other writers on the log, the bytes after its last intact block may be a block one of
+/// them is writing: `pack --append` neither cuts them nor calls them torn (issue 11, finding 9:
+/// 11 "torn block" messages for 3 real torn blocks with several writers).
+#[test]
+fn pack_append_beside_other_writers_does_not_call_their_blocks_torn() {
+    let dir = scratch("append-shared");
+    let log = dir.join("log.cobs");
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"first\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Another writer holds the log open, in the middle of a block.
+    let other = cobsfile::Appender::open(&log).unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    file.write_all(&[0, 6, 0x80, 0x02, 1, 7, 7]).unwrap();
+    drop(file);
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"second\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    drop(other);
+    // Alone, it knows: the tail is torn, and is cut.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    file.write_all(&[0, 6, 0x80, 0x02, 1, 7, 7]).unwrap();
+    drop(file);
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"third\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a torn block, cut off"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A `--max-block-size` too small for every block of a valid file says so, not "not a cobsfile"
+/// (issue 11, finding 9).
+#[test]
+fn a_max_block_size_too_small_for_every_block_says_so() {
+    let file = root().join("spec/vectors/one-record.cobs");
+    for command in ["cat", "verify", "ls", "meta"] {
+        for limit in ["0", "5"] {
+            let out = run(
+                bin()
+                    .arg(command)
+                    .args(["--max-block-size", limit])
+                    .arg(&file),
+                b"",
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{command} {limit}: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains("raise it to read this file"),
+                "{command} {limit}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    let out = run(
+        bin()
+            .args(["cat", "--threads", "2", "--max-block-size", "5"])
+            .arg(&file),
+        b"",
+    );
+    assert!(stderr(&out).contains("raise it"), "{}", stderr(&out));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pipes: `pack --atomic-pipe` and `pack --pipe-buffer`.
 

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use cobsfile::{Error, MappedFile, Reader, Source};
+use cobsfile::{Cause, Error, MappedFile, Reader, Source};
 
 use super::{is_stdio, Failure, Outcome, ReadOptions};
 
@@ -95,6 +95,8 @@ pub fn name(path: &Path) -> String {
 pub struct Diagnostics {
     name: String,
     held: Vec<String>,
+    /// The first cause held back that is a block over the reader's size limit.
+    over_limit: Option<Cause>,
     outcome: Outcome,
 }
 
@@ -104,6 +106,7 @@ impl Diagnostics {
         Diagnostics {
             name,
             held: Vec::new(),
+            over_limit: None,
             outcome: Outcome::Clean,
         }
     }
@@ -116,6 +119,11 @@ impl Diagnostics {
         }
         self.outcome = Outcome::Damaged;
         let line = format!("cobsfile: {}: {err}", self.name);
+        if let Error::Damaged { cause, .. } = &err {
+            if cause.is_over_limit() && self.over_limit.is_none() {
+                self.over_limit = Some(cause.clone());
+            }
+        }
         if reader.stats().blocks == 0 && self.held.len() < 64 {
             self.held.push(line);
         } else {
@@ -135,9 +143,9 @@ impl Diagnostics {
     pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
         let stats = reader.stats();
         if stats.blocks == 0 && stats.damaged_regions > 0 {
-            return Err(Failure::at(
+            return Err(super::verify::no_intact_block(
                 &self.name,
-                "not a cobsfile: no intact block found",
+                self.over_limit.as_ref(),
             ));
         }
         self.release();

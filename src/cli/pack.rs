@@ -203,14 +203,18 @@ fn append(
         builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
     }
     let mut log = builder.open(log).map_err(fail)?;
-    if let Some(torn) = &log.opened().torn {
-        let done = if log.opened().truncated {
-            "cut off"
+    // Only an appender alone on the log knows a tail is torn: with other writers, it may be
+    // a block one of them is writing right now, so nothing is said (readers report it if it
+    // stays torn).
+    let opened = log.opened();
+    if let (Some(torn), true) = (&opened.torn, opened.exclusive) {
+        let done = if opened.completed {
+            "a block short only of its closing sync byte, completed and kept"
         } else {
-            "left in place (other writers have the log open) and fenced off"
+            "a torn block, cut off"
         };
         eprintln!(
-            "cobsfile: {name}: bytes {}..{} after the last intact block (a torn block) {done}",
+            "cobsfile: {name}: bytes {}..{} after the last intact block: {done}",
             torn.start, torn.end
         );
     }

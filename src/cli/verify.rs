@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cobsfile::{Reader, Report, Source};
+use cobsfile::{Cause, Reader, Report, Source};
 use serde_json::{json, Value};
 
 use super::input::{self, ReadJob};
@@ -48,12 +48,29 @@ impl ReadJob for Verify {
     }
 }
 
-/// Fails for a non-empty input in which nothing at all is intact.
+/// Fails for a non-empty input in which nothing at all is intact (spec 9.5).
 pub fn not_a_cobsfile(name: &str, report: &Report) -> Result<(), Failure> {
-    if report.blocks.total() == 0 && !report.damaged.is_empty() {
-        return Err(Failure::at(name, "not a cobsfile: no intact block found"));
+    if report.blocks.total() > 0 || report.damaged.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let over_limit = report
+        .damaged
+        .iter()
+        .map(|d| &d.cause)
+        .find(|c| c.is_over_limit());
+    Err(no_intact_block(name, over_limit))
+}
+
+/// What a command says of an input in which nothing is intact: not a cobsfile, or, when
+/// blocks were refused for their size (`over_limit`), a `--max-block-size` too small for it.
+pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
+    match over_limit {
+        Some(cause) => Failure::at(
+            name,
+            format!("no block fits within --max-block-size ({cause}); raise it to read this file"),
+        ),
+        None => Failure::at(name, "not a cobsfile: no intact block found"),
+    }
 }
 
 /// Clean when nothing is damaged or unreadable.
