@@ -317,6 +317,18 @@ pub(crate) fn decode(
     let stored = u32::from_le_bytes(body[crc_at..].try_into().expect("4 bytes"));
     let fields = &body[..crc_at];
     let (codec, mut at) = varint::read(fields).map_err(|_| malformed("invalid codec varint"))?;
+    // Rules of the block types on codecs (spec 8.1, 8.4), checked by readers as writers keep
+    // them, before anything is decompressed.
+    match (kind, codec) {
+        (BlockKind::Header, codec::NONE) => {}
+        (BlockKind::Header, _) => return Err(malformed("header block not stored with codec 0")),
+        (BlockKind::Dictionary, codec::ZSTD_DICTIONARY) => {
+            return Err(malformed(
+                "dictionary block compressed with a dictionary (codec 2)",
+            ))
+        }
+        _ => {}
+    }
     let mut crc = crc32fast::Hasher::new();
     crc.update(type_field);
     scratch.in_plain = codec != codec::NONE;
