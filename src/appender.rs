@@ -231,7 +231,7 @@ struct State {
     /// Set by the first failed write or sync, for good: the file may then miss records that
     /// were appended (a block the writer had taken in is lost), so nothing more is written and
     /// nothing more is counted written or durable.
-    broken: Option<(io::ErrorKind, String)>,
+    broken: Option<String>,
     closing: bool,
 }
 
@@ -488,11 +488,7 @@ impl Appender {
     pub fn wait_durable(&mut self, seq: u64) -> Result<()> {
         let appended = lock(&self.shared).appended;
         if seq >= appended {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("record {seq} was not appended ({appended} were, by this appender)"),
-            )
-            .into());
+            return Err(Error::NotAppended { seq, appended });
         }
         if !matches!(self.durability, Durability::Group { .. }) {
             if self.durable() <= seq {
@@ -549,11 +545,9 @@ impl State {
     fn check(&self) -> Result<()> {
         match &self.broken {
             None => Ok(()),
-            Some((kind, message)) => Err(io::Error::new(
-                *kind,
-                format!("an earlier write to the log failed ({message}); reopen it"),
-            )
-            .into()),
+            Some(cause) => Err(Error::AppenderBroken {
+                cause: cause.clone(),
+            }),
         }
     }
 
@@ -561,11 +555,7 @@ impl State {
     fn note<T>(&mut self, result: Result<T>) -> Result<T> {
         if let Err(e) = &result {
             if self.broken.is_none() {
-                let kind = match e {
-                    Error::Io(e) => e.kind(),
-                    _ => io::ErrorKind::Other,
-                };
-                self.broken = Some((kind, e.to_string()));
+                self.broken = Some(e.to_string());
             }
         }
         result
@@ -717,13 +707,7 @@ fn intact_end(bytes: &[u8]) -> Result<u64> {
             block.info().size + 1
         }
         Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "no cobsfile header block at offset 0: not a cobsfile (recover it first)",
-            )
-            .into())
-        }
+        _ => return Err(Error::NotACobsfile { offset: 0 }),
     };
     newer_header(bytes)?;
     let mut end = bytes.len();

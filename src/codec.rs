@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 
 use zstd::zstd_safe::{self, CCtx, CDict, CParameter, DCtx, DDict};
@@ -40,13 +40,10 @@ impl Compression {
     pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
     /// Zstd at `level`, checked against the range the linked zstd supports.
-    pub fn zstd(level: i32) -> io::Result<Self> {
+    pub fn zstd(level: i32) -> Result<Self> {
         let (min, max) = (zstd_safe::min_c_level(), zstd_safe::max_c_level());
         if !(min..=max).contains(&level) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("zstd level {level} is outside {min}..={max}"),
-            ));
+            return Err(Error::InvalidLevel { level, min, max });
         }
         Ok(Compression::Zstd { level })
     }
@@ -91,10 +88,12 @@ impl Dictionary {
     }
 
     /// Trains a dictionary of at most `max_size` bytes on `samples` with zstd's trainer.
-    pub fn train<S: AsRef<[u8]>>(samples: &[S], max_size: usize) -> io::Result<Self> {
-        Ok(Dictionary::new(zstd::dict::from_samples(
-            samples, max_size,
-        )?))
+    pub fn train<S: AsRef<[u8]>>(samples: &[S], max_size: usize) -> Result<Self> {
+        // zstd's trainer reports its failures (too few samples, say) as I/O errors; they are
+        // not, so they become the crate's zstd error.
+        let trained = zstd::dict::from_samples(samples, max_size)
+            .map_err(|e| Error::Zstd(format!("training a dictionary failed: {e}")))?;
+        Ok(Dictionary::new(trained))
     }
 
     /// The id blocks compressed with this dictionary carry.
@@ -113,8 +112,8 @@ pub fn dictionary_id(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh64::xxh64(bytes, 0)
 }
 
-fn zstd_error(code: usize) -> io::Error {
-    io::Error::other(format!("zstd: {}", zstd_safe::get_error_name(code)))
+fn zstd_error(code: usize) -> Error {
+    Error::Zstd(zstd_safe::get_error_name(code).to_owned())
 }
 
 /// Compresses payloads with one zstd context, created once and reset between blocks.
@@ -127,14 +126,14 @@ pub(crate) struct Compressor {
 
 impl Compressor {
     /// A compressor at `level`, with a prepared dictionary if given.
-    pub fn new(level: i32, dictionary: Option<&Dictionary>) -> io::Result<Self> {
-        let mut cctx = CCtx::try_create().ok_or_else(|| io::Error::other("zstd: no context"))?;
+    pub fn new(level: i32, dictionary: Option<&Dictionary>) -> Result<Self> {
+        let mut cctx = CCtx::try_create().ok_or_else(|| Error::Zstd("no context".into()))?;
         cctx.set_parameter(CParameter::CompressionLevel(level))
             .map_err(zstd_error)?;
         let dictionary = match dictionary {
             Some(d) => {
                 let cdict = CDict::try_create(d.bytes(), level)
-                    .ok_or_else(|| io::Error::other("zstd could not load the dictionary"))?;
+                    .ok_or_else(|| Error::Zstd("cannot load the dictionary".into()))?;
                 Some((d.id(), cdict))
             }
             None => None,
@@ -152,7 +151,7 @@ impl Compressor {
     }
 
     /// Compresses `payload` into one zstd frame and returns it.
-    pub fn compress(&mut self, payload: &[u8]) -> io::Result<&[u8]> {
+    pub fn compress(&mut self, payload: &[u8]) -> Result<&[u8]> {
         self.frame.clear();
         self.frame.reserve(zstd_safe::compress_bound(payload.len()));
         let written = match &self.dictionary {

@@ -59,6 +59,72 @@ pub enum Error {
     /// Metadata handed to a writer is invalid (duplicate key, or larger than a block).
     #[error("invalid metadata: {0}")]
     InvalidMetadata(String),
+
+    /// A file to append to does not start with a cobsfile header block.
+    #[error("no cobsfile header block at offset {offset}: not a cobsfile (recover it first)")]
+    NotACobsfile {
+        /// Where the header block was looked for.
+        offset: u64,
+    },
+
+    /// An appender refuses to go on after a write or sync of its log failed: the log may miss
+    /// records it had taken in. Reopen the log.
+    #[error("an earlier write to the log failed ({cause}); reopen it")]
+    AppenderBroken {
+        /// What failed.
+        cause: String,
+    },
+
+    /// [`Appender::wait_durable`](crate::Appender::wait_durable) was asked about a record the
+    /// appender has not appended.
+    #[error("record {seq} was not appended ({appended} were, by this appender)")]
+    NotAppended {
+        /// The sequence number asked about.
+        seq: u64,
+        /// How many records the appender has appended.
+        appended: u64,
+    },
+
+    /// A block is larger than a writer's limit on bytes per write
+    /// ([`WriterBuilder::atomic_writes`](crate::WriterBuilder::atomic_writes)).
+    #[error("a block of {len} bytes exceeds the limit of {limit} bytes per write")]
+    TooLargeForOneWrite {
+        /// The block's bytes, from its type field to its closing sync byte.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+
+    /// A stream reader's window would have to grow past its limit to hold a block (a block
+    /// larger than the reader's maximum block size allows would be needed).
+    #[error("stream window of {window} bytes exceeds its limit of {limit}")]
+    WindowLimit {
+        /// The bytes the window holds.
+        window: usize,
+        /// The most it may hold.
+        limit: usize,
+    },
+
+    /// A path names something other than a regular file (a directory, a pipe, a device) where
+    /// a regular file is needed (to map it, or to follow it).
+    #[error("not a regular file")]
+    NotARegularFile,
+
+    /// A zstd compression level outside what the linked zstd supports.
+    #[error("zstd level {level} is outside {min}..={max}")]
+    InvalidLevel {
+        /// The level asked for.
+        level: i32,
+        /// The fastest level.
+        min: i32,
+        /// The smallest output's level.
+        max: i32,
+    },
+
+    /// zstd failed at something that is not reading a block (making a context, loading or
+    /// training a dictionary): the message is zstd's.
+    #[error("zstd: {0}")]
+    Zstd(String),
 }
 
 /// Why a range of bytes was judged damaged (or, for a block this reader cannot decode though

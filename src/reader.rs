@@ -503,7 +503,7 @@ impl<S: Source> Reader<S> {
                     // The window now starts at `pos`, whether or not the read succeeded.
                     self.pos = 0;
                     if let Err(e) = refilled {
-                        return Event::Failed(e.into());
+                        return Event::Failed(e);
                     }
                 }
                 Scan::Damage {

@@ -3,6 +3,8 @@
 
 use std::io::{self, Read};
 
+use crate::error::{Error, Result};
+
 /// A window onto the input that a [`Reader`](crate::Reader) scans. Sealed: the crate provides
 /// [`SliceSource`] and [`StreamSource`].
 pub trait Source: sealed::Sealed {
@@ -14,7 +16,7 @@ pub trait Source: sealed::Sealed {
     fn at_eof(&self) -> bool;
     /// Drops the first `keep_from` bytes of the window and reads more. `max_window` bounds
     /// the window's size: reaching it without a block is the scanner's job to prevent.
-    fn refill(&mut self, keep_from: usize, max_window: usize) -> io::Result<()>;
+    fn refill(&mut self, keep_from: usize, max_window: usize) -> Result<()>;
 }
 
 mod sealed {
@@ -37,7 +39,7 @@ impl Source for SliceSource<'_> {
     fn at_eof(&self) -> bool {
         true
     }
-    fn refill(&mut self, _: usize, _: usize) -> io::Result<()> {
+    fn refill(&mut self, _: usize, _: usize) -> Result<()> {
         Ok(())
     }
 }
@@ -110,7 +112,7 @@ impl<R: Read> Source for StreamSource<R> {
         self.eof
     }
 
-    fn refill(&mut self, keep_from: usize, max_window: usize) -> io::Result<()> {
+    fn refill(&mut self, keep_from: usize, max_window: usize) -> Result<()> {
         self.start += keep_from;
         self.base += keep_from as u64;
         if self.start == self.end {
@@ -123,10 +125,10 @@ impl<R: Read> Source for StreamSource<R> {
             self.end -= self.start;
             self.start = 0;
             if self.end > max_window {
-                return Err(io::Error::other(format!(
-                    "stream window of {} bytes exceeds its limit of {max_window}",
-                    self.end
-                )));
+                return Err(Error::WindowLimit {
+                    window: self.end,
+                    limit: max_window,
+                });
             }
             if self.buf.len() - self.end < READ_CHUNK {
                 // Exactly: growing by `resize` alone would let `Vec` double its allocation.
@@ -146,7 +148,7 @@ impl<R: Read> Source for StreamSource<R> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
     }

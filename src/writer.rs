@@ -478,13 +478,10 @@ impl<W: Write> Writer<W> {
             .atomic_limit
             .filter(|&limit| block.len() > limit)
         {
-            return Err(Error::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "a block of {} bytes exceeds the limit of {limit} bytes per write",
-                    block.len()
-                ),
-            )));
+            return Err(Error::TooLargeForOneWrite {
+                len: block.len(),
+                limit,
+            });
         }
         if let Err(e) = inner.write_all(block) {
             self.index.disable();

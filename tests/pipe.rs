@@ -131,7 +131,10 @@ fn blocks_that_cannot_fit_are_refused_and_never_written() {
         .compression(Compression::zstd(3).unwrap())
         .dictionary(Dictionary::new(dictionary), true)
         .build(RecordingWriter::default());
-    assert!(matches!(built, Err(Error::Io(_))), "{built:?}");
+    assert!(
+        matches!(built, Err(Error::TooLargeForOneWrite { .. })),
+        "{built:?}"
+    );
 }
 
 #[cfg(target_os = "linux")]
