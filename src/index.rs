@@ -16,10 +16,11 @@ use std::ops::Range;
 
 use crate::block::{self, types, BlockKind, Place, Scratch};
 use crate::codec::Decompressor;
+use crate::decoder::Block;
 use crate::error::{Error, Result};
 use crate::frame::{self, Check, Scan};
 use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
-use crate::reader::{Block, ReaderBuilder, SliceReader};
+use crate::reader::{ReaderBuilder, SliceReader};
 use crate::varint;
 
 /// One block as an [`Index`] lists it.

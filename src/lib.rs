@@ -64,6 +64,7 @@ mod appender;
 mod block;
 pub mod cobs;
 mod codec;
+mod decoder;
 mod error;
 mod follow;
 mod frame;
@@ -83,6 +84,7 @@ mod writer;
 pub use appender::{Appender, AppenderBuilder, Durability, Opened};
 pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
+pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 pub use error::{Cause, Error, Result};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
@@ -91,8 +93,7 @@ pub use limits::{
 };
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{
-    codec_name, Block, BlockInfo, Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder,
-    SliceReader, Stats, StreamReader,
+    Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
 };
 pub use recover::{recover, Recovery};
 pub use scan::ScanSink;

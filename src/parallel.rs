@@ -28,11 +28,11 @@ use std::thread::{self, JoinHandle};
 
 use crate::block::{self, types, BlockKind, Body, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
-use crate::error::{Cause, Error, Result};
-use crate::frame::Frame;
+use crate::decoder::{decode_block, BlockInfo, Decoder, Event, Input, Step};
+use crate::error::{Cause, Result};
+use crate::frame::{Check, Frame};
 use crate::index::IndexBuilder;
 use crate::limits::Limits;
-use crate::reader::{decode_block, BlockInfo};
 
 /// Blocks in flight per worker thread.
 pub(crate) const DEPTH: usize = 2;
@@ -357,35 +357,23 @@ pub(crate) struct DecodeJob {
     body: Range<usize>,
     kind: BlockKind,
     place: Place,
+    /// The frame's size after its opening sync byte.
+    size: u64,
     /// How many of the dictionaries found in the file so far (in the pool's registry) the
     /// block may use: those before it.
     known: usize,
-    /// Window indices of the frame's opening and closing sync bytes.
-    start: usize,
-    end: usize,
+    /// Absolute offset of the frame's closing sync byte.
+    end: u64,
     /// Where the decoded payload is.
-    pub scratch: Scratch,
+    scratch: Scratch,
     /// Filled in by the decoding.
-    pub result: Option<Result<(BlockInfo, Body), Cause>>,
+    result: Option<Result<(BlockInfo, Body), Cause>>,
 }
 
 impl DecodeJob {
     /// The absolute offset of the frame's opening sync byte.
-    pub fn offset(&self) -> u64 {
+    fn offset(&self) -> u64 {
         self.place.offset
-    }
-
-    fn decode(&mut self, max_block_size: usize, decompressor: &mut Decompressor) {
-        self.result = Some(decode_block(
-            &self.encoded[self.type_field.clone()],
-            self.kind,
-            &self.encoded[self.body.clone()],
-            self.place,
-            (self.end - self.start) as u64,
-            max_block_size,
-            &mut self.scratch,
-            decompressor,
-        ));
     }
 }
 
@@ -405,71 +393,66 @@ struct DecodeState {
 fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
     if state.added < job.known {
         for dictionary in &lock(&state.registry)[state.added..job.known] {
-            // Kept: the reader's thread kept it, under the same limits, before registering it.
+            // Kept: the reader's decoder kept it, under the same limits, before registering it.
             let _ = state.decompressor.add(dictionary);
         }
         state.added = job.known;
     }
-    job.decode(state.max_block_size, &mut state.decompressor);
+    job.result = Some(decode_block(
+        &job.encoded[job.type_field.clone()],
+        job.kind,
+        &job.encoded[job.body.clone()],
+        job.place,
+        job.size,
+        state.max_block_size,
+        &mut job.scratch,
+        &mut state.decompressor,
+    ));
     job
 }
 
-/// A decompressor within `limits` holding `dictionaries`, each marked given to the reader or
-/// not, added in order as a sequential reader would have added them.
-fn decompressor_with(limits: &Limits, dictionaries: &[(Dictionary, bool)]) -> Decompressor {
+/// A decompressor within `limits` holding `dictionaries` (given to the reader, `None`, or
+/// kept from the block at an offset), added in order as the reader's decoder added them.
+fn decompressor_with(limits: &Limits, dictionaries: &[(Dictionary, Option<u64>)]) -> Decompressor {
     let mut decompressor = Decompressor::new(limits);
-    for (dictionary, given) in dictionaries {
+    for (dictionary, offset) in dictionaries {
         // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-        let _ = match given {
-            true => decompressor.give(dictionary),
-            false => decompressor.add(dictionary),
+        let _ = match offset {
+            None => decompressor.give(dictionary),
+            Some(_) => decompressor.add(dictionary),
         };
     }
     decompressor
 }
 
-/// What the scanner found, in file order, waiting for the reader's caller.
+/// What the decoder found ahead of the caller, in file order.
 #[derive(Debug)]
 enum Entry {
-    /// Damage from the absolute offset `start`; the scan went on at window index `resume`.
+    /// Damage from the absolute offset `start`; the scan went on at `resume`.
     Damage {
         start: u64,
         cause: Cause,
-        resume: usize,
+        resume: u64,
     },
     /// A frame sent to the workers: the job's sequence number.
     Worker(u64),
-    /// A decoded frame (a dictionary block, decoded on the reader's thread, or a frame put
-    /// back after the damage before it was reported).
+    /// A frame decoded on the reader's thread (a dictionary block).
     Ready(Box<DecodeJob>),
-    /// The end of the input at the absolute offset `end`, reached at window index `resume`.
-    End { end: u64, resume: usize },
-    /// The source failed.
-    Failed(Error),
-}
-
-/// What [`Decoders::pop`] hands the reader, in file order.
-pub(crate) enum Popped {
-    /// Damage from the absolute offset `start`.
-    Damage { start: u64, cause: Cause },
-    /// A decoded frame; give it back with [`Decoders::recycle`] or [`Decoders::unpop`].
-    Block(Box<DecodeJob>),
-    /// The end of the input.
-    End { end: u64 },
-    /// The source failed.
-    Failed(Error),
+    /// The end of the input at the absolute offset `end`, reached at `resume`.
+    End { end: u64, resume: u64 },
 }
 
 /// The worker threads of a [`Reader`](crate::Reader) built with
-/// [`threads`](crate::ReaderBuilder::threads), and what the scanner found ahead of the caller.
+/// [`threads`](crate::ReaderBuilder::threads), and the frames its decoder scanned ahead of
+/// the caller.
 ///
-/// The reader's thread scans frames in order and hands each one to the workers, copied out of
-/// the source (so workers never borrow it), up to a fixed number of frames ahead. Dictionary
-/// blocks are decoded on the reader's thread as they are scanned; an intact one joins a
-/// registry, and each later job carries the number of registered dictionaries, so a worker
-/// knows exactly the dictionaries a sequential reader would know when it decodes a block. The
-/// reader then takes frames and damage back in order and merges damage as a sequential reader
-/// does.
+/// The reader's thread scans frames in order with the reader's [`Decoder`] and hands each one
+/// to the workers, copied out of the source (so workers never borrow it), up to a fixed number
+/// of frames ahead. Dictionary blocks are decoded by the decoder itself as they are scanned,
+/// which keeps their dictionaries as on one thread; each one kept joins a registry, and each
+/// later job carries the number of registered dictionaries, so a worker knows exactly the
+/// dictionaries the decoder knew at that block. The decoder then settles frames and damage in
+/// order, merging damage and checking versions exactly as on one thread.
 pub(crate) struct Decoders {
     pool: Pool<Box<DecodeJob>, Box<DecodeJob>>,
     queue: VecDeque<Entry>,
@@ -480,20 +463,17 @@ pub(crate) struct Decoders {
     /// Buffers back from the reader, boxes kept so that recycling allocates nothing.
     #[allow(clippy::vec_box)]
     free: Vec<Box<DecodeJob>>,
-    /// The dictionaries the workers know (given and embedded so far), to decode dictionary
-    /// blocks on the reader's thread.
-    main: Decompressor,
     /// The dictionaries found in the file, shared with the workers.
     registry: Arc<Mutex<Vec<Dictionary>>>,
     /// The length of `registry`.
     registered: usize,
-    max_block_size: usize,
-    /// Whether the end of the input (or a failure of the source) is queued: nothing more to
-    /// scan.
+    /// How many of the decoder's dictionaries the workers know (at start, or registered).
+    known: usize,
+    /// Whether the end of the input is queued: nothing more to scan.
     scanned: bool,
-    /// The window index at which a sequential reader would scan next, having returned what
-    /// was popped so far.
-    consumed: usize,
+    /// The absolute offset at which a sequential reader would scan next, having returned
+    /// what was taken so far.
+    consumed: u64,
 }
 
 impl fmt::Debug for Decoders {
@@ -506,20 +486,16 @@ impl fmt::Debug for Decoders {
 }
 
 impl Decoders {
-    /// Starts `threads` workers that know `dictionaries` (see [`decompressor_with`]); the scan
-    /// starts at window index `pos`.
-    pub fn new(
-        threads: usize,
-        limits: &Limits,
-        dictionaries: &[(Dictionary, bool)],
-        pos: usize,
-    ) -> io::Result<Self> {
+    /// Starts `threads` workers that know the dictionaries `decoder` knows; the scan starts at
+    /// the absolute offset `at`.
+    pub fn new(threads: usize, decoder: &Decoder, at: u64) -> io::Result<Self> {
+        let limits = decoder.limits();
         let max_block_size = limits.block_size();
         let registry = Arc::new(Mutex::new(Vec::new()));
         let states = (0..threads)
             .map(|_| DecodeState {
                 max_block_size,
-                decompressor: decompressor_with(limits, dictionaries),
+                decompressor: decompressor_with(limits, &decoder.dictionaries),
                 registry: Arc::clone(&registry),
                 added: 0,
             })
@@ -531,31 +507,17 @@ impl Decoders {
             frames: 0,
             limit,
             free: Vec::with_capacity(limit + 1),
-            main: decompressor_with(limits, dictionaries),
             registry,
             registered: 0,
-            max_block_size,
+            known: decoder.dictionaries.len(),
             scanned: false,
-            consumed: pos,
+            consumed: at,
         })
-    }
-
-    /// Whether to stop scanning ahead: enough frames are in flight, or the input is scanned.
-    pub fn full(&self) -> bool {
-        self.scanned || self.frames >= self.limit
     }
 
     /// Whether nothing is queued: the scan is where the caller is.
     pub fn is_idle(&self) -> bool {
         self.queue.is_empty()
-    }
-
-    /// Notes that the scan goes on at `pos` (the caller may have scanned on its own thread
-    /// while nothing was queued).
-    pub fn resume_at(&mut self, pos: usize) {
-        if self.is_idle() {
-            self.consumed = pos;
-        }
     }
 
     /// Frames queued: being decoded or decoded and not yet taken.
@@ -564,14 +526,66 @@ impl Decoders {
         self.frames
     }
 
-    /// The window index at which a sequential reader would scan next.
-    pub fn consumed(&self) -> usize {
+    /// The absolute offset at which a sequential reader would scan next.
+    pub fn consumed(&self) -> u64 {
         self.consumed
+    }
+
+    /// The next step of `decoder` over `input` (a whole slice): scans ahead until enough
+    /// frames are in flight, then settles what comes back in order. `None` at the end.
+    pub fn next(&mut self, decoder: &mut Decoder, input: Input<'_>) -> Option<Step> {
+        if self.is_idle() {
+            // The caller may have read on its own thread while nothing was queued.
+            self.consumed = decoder.position();
+        }
+        loop {
+            while !self.scanned && self.frames < self.limit {
+                match decoder.scan(input, Check::Full) {
+                    Event::Damage { start, cause } => {
+                        self.push_damage(start, cause, decoder.position())
+                    }
+                    Event::Frame(f) => self.push_frame(decoder, input, &f),
+                    Event::End { end } => self.push_end(end, decoder.position()),
+                    // A slice holds the whole input: nothing more is coming.
+                    Event::NeedInput => {
+                        let end = input.offset + input.bytes.len() as u64;
+                        self.push_end(end, decoder.position());
+                    }
+                }
+            }
+            let step = match self.queue.pop_front()? {
+                Entry::Damage {
+                    start,
+                    cause,
+                    resume,
+                } => {
+                    self.consumed = resume;
+                    decoder.note_damage(start, cause);
+                    None
+                }
+                Entry::End { end, resume } => {
+                    self.consumed = resume;
+                    return decoder.end_at(end);
+                }
+                Entry::Worker(seq) => Some(self.pool.recv(seq)),
+                Entry::Ready(job) => Some(job),
+            };
+            let Some(mut job) = step else { continue };
+            self.frames -= 1;
+            self.consumed = job.end;
+            let decoded = job.result.take().expect("a taken frame is decoded");
+            decoder.swap_scratch(&mut job.scratch);
+            let settled = decoder.settle_decoded(job.offset(), decoded);
+            self.free.push(job);
+            if settled.is_some() {
+                return settled;
+            }
+        }
     }
 
     /// Queues damage from the absolute offset `start`; the scan goes on at `resume`. Damage
     /// right after damage is merged here already (the first start and cause stand).
-    pub fn push_damage(&mut self, start: u64, cause: Cause, resume: usize) {
+    fn push_damage(&mut self, start: u64, cause: Cause, resume: u64) {
         if let Some(Entry::Damage { resume: last, .. }) = self.queue.back_mut() {
             *last = resume;
             return;
@@ -584,20 +598,14 @@ impl Decoders {
     }
 
     /// Queues the end of the input.
-    pub fn push_end(&mut self, end: u64, resume: usize) {
+    fn push_end(&mut self, end: u64, resume: u64) {
         self.scanned = true;
         self.queue.push_back(Entry::End { end, resume });
     }
 
-    /// Queues a failure of the source.
-    pub fn push_failed(&mut self, error: Error) {
-        self.scanned = true;
-        self.queue.push_back(Entry::Failed(error));
-    }
-
-    /// Queues the frame `f` of `window`, whose first byte is at absolute offset `base`: sent
-    /// to a worker, or decoded here if it is a dictionary block.
-    pub fn push_frame(&mut self, window: &[u8], base: u64, f: &Frame) {
+    /// Queues the frame `f` of `input`: sent to a worker, or decoded here by `decoder` if it
+    /// is a dictionary block (whose dictionary the decoder keeps, and the workers learn).
+    fn push_frame(&mut self, decoder: &mut Decoder, input: Input<'_>, f: &Frame) {
         let mut job = self.free.pop().unwrap_or_else(|| {
             Box::new(DecodeJob {
                 encoded: Vec::new(),
@@ -608,89 +616,43 @@ impl Decoders {
                     offset: 0,
                     body_offset: 0,
                 },
+                size: 0,
                 known: 0,
-                start: 0,
                 end: 0,
                 scratch: Scratch::default(),
                 result: None,
             })
         });
-        let from = f.type_field.start;
-        job.encoded.clear();
-        job.encoded.extend_from_slice(&window[from..f.body.end]);
-        job.type_field = 0..f.type_field.len();
-        job.body = f.body.start - from..f.body.end - from;
         job.kind = BlockKind::from_type(f.kind);
         job.place = Place {
-            offset: base + f.start as u64,
-            body_offset: base + f.body.start as u64,
+            offset: input.offset + f.start as u64,
+            body_offset: input.offset + f.body.start as u64,
         };
-        job.known = self.registered;
-        job.start = f.start;
-        job.end = f.end;
-        job.result = None;
+        job.size = (f.end - f.start) as u64;
+        job.end = input.offset + f.end as u64;
         self.frames += 1;
-        if job.kind != BlockKind::Dictionary {
-            let seq = self.pool.send(job);
-            self.queue.push_back(Entry::Worker(seq));
+        if job.kind == BlockKind::Dictionary {
+            job.result = Some(decoder.decode_frame(input, f, Some(&mut job.scratch)));
+            let new = &decoder.dictionaries[self.known..];
+            if !new.is_empty() {
+                let mut registry = lock(&self.registry);
+                registry.extend(new.iter().map(|(d, _)| d.clone()));
+                self.registered = registry.len();
+                self.known = decoder.dictionaries.len();
+            }
+            self.queue.push_back(Entry::Ready(job));
             return;
         }
-        job.decode(self.max_block_size, &mut self.main);
-        if let Some(Ok((_, body))) = &job.result {
-            let bytes = &job.scratch.buffer()[body.payload.clone()];
-            let dictionary = Dictionary::new(bytes.to_vec());
-            // One the reader cannot keep stays unavailable: the reader reports its block, as
-            // a sequential reader does, and the blocks that need it.
-            if !self.main.has(dictionary.id()) && self.main.add(&dictionary).is_ok() {
-                lock(&self.registry).push(dictionary);
-                self.registered += 1;
-            }
-        }
-        self.queue.push_back(Entry::Ready(job));
-    }
-
-    /// The oldest entry, waiting for its worker if need be; `None` when nothing is queued.
-    pub fn pop(&mut self) -> Option<Popped> {
-        let popped = match self.queue.pop_front()? {
-            Entry::Damage {
-                start,
-                cause,
-                resume,
-            } => {
-                self.consumed = resume;
-                Popped::Damage { start, cause }
-            }
-            Entry::Worker(seq) => {
-                let job = self.pool.recv(seq);
-                self.frames -= 1;
-                self.consumed = job.end;
-                Popped::Block(job)
-            }
-            Entry::Ready(job) => {
-                self.frames -= 1;
-                self.consumed = job.end;
-                Popped::Block(job)
-            }
-            Entry::End { end, resume } => {
-                self.consumed = resume;
-                Popped::End { end }
-            }
-            Entry::Failed(error) => Popped::Failed(error),
-        };
-        Some(popped)
-    }
-
-    /// Puts a popped block back at the front, to be popped again next (after the damage
-    /// before it is reported).
-    pub fn unpop(&mut self, job: Box<DecodeJob>) {
-        self.frames += 1;
-        self.consumed = job.start;
-        self.queue.push_front(Entry::Ready(job));
-    }
-
-    /// Takes back the buffers of a popped block.
-    pub fn recycle(&mut self, job: Box<DecodeJob>) {
-        self.free.push(job);
+        let from = f.type_field.start;
+        job.encoded.clear();
+        job.encoded
+            .extend_from_slice(&input.bytes[from..f.body.end]);
+        job.type_field = 0..f.type_field.len();
+        job.body = f.body.start - from..f.body.end - from;
+        job.known = self.registered;
+        job.result = None;
+        let seq = self.pool.send(job);
+        self.queue.push_back(Entry::Worker(seq));
     }
 }
 

@@ -1,20 +1,22 @@
 //! Reading blocks, records and metadata, resynchronizing after damage.
 //!
-//! One [`Reader`] serves every input: it scans a [`Source`] window with the sans-I/O `frame`
-//! scanner, decodes bodies with `block`, and merges consecutive damage into one
-//! [`Error::Damaged`] naming the skipped byte range. After that error it goes on at the next
-//! sync byte, so a caller that wants to stop at the first damage just stops iterating.
+//! One [`Reader`] serves every input: a driver of the sans-I/O [`Decoder`] over a [`Source`]
+//! window (a slice, a mapped file, a stream), which hands it bytes as it asks for them. The
+//! decoder merges consecutive damage into one [`Error::Damaged`] naming the skipped byte
+//! range; after that error reading goes on at the next sync byte, so a caller that wants to
+//! stop at the first damage just stops iterating. With [`ReaderBuilder::threads`], blocks are
+//! decoded on worker threads and settled in order by the same decoder.
 
 use std::io::{self, Read};
 use std::ops::Range;
 
-use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
-use crate::codec::Refused;
-use crate::codec::{Decompressor, Dictionary};
-use crate::error::{Cause, Error, Result};
-use crate::frame::{self, Check, Frame, Scan};
+use crate::block::{self, BlockKind, Entries};
+use crate::codec::Dictionary;
+use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
+use crate::error::{Error, Result};
+use crate::frame;
 use crate::limits::Limits;
-use crate::parallel::{Decoders, Popped};
+use crate::parallel::Decoders;
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -35,7 +37,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 #[derive(Debug, Clone)]
 pub struct ReaderBuilder {
     pub(crate) limits: Limits,
-    dictionaries: Vec<Dictionary>,
+    pub(crate) dictionaries: Vec<Dictionary>,
     pub(crate) threads: usize,
     pub(crate) min_split: u64,
 }
@@ -126,7 +128,7 @@ impl ReaderBuilder {
 
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
-        Reader::new(SliceSource(bytes), self, self.threads)
+        Reader::with_decoder(SliceSource(bytes), Decoder::new(self), self.threads)
     }
 
     /// A reader over the blocks of `bytes` whose opening sync byte lies in `range` (byte
@@ -139,8 +141,10 @@ impl ReaderBuilder {
     /// `range.start` (bytes before it belong to the block or damage before the range) and
     /// stops at the first sync byte at or after `range.end` that can open a block, one
     /// followed by a byte other than 0x00 (the last block may end past `range.end`). Damage is reported as usual, clipped to the range's part of it. A block
-    /// compressed with a dictionary the file embeds before the range is found by skipping
-    /// through the blocks before the range, once, when the first such block is met.
+    /// compressed with a dictionary the file embeds before the range, or a dictionary block in
+    /// the range, first has the bytes before the range searched for dictionaries (once, every
+    /// frame checked as a full read checks it), so that the range keeps the dictionaries a
+    /// full read keeps, in the same order and within the same limits.
     ///
     /// ```
     /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
@@ -163,14 +167,13 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn from_slice_range<'a>(&self, bytes: &'a [u8], range: Range<u64>) -> SliceReader<'a> {
-        let mut reader = Reader::new(SliceSource(bytes), self, self.threads);
         let start = usize::try_from(range.start).map_or(bytes.len(), |s| s.min(bytes.len()));
-        if start > 0 {
-            reader.pos = frame::next_sync(bytes, start);
-            reader.prefix = reader.pos;
-        }
-        reader.stop = range.end;
-        reader
+        let first_sync = match start {
+            0 => 0,
+            _ => frame::next_sync(bytes, start) as u64,
+        };
+        let decoder = Decoder::range(self, first_sync, range.end);
+        Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
@@ -185,66 +188,8 @@ impl ReaderBuilder {
 
     /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
     pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
-        Reader::new(StreamSource::new(inner, offset), self, 0)
-    }
-}
-
-/// Where a block is and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockInfo {
-    /// Absolute offset of the block's opening sync byte.
-    pub offset: u64,
-    /// What the block holds.
-    pub kind: BlockKind,
-    /// Bytes after the opening sync byte up to and including the closing one.
-    pub size: u64,
-    /// Records in a data block, entries in a metadata or index block.
-    pub items: Option<u64>,
-    /// How the payload is stored: `"none"`, `"zstd"` or `"zstd+dict"` (see [`codec_name`]).
-    pub codec: &'static str,
-    /// The payload's size uncompressed.
-    pub payload_size: u64,
-}
-
-/// A decoded block, borrowed from the reader until its next call.
-#[derive(Debug, Clone)]
-pub struct Block<'a> {
-    info: BlockInfo,
-    version: Option<i64>,
-    payload: &'a [u8],
-}
-
-impl<'a> Block<'a> {
-    /// Where the block is and what it holds.
-    pub fn info(&self) -> &BlockInfo {
-        &self.info
-    }
-
-    /// The block's payload as stored (after the codec, before the CRC).
-    pub fn payload(&self) -> &'a [u8] {
-        self.payload
-    }
-
-    /// The records of a data block (none for other kinds).
-    pub fn records(&self) -> Records<'a> {
-        match self.info.kind {
-            BlockKind::Data => Records::new(self.payload),
-            _ => Records::new(&[]),
-        }
-    }
-
-    /// The entries of a metadata block (none for other kinds). Keys are checked UTF-8.
-    pub fn entries(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
-        let payload = match self.info.kind {
-            BlockKind::Metadata => self.payload,
-            _ => &[],
-        };
-        Entries::new(payload).map(|(k, v)| (std::str::from_utf8(k).unwrap_or_default(), v))
-    }
-
-    /// The format version a header block declares.
-    pub fn version(&self) -> Option<i64> {
-        self.version
+        let decoder = Decoder::starting_at(&self.clone().threads(0), offset);
+        Reader::with_decoder(StreamSource::new(inner, offset), decoder, 0)
     }
 }
 
@@ -267,32 +212,7 @@ impl Metadata {
     }
 }
 
-/// Counts of what a reader has seen so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Intact blocks decoded.
-    pub blocks: u64,
-    /// Blocks of unknown type skipped by `next_record`.
-    pub unknown_blocks: u64,
-    /// Damaged regions reported.
-    pub damaged_regions: u64,
-    /// Bytes in damaged regions.
-    pub damaged_bytes: u64,
-}
-
-/// Which frames a scan decodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Check and decode every block.
-    All,
-    /// Skip data and unknown blocks by their length, decode header and metadata blocks.
-    Metadata,
-    /// Check every frame in full, decode dictionary blocks only (a range reader's search of
-    /// the bytes before its range).
-    Dictionaries,
-}
-
-/// A reader of blocks, records and metadata over any [`Source`].
+/// A reader of blocks, records and metadata over any [`Source`]: a driver of the [`Decoder`].
 ///
 /// ```
 /// let mut file = Vec::new();
@@ -309,102 +229,35 @@ enum Mode {
 #[derive(Debug)]
 pub struct Reader<S> {
     src: S,
-    /// Where the next scan starts, as an index into the source's window.
-    pos: usize,
-    limits: Limits,
-    /// Largest acceptable length field.
-    max_length: u64,
-    /// The last decoded block body.
-    scratch: Scratch,
-    /// The zstd context and the dictionaries known so far.
-    decompressor: Decompressor,
-    /// What is left of the current data block's records, in `scratch`.
+    decoder: Decoder,
+    /// What is left of the current data block's records, in the decoder's buffer.
     cursor: Range<usize>,
     /// Records `next_record` is still to pass over (see `skip_records`).
     skip: u64,
-    /// Start and cause of damage seen but not yet reported.
-    damage: Option<(u64, Cause)>,
-    /// Absolute offsets `(sync, end)`: the bytes after the sync byte up to `end` hold no 0x00,
-    /// as a full check of the frame at `sync` found before it needed more input.
-    zero_free: Option<(u64, u64)>,
-    /// Set after an error that makes the rest of the input unreadable.
-    stopped: bool,
-    /// The absolute offset at or after which no block opens for this reader (a range read).
-    stop: u64,
-    /// A range reader's start: the bytes before it may embed dictionaries its blocks need,
-    /// not yet searched (0: nothing to search).
-    prefix: usize,
-    stats: Stats,
+    /// Set after the source failed: nothing more is read.
+    failed: bool,
     /// Worker threads for full reads, with `threads > 1` (started on first use).
     decoders: Option<Box<Decoders>>,
     /// The number of worker threads asked for (0 or 1: none).
     threads: usize,
-    /// Keep the dictionaries met in `dictionaries` even on one thread (a prefix search).
-    collect_dictionaries: bool,
-    /// With `threads > 1`: the dictionaries the decompressor holds, marked given or not, in
-    /// the order they were added, to start workers that know the same.
-    dictionaries: Vec<(Dictionary, bool)>,
-}
-
-/// What the scanner found next.
-enum Event {
-    /// Damage from the absolute offset `start`.
-    Damage { start: u64, cause: Cause },
-    /// A frame, positions in the current window.
-    Frame(Frame),
-    /// The input ends at the absolute offset `end`.
-    End { end: u64 },
-    /// The source failed.
-    Failed(Error),
-}
-
-/// What becomes of a frame once it is decoded (or known to need no decoding).
-enum Settled {
-    /// It failed to decode: damage, merged with the damage around it.
-    Merged,
-    /// Damage before it is to be reported first; the frame (given back) comes next.
-    Damage(Error, Option<(BlockInfo, Body)>),
-    /// What to yield for it.
-    Done(Result<Option<(BlockInfo, Body)>>),
 }
 
 impl<S: Source> Reader<S> {
-    fn new(src: S, options: &ReaderBuilder, threads: usize) -> Self {
-        let limits = options.limits;
-        let mut decompressor = Decompressor::new(&limits);
-        let mut dictionaries = Vec::new();
-        for dictionary in &options.dictionaries {
-            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-            let _ = decompressor.give(dictionary);
-            if threads > 1 {
-                dictionaries.push((dictionary.clone(), true));
-            }
-        }
+    fn with_decoder(src: S, decoder: Decoder, threads: usize) -> Self {
         Reader {
             src,
-            pos: 0,
-            limits,
-            max_length: limits.max_length(),
-            scratch: Scratch::default(),
-            decompressor,
+            decoder,
             cursor: 0..0,
             skip: 0,
-            damage: None,
-            zero_free: None,
-            stopped: false,
-            stop: u64::MAX,
-            prefix: 0,
-            stats: Stats::default(),
+            failed: false,
             decoders: None,
             threads,
-            collect_dictionaries: false,
-            dictionaries,
         }
     }
 
     /// Counts of blocks and damage seen so far.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        self.decoder.stats()
     }
 
     /// The source this reader scans.
@@ -412,301 +265,89 @@ impl<S: Source> Reader<S> {
         &self.src
     }
 
-    /// The absolute offset of a window index.
-    fn offset(&self, index: usize) -> u64 {
-        self.src.base() + index as u64
-    }
-
-    /// Reports pending damage ending at `end`.
-    fn take_damage(&mut self, end: u64) -> Option<Error> {
-        let (start, cause) = self.damage.take()?;
-        self.stats.damaged_regions += 1;
-        self.stats.damaged_bytes += end - start;
-        Some(Error::Damaged { start, end, cause })
-    }
-
-    /// Notes damage from the absolute offset `start`, merging it with damage not yet
-    /// reported.
-    fn note_damage(&mut self, start: u64, cause: Cause) {
-        if self.damage.is_none() {
-            self.damage = Some((start, cause));
-        }
-    }
-
-    /// The next frame: checked in full, or (in metadata mode) skipped by its length unless it
-    /// is to be decoded. Damage before it stays pending: the caller reports it.
-    fn next_frame(&mut self, mode: Mode) -> Option<Result<Frame>> {
-        if self.stopped {
+    /// The decoder's next step that is not a request for input, which this driver serves:
+    /// `None` at the end, or when a non-blocking source has nothing more for now (a block cut
+    /// off there is waited for, not reported).
+    fn next_step(&mut self, want: Want) -> Option<Step> {
+        if self.failed {
             return None;
         }
-        let check = match mode {
-            Mode::All | Mode::Dictionaries => Check::Full,
-            Mode::Metadata => Check::Landing,
-        };
-        loop {
-            match self.scan(check) {
-                Event::Damage { start, cause } => self.note_damage(start, cause),
-                Event::Frame(f) => return Some(Ok(f)),
-                Event::End { end } => return self.take_damage(end).map(Err),
-                // Nothing more for now: damage running up to here stays pending, since the
-                // next bytes may continue it.
-                Event::Failed(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return None
-                }
-                Event::Failed(e) => {
-                    self.stopped = true;
-                    return Some(Err(e));
-                }
+        if self.threads > 1 && !self.decoder.is_stopped() {
+            match want {
+                Want::Blocks => return self.next_parallel(),
+                _ => self.catch_up(),
             }
         }
-    }
-
-    /// Scans on from `pos` to the next frame, damage or the end of the input, reading more
-    /// input as needed, and moves `pos` past what it found. A frame is checked as `check`
-    /// says; in a landing check, header and metadata frames (which are decoded) in full.
-    fn scan(&mut self, check: Check) -> Event {
         loop {
-            // A range read stops at the first sync byte at or after its end that can open a
-            // block: not one followed by another 0x00 (padding or zero-filled bytes) or by
-            // the end of the input. Damage running into such bytes then ends where it does
-            // in a read of the whole input.
-            let opens = self.src.window().get(self.pos + 1).is_some_and(|&b| b != 0);
-            if self.offset(self.pos) >= self.stop && opens {
-                return Event::End {
-                    end: self.offset(self.pos),
-                };
-            }
-            let window = self.src.window();
-            let searched = match self.zero_free {
-                Some((sync, end)) if sync == self.offset(self.pos) => {
-                    (end - self.src.base()) as usize
-                }
-                _ => 0,
+            let input = Input {
+                bytes: self.src.window(),
+                offset: self.src.base(),
+                end: self.src.at_eof(),
             };
-            let scan = frame::scan(
-                window,
-                self.pos,
-                self.src.base(),
-                self.src.at_eof(),
-                self.max_length,
-                check,
-                searched,
-            );
-            match scan {
-                Scan::NeedMore => {
-                    if check == Check::Full {
-                        let end = self.offset(window.len());
-                        self.zero_free = Some((self.offset(self.pos), end));
-                    }
-                    let max_window = self.max_length as usize + 2 * varint::MAX_LEN + 1;
-                    let refilled = self.src.refill(self.pos, max_window);
-                    // The window now starts at `pos`, whether or not the read succeeded.
-                    self.pos = 0;
-                    if let Err(e) = refilled {
-                        return Event::Failed(e);
-                    }
-                }
-                Scan::Damage {
-                    from,
-                    resume,
-                    cause,
-                } => {
-                    let start = self.offset(from);
-                    self.pos = resume;
-                    return Event::Damage { start, cause };
-                }
-                Scan::Padding { resume } => self.pos = resume,
-                Scan::End => {
-                    return Event::End {
-                        end: self.offset(window.len()),
-                    }
-                }
-                Scan::Frame(f) => {
-                    if check == Check::Landing && decoded_by_scans(BlockKind::from_type(f.kind)) {
-                        if let Err(zero) = frame::verify(window, &f) {
-                            let cause = Cause::SyncMismatch {
-                                expected: self.offset(f.end),
-                                found: self.offset(zero),
-                            };
-                            let start = self.offset(f.start + 1);
-                            self.pos = zero;
-                            return Event::Damage { start, cause };
+            match self.decoder.step(input, want) {
+                Step::NeedInput { from } => {
+                    let keep = (from - self.src.base()) as usize;
+                    match self.src.refill(keep, self.decoder.max_window()) {
+                        Ok(()) => {}
+                        Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                        Err(e) => {
+                            self.failed = true;
+                            return Some(Step::Stopped(e));
                         }
                     }
-                    self.pos = f.end;
-                    return Event::Frame(f);
                 }
+                Step::NeedDictionaries { before } => self.add_dictionaries_before(before),
+                Step::End => return None,
+                step => return Some(step),
             }
         }
     }
 
-    /// The next block: decoded, or only framed if `mode` skips its type (`None`). A block that
-    /// fails to decode is damage like a frame that fails its checks and merges with the damage
-    /// around it. Damage is reported once the next intact block is found (which is then found
-    /// and decoded again on the next call) or the input ends.
-    fn next_decoded(&mut self, mode: Mode) -> Option<Result<Option<(BlockInfo, Body)>>> {
-        if self.threads > 1 && !self.stopped {
-            match mode {
-                Mode::All => return self.next_decoded_parallel(),
-                Mode::Metadata | Mode::Dictionaries => self.catch_up(),
-            }
-        }
-        loop {
-            let f = match self.next_frame(mode)? {
-                Ok(f) => f,
-                Err(e) => return Some(Err(e)),
-            };
-            let kind = BlockKind::from_type(f.kind);
-            let wanted = match mode {
-                Mode::All => true,
-                Mode::Metadata => decoded_by_scans(kind),
-                Mode::Dictionaries => kind == BlockKind::Dictionary,
-            };
-            let decoded = if wanted {
-                self.decode(&f).map(Some)
-            } else {
-                Ok(None)
-            };
-            match self.settle(self.offset(f.start), decoded) {
-                Settled::Merged => continue,
-                Settled::Damage(err, _) => {
-                    self.pos = f.start;
-                    return Some(Err(err));
-                }
-                Settled::Done(done) => return Some(done),
-            }
-        }
+    /// Hands the decoder the bytes before `before` to search for dictionaries (a range read;
+    /// only slices start ranges past their first byte).
+    fn add_dictionaries_before(&mut self, before: u64) {
+        let window = self.src.window();
+        let end = usize::try_from(before.saturating_sub(self.src.base()))
+            .map_or(window.len(), |end| end.min(window.len()));
+        self.decoder.add_dictionaries_before(&window[..end]);
     }
 
-    /// The part of [`next_decoded`](Self::next_decoded) shared by both ways of reading: what
-    /// to do with the frame at the absolute offset `offset`, decoded into `scratch` (or not,
-    /// `None`), given the damage noted before it.
-    fn settle(
-        &mut self,
-        offset: u64,
-        decoded: Result<Option<(BlockInfo, Body)>, Cause>,
-    ) -> Settled {
-        let decoded = match decoded {
-            Ok(decoded) => decoded,
-            Err(cause) => {
-                self.note_damage(offset + 1, cause);
-                return Settled::Merged;
+    /// The next step of a full read with blocks decoded by worker threads: the decoder scans
+    /// ahead of the caller by a bounded number of frames on this thread, the workers decode
+    /// them, and the decoder settles what comes back in order exactly as on one thread.
+    /// Falls back to one thread if the workers cannot be started.
+    fn next_parallel(&mut self) -> Option<Step> {
+        if let Some(step) = self.decoder.take_ready() {
+            return Some(step);
+        }
+        if self.decoders.is_none() {
+            // The dictionaries before a range come first, as on one thread.
+            if let Some(before) = self.decoder.prefix_end() {
+                self.add_dictionaries_before(before);
             }
-        };
-        // A dictionary block is kept before anything is reported for it: one the reader
-        // cannot keep is reported in its place, merged with the damage around it.
-        if let Some((info, body)) = &decoded {
-            if info.kind == BlockKind::Dictionary {
-                let bytes = &self.scratch.buffer()[body.payload.clone()];
-                if let Err(cause) = self.keep_dictionary(offset, bytes.to_vec()) {
-                    self.note_damage(offset + 1, cause);
-                    return Settled::Merged;
-                }
-            }
-        }
-        if let Some(err) = self.take_damage(offset) {
-            return Settled::Damage(err, decoded);
-        }
-        if let Some((info, body)) = &decoded {
-            if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
-                self.stopped = true;
-                return Settled::Done(Err(Error::UnsupportedVersion {
-                    offset: info.offset,
-                    version,
-                    supported: FORMAT_VERSION,
-                }));
-            }
-            self.stats.blocks += 1;
-        }
-        Settled::Done(Ok(decoded))
-    }
-
-    /// Makes the dictionary a block at `offset` embeds available for the blocks after it,
-    /// within the reader's limits (once: a dictionary already known costs nothing).
-    fn keep_dictionary(&mut self, offset: u64, bytes: Vec<u8>) -> Result<(), Cause> {
-        let id = crate::codec::dictionary_id(&bytes);
-        if self.decompressor.has(id) {
-            return Ok(());
-        }
-        let dictionary = Dictionary::new(bytes);
-        self.decompressor
-            .add(&dictionary)
-            .map_err(|refused| refused_cause(offset, refused))?;
-        if self.threads > 1 || self.collect_dictionaries {
-            self.dictionaries.push((dictionary, false));
-        }
-        Ok(())
-    }
-
-    /// [`next_decoded`](Self::next_decoded) of a full read, with blocks decoded by worker
-    /// threads: the scan runs ahead of the caller by a bounded number of frames, and what it
-    /// found is settled in order exactly as on one thread. Falls back to one thread if the
-    /// workers cannot be started.
-    fn next_decoded_parallel(&mut self) -> Option<Result<Option<(BlockInfo, Body)>>> {
-        if self.prefix > 0 && self.decoders.is_none() {
-            self.search_prefix();
-        }
-        let mut decoders = match self.decoders.take() {
-            Some(decoders) => decoders,
-            None => match Decoders::new(self.threads, &self.limits, &self.dictionaries, self.pos) {
-                Ok(decoders) => Box::new(decoders),
+            match Decoders::new(self.threads, &self.decoder, self.decoder.position()) {
+                Ok(decoders) => self.decoders = Some(Box::new(decoders)),
                 Err(_) => {
                     self.threads = 0;
-                    self.dictionaries = Vec::new();
-                    return self.next_decoded(Mode::All);
+                    return self.next_step(Want::Blocks);
                 }
-            },
+            }
+        }
+        let mut decoders = self.decoders.take().expect("started");
+        let input = Input {
+            bytes: self.src.window(),
+            offset: self.src.base(),
+            end: self.src.at_eof(),
         };
-        let next = self.next_from(&mut decoders);
-        // After an unsupported version nothing more is read: let the threads go.
-        if !self.stopped {
+        let step = decoders.next(&mut self.decoder, input);
+        // After a newer version's header nothing more is read: let the threads go.
+        if !self.decoder.is_stopped() {
             self.decoders = Some(decoders);
         }
-        next
+        step
     }
 
-    /// [`next_decoded_parallel`](Self::next_decoded_parallel) with the workers at hand: scans
-    /// ahead until enough frames are in flight, then settles what comes back in order.
-    fn next_from(&mut self, decoders: &mut Decoders) -> Option<Result<Option<(BlockInfo, Body)>>> {
-        decoders.resume_at(self.pos);
-        loop {
-            while !decoders.full() {
-                match self.scan(Check::Full) {
-                    Event::Damage { start, cause } => decoders.push_damage(start, cause, self.pos),
-                    Event::Frame(f) => decoders.push_frame(self.src.window(), self.src.base(), &f),
-                    Event::End { end } => decoders.push_end(end, self.pos),
-                    Event::Failed(e) => decoders.push_failed(e),
-                }
-            }
-            match decoders.pop()? {
-                Popped::Damage { start, cause } => self.note_damage(start, cause),
-                Popped::End { end } => return self.take_damage(end).map(Err),
-                Popped::Failed(e) => {
-                    self.stopped = true;
-                    return Some(Err(e));
-                }
-                Popped::Block(mut job) => {
-                    let decoded = job.result.take().expect("a popped block is decoded");
-                    std::mem::swap(&mut self.scratch, &mut job.scratch);
-                    match self.settle(job.offset(), decoded.map(Some)) {
-                        Settled::Merged => decoders.recycle(job),
-                        Settled::Damage(err, decoded) => {
-                            std::mem::swap(&mut self.scratch, &mut job.scratch);
-                            job.result = decoded.map(Ok);
-                            decoders.unpop(job);
-                            return Some(Err(err));
-                        }
-                        Settled::Done(done) => {
-                            decoders.recycle(job);
-                            return Some(done);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Before scanning on this thread: drops what the workers scanned ahead of the caller and
+    /// Before reading on this thread: drops what the workers decoded ahead of the caller and
     /// goes back to where the caller is. The workers, which may know dictionaries from blocks
     /// the caller has not reached, are stopped too (and started afresh on the next full read).
     fn catch_up(&mut self) {
@@ -714,8 +355,10 @@ impl<S: Source> Reader<S> {
             if decoders.is_idle() {
                 self.decoders = Some(decoders);
             } else {
-                self.pos = decoders.consumed();
-                self.zero_free = None;
+                // A block the decoder holds behind the damage it just reported has not been
+                // returned yet: reading on this thread starts with it.
+                let at = self.decoder.ready_offset().unwrap_or(decoders.consumed());
+                self.decoder.rewind(at);
             }
         }
     }
@@ -726,78 +369,16 @@ impl<S: Source> Reader<S> {
         self.decoders.as_ref().map_or(0, |d| d.frames_in_flight())
     }
 
-    /// Decodes a frame into `scratch`. In a range read, a block that needs a dictionary the
-    /// reader lacks first has the bytes before the range searched for it.
-    fn decode(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
-        match self.decode_once(f) {
-            Err(Cause::Dictionary { .. }) if self.prefix > 0 => {
-                self.search_prefix();
-                self.decode_once(f)
-            }
-            decoded => decoded,
-        }
-    }
-
-    /// Adds the dictionaries embedded in the bytes before a range read's range to those the
-    /// reader knows (once). The search checks every frame in full, as a full read does: a
-    /// skipping scan (spec 9.3) could jump over a dictionary block along a damaged length
-    /// that lands on a later sync byte, and the range would then lose blocks a full read
-    /// returns. It decodes dictionary blocks only, and reads the prefix at memchr speed.
-    fn search_prefix(&mut self) {
-        let prefix = std::mem::take(&mut self.prefix);
-        let mut scan = Reader::new(
-            // Up to and including the range's first sync byte, which closes the block
-            // before it (a dictionary block, maybe).
-            SliceSource(&self.src.window()[..(prefix + 1).min(self.src.window().len())]),
-            &ReaderBuilder::new().limits(self.limits),
-            0,
-        );
-        scan.collect_dictionaries = true;
-        while scan.next_decoded(Mode::Dictionaries).is_some() {}
-        for (dictionary, _) in scan.dictionaries {
-            if !self.decompressor.has(dictionary.id())
-                && self.decompressor.add(&dictionary).is_ok()
-                && self.threads > 1
-            {
-                self.dictionaries.push((dictionary, false));
-            }
-        }
-    }
-
-    /// [`decode`](Self::decode) without the search.
-    fn decode_once(&mut self, f: &Frame) -> Result<(BlockInfo, Body), Cause> {
-        let window = self.src.window();
-        let base = self.src.base();
-        let place = Place {
-            offset: base + f.start as u64,
-            body_offset: base + f.body.start as u64,
-        };
-        decode_block(
-            &window[f.type_field.clone()],
-            BlockKind::from_type(f.kind),
-            &window[f.body.clone()],
-            place,
-            (f.end - f.start) as u64,
-            self.limits.block_size(),
-            &mut self.scratch,
-            &mut self.decompressor,
-        )
-    }
-
     /// The next intact block, or the error that stands for a damaged region before it.
     /// Records of the current block that [`next_record`](Self::next_record) has not yet
     /// returned are passed over.
     pub fn next_block(&mut self) -> Option<Result<Block<'_>>> {
         self.cursor = 0..0;
-        let (info, body) = match self.next_decoded(Mode::All)? {
-            Ok(decoded) => decoded.expect("a full read decodes every block"),
-            Err(e) => return Some(Err(e)),
-        };
-        Some(Ok(Block {
-            info,
-            version: body.version,
-            payload: &self.scratch.buffer()[body.payload],
-        }))
+        match self.next_step(Want::Blocks)? {
+            Step::Block(_) => Some(Ok(self.decoder.block().expect("a block was announced"))),
+            Step::Damaged(e) | Step::Stopped(e) => Some(Err(e)),
+            other => unreachable!("served by next_step: {other:?}"),
+        }
     }
 
     /// The next record of an intact data block, borrowed from the decoded block; or the error
@@ -806,7 +387,7 @@ impl<S: Source> Reader<S> {
     pub fn next_record(&mut self) -> Option<Result<&[u8]>> {
         loop {
             if let Some(record) = self.next_in_cursor() {
-                return Some(Ok(&self.scratch.buffer()[record]));
+                return Some(Ok(self.record(record)));
             }
             if let Err(e) = self.open_block()? {
                 return Some(Err(e));
@@ -816,7 +397,8 @@ impl<S: Source> Reader<S> {
 
     /// Takes the next record's range from the cursor.
     pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
-        let item = block::next_string(self.scratch.buffer().get(self.cursor.clone())?)?;
+        let (buffer, _) = self.decoder.current()?;
+        let item = block::next_string(buffer.get(self.cursor.clone())?)?;
         let range = self.cursor.start + item.start..self.cursor.start + item.end;
         self.cursor.start = range.end;
         Some(range)
@@ -824,7 +406,8 @@ impl<S: Source> Reader<S> {
 
     /// The bytes of a record whose range [`next_in_cursor`](Self::next_in_cursor) gave.
     pub(crate) fn record(&self, range: Range<usize>) -> &[u8] {
-        &self.scratch.buffer()[range]
+        let (buffer, _) = self.decoder.current().expect("a current block");
+        &buffer[range]
     }
 
     /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).
@@ -833,7 +416,8 @@ impl<S: Source> Reader<S> {
     }
 
     /// Iterates over metadata blocks, skipping data blocks by their length fields without
-    /// reading them.
+    /// reading them. Like [`next_block`](Self::next_block), it passes over the records of the
+    /// current block that [`next_record`](Self::next_record) has not yet returned.
     pub fn metadata(&mut self) -> MetadataBlocks<'_, S> {
         MetadataBlocks(self)
     }
@@ -890,9 +474,10 @@ impl<S: Source> Reader<S> {
     /// the block's info, or the error that stands for a damaged region before it.
     pub(crate) fn open_block(&mut self) -> Option<Result<BlockInfo>> {
         self.cursor = 0..0;
-        let (info, body) = match self.next_decoded(Mode::All)? {
-            Ok(decoded) => decoded.expect("a full read decodes every block"),
-            Err(e) => return Some(Err(e)),
+        let info = match self.next_step(Want::Blocks)? {
+            Step::Block(info) => info,
+            Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
+            other => unreachable!("served by next_step: {other:?}"),
         };
         match info.kind {
             BlockKind::Data => {
@@ -900,11 +485,12 @@ impl<S: Source> Reader<S> {
                 if self.skip >= items {
                     self.skip -= items;
                 } else {
-                    self.cursor = strings_start(self.scratch.buffer(), body.payload);
+                    let (buffer, payload) = self.decoder.current().expect("the block just read");
+                    self.cursor = strings_start(buffer, payload);
                     self.skip_in_cursor();
                 }
             }
-            BlockKind::Unknown(_) => self.stats.unknown_blocks += 1,
+            BlockKind::Unknown(_) => self.decoder.count_unknown(),
             BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary | BlockKind::Index => {}
         }
         Some(Ok(info))
@@ -923,82 +509,14 @@ impl<R: Read> StreamReader<R> {
     /// those at `len`. Returns false, changing nothing, if the reader has already passed `len`
     /// (or `len` lies past what it read).
     pub(crate) fn reopen_at(&mut self, len: u64) -> bool {
-        let passed = self.offset(self.pos);
-        if len < passed || len > self.offset(self.src.window().len()) {
+        let passed = self.decoder.position();
+        if len < passed || len > self.src.base() + self.src.window().len() as u64 {
             return false;
         }
         self.src.reopen_at(len);
-        // The 0x00-free stretch noted for the frame being read may include dropped bytes.
-        self.zero_free = None;
+        // What the decoder noted of the bytes past its position may concern dropped bytes.
+        self.decoder.rewind(passed);
         true
-    }
-}
-
-/// Decodes a block of type `kind` whose type field and COBS body are given, found at `place`
-/// and `size` bytes long after its opening sync byte, into `scratch`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn decode_block(
-    type_field: &[u8],
-    kind: BlockKind,
-    encoded: &[u8],
-    place: Place,
-    size: u64,
-    max_block_size: usize,
-    scratch: &mut Scratch,
-    decompressor: &mut Decompressor,
-) -> Result<(BlockInfo, Body), Cause> {
-    let body = block::decode(
-        type_field,
-        kind,
-        encoded,
-        place,
-        max_block_size,
-        scratch,
-        decompressor,
-    )?;
-    let info = BlockInfo {
-        offset: place.offset,
-        kind,
-        size,
-        items: body.items,
-        codec: codec_name(body.codec),
-        payload_size: body.payload.len() as u64,
-    };
-    Ok((info, body))
-}
-
-/// Whether a skipping scan decodes blocks of this kind: the header, metadata and the
-/// dictionaries that later metadata (and, in a range read, data) may need.
-fn decoded_by_scans(kind: BlockKind) -> bool {
-    matches!(
-        kind,
-        BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary
-    )
-}
-
-/// The cause a dictionary block at `offset` is reported with when the reader cannot keep its
-/// dictionary.
-pub(crate) fn refused_cause(offset: u64, refused: Refused) -> Cause {
-    match refused {
-        Refused::Invalid => Cause::Malformed {
-            offset,
-            what: "a dictionary in zstd's format that zstd cannot load",
-        },
-        Refused::Limit { what, limit } => Cause::Limit {
-            offset,
-            what,
-            limit,
-        },
-    }
-}
-
-/// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.
-pub fn codec_name(codec: i64) -> &'static str {
-    match codec {
-        crate::codec::NONE => "none",
-        crate::codec::ZSTD => "zstd",
-        crate::codec::ZSTD_DICTIONARY => "zstd+dict",
-        _ => "unknown",
     }
 }
 
@@ -1023,7 +541,7 @@ impl<S: Source> Iterator for Blocks<'_, S> {
     type Item = Result<BlockInfo>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.0.next_block()?.map(|block| block.info))
+        Some(self.0.next_block()?.map(|block| block.info().clone()))
     }
 }
 
@@ -1043,14 +561,16 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let reader = &mut *self.0;
+        reader.cursor = 0..0;
         loop {
-            let (info, body) = match reader.next_decoded(Mode::Metadata)? {
-                Ok(Some(decoded)) => decoded,
-                Ok(None) => continue,
-                Err(e) => return Some(Err(e)),
+            let info = match reader.next_step(Want::Metadata)? {
+                Step::Block(info) => info,
+                Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
+                other => unreachable!("served by next_step: {other:?}"),
             };
             if info.kind == BlockKind::Metadata {
-                let entries = Entries::new(&reader.scratch.buffer()[body.payload])
+                let (buffer, payload) = reader.decoder.current().expect("the block just read");
+                let entries = Entries::new(&buffer[payload])
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))
                     .collect();
                 return Some(Ok(Metadata {

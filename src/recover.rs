@@ -10,10 +10,11 @@ use std::io::{self, Write};
 use std::ops::{ControlFlow, Range};
 
 use crate::block::{self, types, BlockKind};
+use crate::decoder::Block;
 use crate::error::Result;
 use crate::index::{Index, IndexBuilder};
 use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
-use crate::reader::{Block, ReaderBuilder};
+use crate::reader::ReaderBuilder;
 use crate::scan::ScanSink;
 use crate::verify::Report;
 

@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::{Condvar, Mutex};
 
+use crate::decoder::Block;
 use crate::error::{Error, Result};
-use crate::reader::{Block, ReaderBuilder, SliceReader};
+use crate::reader::{ReaderBuilder, SliceReader};
 use crate::verify::{Damage, Report};
 
 /// Payload bytes a part of a range holds before it goes to the calling thread (plus at most

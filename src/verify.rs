@@ -5,9 +5,10 @@ use std::fmt;
 use std::ops::{ControlFlow, Range};
 
 use crate::block::BlockKind;
+use crate::decoder::BlockInfo;
 use crate::error::{Cause, Error, Result};
 use crate::index::Index;
-use crate::reader::{BlockInfo, Reader, ReaderBuilder};
+use crate::reader::{Reader, ReaderBuilder};
 use crate::scan::ScanSink;
 use crate::source::Source;
 

@@ -1,0 +1,808 @@
+//! The sans-I/O core of every reader: bytes in, blocks and damage out.
+//!
+//! A [`Decoder`] reads a file as spec section 9.1 says, from whatever window of the input its
+//! driver holds. It does no I/O and keeps no input: each call to [`Decoder::step`] is given the
+//! bytes the driver has (an [`Input`]: the bytes, the absolute offset of the first, and whether
+//! the input ends with them) and answers with one [`Step`]:
+//!
+//! - [`Step::Block`]: an intact block, decoded into the decoder's buffer; [`Decoder::block`]
+//!   borrows it until the next call.
+//! - [`Step::Damaged`]: a damaged (or unreadable) range, merged: consecutive damage with no
+//!   intact block between is one range, reported once its end is known (the sync byte that
+//!   opens the next intact block, or the end of the input).
+//! - [`Step::NeedInput`]: the window ends inside what may be a sound block. The driver keeps
+//!   the bytes from the offset it names (dropping those before), reads more, and calls again;
+//!   or, at the end of the input, calls again with [`Input::end`] set. The window never has to
+//!   hold more than [`Decoder::max_window`] bytes.
+//! - [`Step::NeedDictionaries`]: a range read (9.4) met a block that needs a dictionary it does
+//!   not know, or a dictionary of its own: the dictionaries embedded before the range come
+//!   first, so the driver hands over the bytes before it ([`Decoder::add_dictionaries_before`])
+//!   and calls again.
+//! - [`Step::Stopped`]: a header of a newer format version (8.1); nothing more is read.
+//! - [`Step::End`]: the input (or the range) ends here.
+//!
+//! The slice reader, the mapped reader, the stream reader, the follower, range reads and the
+//! worker threads are drivers of this one decoder. Limits ([`Limits`]) are checked before the
+//! cost they guard: a length field before the block is read or buffered, a declared size before
+//! decompressing, a dictionary's count and bytes before it is kept.
+//!
+//! ADVICE FOR HACKERS: the position is an absolute offset (`at`), always a sync byte (or the
+//! input's start) where the next frame is looked for. Damage is *noted* (its start and cause)
+//! and *taken* (reported, with its end) only when the next intact block or the end is found;
+//! a block found while damage is pending is held (`ready`) and returned on the next call, so
+//! that nothing is decoded twice. A dictionary block is kept when it is decoded, before
+//! anything is reported for it: the blocks after it need it, and one the decoder cannot keep is
+//! reported in its place.
+//!
+//! ```
+//! use cobsfile::{Decoder, Input, ReaderBuilder, Step, Want};
+//!
+//! let mut writer = cobsfile::Writer::new(Vec::new())?;
+//! writer.write_record(b"hello")?;
+//! let file = writer.finish()?;
+//!
+//! // Feed the file a byte at a time, as a driver reading a slow stream would.
+//! let mut decoder = Decoder::new(&ReaderBuilder::new());
+//! let (mut start, mut end) = (0, 0);
+//! let mut records = Vec::new();
+//! loop {
+//!     let input = Input { bytes: &file[start..end], offset: start as u64, end: end == file.len() };
+//!     match decoder.step(input, Want::Blocks) {
+//!         Step::Block(_) => {
+//!             records.extend(decoder.block().unwrap().records().map(<[u8]>::to_vec))
+//!         }
+//!         Step::NeedInput { from } => {
+//!             start = from as usize;
+//!             end = (end + 1).min(file.len());
+//!         }
+//!         Step::End => break,
+//!         other => panic!("{other:?}"),
+//!     }
+//! }
+//! assert_eq!(records, [b"hello".to_vec()]);
+//! # Ok::<(), cobsfile::Error>(())
+//! ```
+
+use std::ops::Range;
+
+use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
+use crate::codec::{self, Decompressor, Dictionary, Refused};
+use crate::error::{Cause, Error};
+use crate::frame::{self, Check, Frame, Scan};
+use crate::limits::Limits;
+use crate::reader::ReaderBuilder;
+use crate::varint;
+
+/// Where a block is and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Absolute offset of the block's opening sync byte.
+    pub offset: u64,
+    /// What the block holds.
+    pub kind: BlockKind,
+    /// Bytes after the opening sync byte up to and including the closing one.
+    pub size: u64,
+    /// Records in a data block, entries in a metadata or index block.
+    pub items: Option<u64>,
+    /// How the payload is stored: `"none"`, `"zstd"` or `"zstd+dict"` (see [`codec_name`]).
+    pub codec: &'static str,
+    /// The payload's size uncompressed.
+    pub payload_size: u64,
+}
+
+/// A decoded block, borrowed from the reader until its next call.
+#[derive(Debug, Clone)]
+pub struct Block<'a> {
+    info: BlockInfo,
+    version: Option<i64>,
+    payload: &'a [u8],
+}
+
+impl<'a> Block<'a> {
+    /// A block of `info` whose payload is `payload`.
+    pub(crate) fn new(info: BlockInfo, version: Option<i64>, payload: &'a [u8]) -> Self {
+        Block {
+            info,
+            version,
+            payload,
+        }
+    }
+
+    /// Where the block is and what it holds.
+    pub fn info(&self) -> &BlockInfo {
+        &self.info
+    }
+
+    /// The block's payload as stored (after the codec, before the CRC).
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// The records of a data block (none for other kinds).
+    pub fn records(&self) -> Records<'a> {
+        match self.info.kind {
+            BlockKind::Data => Records::new(self.payload),
+            _ => Records::new(&[]),
+        }
+    }
+
+    /// The entries of a metadata block (none for other kinds). Keys are checked UTF-8.
+    pub fn entries(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+        let payload = match self.info.kind {
+            BlockKind::Metadata => self.payload,
+            _ => &[],
+        };
+        Entries::new(payload).map(|(k, v)| (std::str::from_utf8(k).unwrap_or_default(), v))
+    }
+
+    /// The format version a header block declares.
+    pub fn version(&self) -> Option<i64> {
+        self.version
+    }
+}
+
+/// Counts of what a reader has seen so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Intact blocks decoded.
+    pub blocks: u64,
+    /// Blocks of unknown type skipped by `next_record`.
+    pub unknown_blocks: u64,
+    /// Damaged regions reported.
+    pub damaged_regions: u64,
+    /// Bytes in damaged regions.
+    pub damaged_bytes: u64,
+}
+
+/// The bytes a driver holds: `bytes` is the input from the absolute offset `offset` on.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// The bytes held.
+    pub bytes: &'a [u8],
+    /// The absolute offset of `bytes[0]`.
+    pub offset: u64,
+    /// No bytes follow `bytes`: the input ends with them.
+    pub end: bool,
+}
+
+/// Which blocks a [`Decoder`] decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Want {
+    /// Every block, each checked in full (a full read, spec 9.1).
+    Blocks,
+    /// Header, metadata and dictionary blocks; the others are skipped by their length, their
+    /// frames checked as a skipping scan does (spec 9.3).
+    Metadata,
+    /// Dictionary blocks only, every frame checked in full (a range read's search of the
+    /// bytes before its range).
+    #[doc(hidden)]
+    Dictionaries,
+}
+
+impl Want {
+    fn check(self) -> Check {
+        match self {
+            Want::Blocks | Want::Dictionaries => Check::Full,
+            Want::Metadata => Check::Landing,
+        }
+    }
+
+    fn decodes(self, kind: BlockKind) -> bool {
+        match self {
+            Want::Blocks => true,
+            Want::Metadata => decoded_by_scans(kind),
+            Want::Dictionaries => kind == BlockKind::Dictionary,
+        }
+    }
+}
+
+/// What a [`Decoder`] found; see the module documentation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Step {
+    /// An intact block; [`Decoder::block`] borrows it until the next call.
+    Block(BlockInfo),
+    /// A damaged or unreadable range ([`Error::Damaged`]); reading goes on after it.
+    Damaged(Error),
+    /// A header of a newer format version ([`Error::UnsupportedVersion`]): nothing more is
+    /// read.
+    Stopped(Error),
+    /// Keep the input from the absolute offset `from` on, add the bytes that follow, and call
+    /// again (with [`Input::end`] set if none follow).
+    NeedInput {
+        /// The first byte the decoder still needs.
+        from: u64,
+    },
+    /// Call [`Decoder::add_dictionaries_before`] with the input's bytes before `before`, then
+    /// call again.
+    NeedDictionaries {
+        /// The offset the bytes to search end at (exclusive).
+        before: u64,
+    },
+    /// The input, or the range being read, ends here.
+    End,
+}
+
+/// A frame found, or the end of the input or range.
+pub(crate) enum Event {
+    /// Damage from the absolute offset `start`.
+    Damage { start: u64, cause: Cause },
+    /// A frame; positions in the input's bytes.
+    Frame(Frame),
+    /// The input or range ends at the absolute offset `end`.
+    End { end: u64 },
+    /// More input is needed.
+    NeedInput,
+}
+
+/// What becomes of a frame once it is decoded (or known to need no decoding).
+pub(crate) enum Settled {
+    /// It failed to decode: damage, merged with the damage around it.
+    Merged,
+    /// Damage before it is to be reported first; the frame comes next.
+    Damage(Error),
+    /// An intact block, decoded (or `None`: not decoded, as the caller wanted).
+    Done(Option<(BlockInfo, Body)>),
+}
+
+/// The sans-I/O reader; see the module documentation.
+#[derive(Debug)]
+pub struct Decoder {
+    limits: Limits,
+    max_length: u64,
+    /// Where the next frame is looked for: a sync byte, or the input's start.
+    at: u64,
+    /// Start and cause of damage noted but not yet reported.
+    damage: Option<(u64, Cause)>,
+    /// Absolute offsets `(sync, end)`: the bytes after the sync byte up to `end` hold no 0x00,
+    /// as a full check of the frame at `sync` found before it needed more input.
+    zero_free: Option<(u64, u64)>,
+    /// Set once a newer version's header was met: nothing more is read.
+    stopped: bool,
+    /// The absolute offset at or after which no block opens for this decoder (a range read).
+    stop: u64,
+    /// A range read's first sync byte while the bytes before it are not yet searched for
+    /// dictionaries.
+    prefix: Option<u64>,
+    /// The last decoded block body.
+    scratch: Scratch,
+    /// The zstd context and the dictionaries known so far.
+    decompressor: Decompressor,
+    /// The dictionaries known, in the order they were added, each with the offset of the
+    /// block that embeds it (`None`: given to the reader), when `collect` is set: to start
+    /// worker threads that know the same, to hand a range the dictionaries before it, and to
+    /// forget those of blocks a rewind goes back before.
+    pub(crate) dictionaries: Vec<(Dictionary, Option<u64>)>,
+    collect: bool,
+    /// A block decoded while damage was pending: returned on the next call, after the damage.
+    ready: Option<(BlockInfo, Body)>,
+    /// The block the last [`Step::Block`] announced.
+    current: Option<(BlockInfo, Body)>,
+    stats: Stats,
+}
+
+impl Decoder {
+    /// A decoder of a whole input with `options`' limits and dictionaries.
+    pub fn new(options: &ReaderBuilder) -> Self {
+        Self::with(options, options.threads > 1)
+    }
+
+    /// A decoder that records the dictionaries it knows, in order (see `dictionaries`).
+    pub(crate) fn with(options: &ReaderBuilder, collect: bool) -> Self {
+        let limits = *options.get_limits();
+        let mut decompressor = Decompressor::new(&limits);
+        let mut dictionaries = Vec::new();
+        for dictionary in &options.dictionaries {
+            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
+            let _ = decompressor.give(dictionary);
+            if collect {
+                dictionaries.push((dictionary.clone(), None));
+            }
+        }
+        Decoder {
+            limits,
+            max_length: limits.max_length(),
+            at: 0,
+            damage: None,
+            zero_free: None,
+            stopped: false,
+            stop: u64::MAX,
+            prefix: None,
+            scratch: Scratch::default(),
+            decompressor,
+            dictionaries,
+            collect,
+            ready: None,
+            current: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// A decoder of the blocks that open in `start..stop` (spec 9.4), to be given the input
+    /// from the first sync byte at or after `start`, which `first_sync` is: the driver finds
+    /// it (or passes `start` for a stream, where the decoder then reads from there).
+    pub fn range(options: &ReaderBuilder, first_sync: u64, stop: u64) -> Self {
+        let mut decoder = Self::with(options, options.threads > 1);
+        decoder.at = first_sync;
+        decoder.stop = stop;
+        decoder.prefix = (first_sync > 0).then_some(first_sync);
+        decoder
+    }
+
+    /// A decoder of an input whose bytes before `offset` it is never given (a stream read
+    /// from there on: a follower starting at the end); no range, no search before it.
+    pub(crate) fn starting_at(options: &ReaderBuilder, offset: u64) -> Self {
+        let mut decoder = Self::new(options);
+        decoder.at = offset;
+        decoder
+    }
+
+    /// Where the bytes before a range read's range end (exclusive), while they are still to be
+    /// searched for dictionaries.
+    pub(crate) fn prefix_end(&self) -> Option<u64> {
+        self.prefix.map(|sync| sync + 1)
+    }
+
+    /// The bounds this decoder enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The most bytes a driver's window has to hold: the longest acceptable block with its
+    /// fields, plus the byte after it.
+    pub fn max_window(&self) -> usize {
+        usize::try_from(self.max_length)
+            .unwrap_or(usize::MAX)
+            .saturating_add(2 * varint::MAX_LEN + 1)
+    }
+
+    /// The absolute offset the decoder reads on from (a sync byte, or the input's start).
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+
+    /// Counts of what the decoder has seen so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Counts a block of unknown type that a record reader passed over.
+    pub(crate) fn count_unknown(&mut self) {
+        self.stats.unknown_blocks += 1;
+    }
+
+    /// The block the last [`Step::Block`] announced, until the next call.
+    pub fn block(&self) -> Option<Block<'_>> {
+        let (info, body) = self.current.as_ref()?;
+        Some(Block::new(
+            info.clone(),
+            body.version,
+            &self.scratch.buffer()[body.payload.clone()],
+        ))
+    }
+
+    /// The decoded buffer and where the last announced block's payload lies in it.
+    pub(crate) fn current(&self) -> Option<(&[u8], Range<usize>)> {
+        let (_, body) = self.current.as_ref()?;
+        Some((self.scratch.buffer(), body.payload.clone()))
+    }
+
+    /// Reads on; see the module documentation.
+    pub fn step(&mut self, input: Input<'_>, want: Want) -> Step {
+        self.current = None;
+        if let Some((info, body)) = self.ready.take() {
+            if want.decodes(info.kind) {
+                return self.finish(info, body);
+            }
+        }
+        loop {
+            let f = match self.scan(input, want.check()) {
+                Event::Damage { start, cause } => {
+                    self.note_damage(start, cause);
+                    continue;
+                }
+                Event::Frame(f) => f,
+                Event::End { end } => {
+                    return match self.take_damage(end) {
+                        Some(err) => Step::Damaged(err),
+                        None => Step::End,
+                    }
+                }
+                Event::NeedInput => return Step::NeedInput { from: self.at },
+            };
+            let kind = BlockKind::from_type(f.kind);
+            let offset = input.offset + f.start as u64;
+            if !want.decodes(kind) {
+                match self.settle(offset, Ok(None)) {
+                    Settled::Damage(err) => return Step::Damaged(err),
+                    _ => continue,
+                }
+            }
+            if kind == BlockKind::Dictionary && self.prefix.is_some() {
+                // The dictionaries before the range are kept first, as a full read keeps
+                // them, so that this one counts against the limits as it does there.
+                return self.need_dictionaries(offset);
+            }
+            let decoded = match self.decode_frame(input, &f, None) {
+                Err(Cause::Dictionary { .. }) if self.prefix.is_some() => {
+                    return self.need_dictionaries(offset)
+                }
+                decoded => decoded,
+            };
+            match self.settle(offset, decoded.map(Some)) {
+                Settled::Merged => continue,
+                Settled::Damage(err) => return Step::Damaged(err),
+                Settled::Done(Some((info, body))) => return self.finish(info, body),
+                Settled::Done(None) => continue,
+            }
+        }
+    }
+
+    /// Goes back to the frame at `offset` and asks for the dictionaries before the range.
+    fn need_dictionaries(&mut self, offset: u64) -> Step {
+        self.at = offset;
+        self.zero_free = None;
+        Step::NeedDictionaries {
+            before: self.prefix_end().expect("a prefix to search"),
+        }
+    }
+
+    /// Makes `block` the current one, or stops at a newer version's header.
+    fn finish(&mut self, info: BlockInfo, body: Body) -> Step {
+        if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
+            self.stopped = true;
+            return Step::Stopped(Error::UnsupportedVersion {
+                offset: info.offset,
+                version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        self.stats.blocks += 1;
+        self.current = Some((info.clone(), body));
+        Step::Block(info)
+    }
+
+    /// Adds the dictionaries that the blocks in `bytes` (the input before a range read's first
+    /// sync byte, and that byte) embed, found as a full read finds them, to those this decoder
+    /// knows, ahead of any of its own (once; later calls do nothing).
+    ///
+    /// The search checks every frame in full: a skipping scan (spec 9.3) could jump over a
+    /// dictionary block along a damaged length that lands on a later sync byte, and the range
+    /// would then lose blocks a full read returns. It decodes dictionary blocks only.
+    pub fn add_dictionaries_before(&mut self, bytes: &[u8]) {
+        if self.prefix.take().is_none() {
+            return;
+        }
+        let options = ReaderBuilder::new().limits(self.limits);
+        let mut search = Decoder::with(&options, true);
+        let input = Input {
+            bytes,
+            offset: 0,
+            end: true,
+        };
+        loop {
+            match search.step(input, Want::Dictionaries) {
+                Step::End | Step::Stopped(_) => break,
+                Step::NeedInput { .. } | Step::NeedDictionaries { .. } => break,
+                Step::Block(_) | Step::Damaged(_) => {}
+            }
+        }
+        for (dictionary, offset) in search.dictionaries {
+            if self.decompressor.add(&dictionary).is_ok() && self.collect {
+                self.dictionaries.push((dictionary, offset));
+            }
+        }
+    }
+
+    /// Reports pending damage ending at `end`.
+    fn take_damage(&mut self, end: u64) -> Option<Error> {
+        let (start, cause) = self.damage.take()?;
+        self.stats.damaged_regions += 1;
+        self.stats.damaged_bytes += end - start;
+        Some(Error::Damaged { start, end, cause })
+    }
+
+    /// Notes damage from the absolute offset `start`, merging it with damage not yet
+    /// reported.
+    pub(crate) fn note_damage(&mut self, start: u64, cause: Cause) {
+        if self.damage.is_none() {
+            self.damage = Some((start, cause));
+        }
+    }
+
+    /// Looks for the next frame from the position on, and moves the position past what it
+    /// found. A frame is checked as `check` says; in a landing check, frames of the types a
+    /// skipping scan decodes are checked in full.
+    pub(crate) fn scan(&mut self, input: Input<'_>, check: Check) -> Event {
+        if self.stopped {
+            return Event::End { end: self.at };
+        }
+        let window = input.bytes;
+        let base = input.offset;
+        loop {
+            debug_assert!(self.at >= base, "the driver keeps the bytes from `at` on");
+            let pos = (self.at - base) as usize;
+            // A range read stops at the first sync byte at or after its end that can open a
+            // block: not one followed by another 0x00 (padding or zero-filled bytes) or by
+            // the end of the input. Damage running into such bytes then ends where it does
+            // in a read of the whole input.
+            let opens = window.get(pos + 1).is_some_and(|&b| b != 0);
+            if self.at >= self.stop && opens {
+                return Event::End { end: self.at };
+            }
+            let searched = match self.zero_free {
+                Some((sync, end)) if sync == self.at => (end - base) as usize,
+                _ => 0,
+            };
+            let scan = frame::scan(
+                window,
+                pos,
+                base,
+                input.end,
+                self.max_length,
+                check,
+                searched,
+            );
+            match scan {
+                Scan::NeedMore => {
+                    if check == Check::Full {
+                        self.zero_free = Some((self.at, base + window.len() as u64));
+                    }
+                    return Event::NeedInput;
+                }
+                Scan::Damage {
+                    from,
+                    resume,
+                    cause,
+                } => {
+                    self.at = base + resume as u64;
+                    return Event::Damage {
+                        start: base + from as u64,
+                        cause,
+                    };
+                }
+                Scan::Padding { resume } => self.at = base + resume as u64,
+                Scan::End => {
+                    return Event::End {
+                        end: base + window.len() as u64,
+                    }
+                }
+                Scan::Frame(f) => {
+                    if check == Check::Landing && decoded_by_scans(BlockKind::from_type(f.kind)) {
+                        if let Err(zero) = frame::verify(window, &f) {
+                            self.at = base + zero as u64;
+                            return Event::Damage {
+                                start: base + f.start as u64 + 1,
+                                cause: Cause::SyncMismatch {
+                                    expected: base + f.end as u64,
+                                    found: base + zero as u64,
+                                },
+                            };
+                        }
+                    }
+                    self.at = base + f.end as u64;
+                    return Event::Frame(f);
+                }
+            }
+        }
+    }
+
+    /// Decodes the frame `f` of `input` into `scratch` (the decoder's own buffer if `None`),
+    /// and keeps the dictionary a dictionary block embeds, within the limits: one the decoder
+    /// cannot keep makes the block unreadable (or malformed) in its place.
+    pub(crate) fn decode_frame(
+        &mut self,
+        input: Input<'_>,
+        f: &Frame,
+        scratch: Option<&mut Scratch>,
+    ) -> Result<(BlockInfo, Body), Cause> {
+        let scratch = match scratch {
+            Some(scratch) => scratch,
+            None => &mut self.scratch,
+        };
+        let window = input.bytes;
+        let place = Place {
+            offset: input.offset + f.start as u64,
+            body_offset: input.offset + f.body.start as u64,
+        };
+        let (info, body) = decode_block(
+            &window[f.type_field.clone()],
+            BlockKind::from_type(f.kind),
+            &window[f.body.clone()],
+            place,
+            (f.end - f.start) as u64,
+            self.limits.block_size(),
+            scratch,
+            &mut self.decompressor,
+        )?;
+        if info.kind == BlockKind::Dictionary {
+            let bytes = &scratch.buffer()[body.payload.clone()];
+            keep_dictionary(
+                &mut self.decompressor,
+                self.collect.then_some(&mut self.dictionaries),
+                info.offset,
+                bytes,
+            )?;
+        }
+        Ok((info, body))
+    }
+
+    /// What becomes of the frame at the absolute offset `offset`, decoded into the buffer (or
+    /// not, `None`), given the damage noted before it.
+    pub(crate) fn settle(
+        &mut self,
+        offset: u64,
+        decoded: Result<Option<(BlockInfo, Body)>, Cause>,
+    ) -> Settled {
+        let decoded = match decoded {
+            Ok(decoded) => decoded,
+            Err(cause) => {
+                self.note_damage(offset + 1, cause);
+                return Settled::Merged;
+            }
+        };
+        if let Some(err) = self.take_damage(offset) {
+            self.ready = decoded;
+            return Settled::Damage(err);
+        }
+        Settled::Done(decoded)
+    }
+
+    /// Swaps the decoder's buffer with `other` (a worker's, holding a block it decoded).
+    pub(crate) fn swap_scratch(&mut self, other: &mut Scratch) {
+        std::mem::swap(&mut self.scratch, other);
+    }
+
+    /// Makes a block decoded elsewhere (its body in the decoder's buffer, swapped in) the one
+    /// to return, after the damage before it: the worker threads' way into [`settle`].
+    pub(crate) fn settle_decoded(
+        &mut self,
+        offset: u64,
+        decoded: Result<(BlockInfo, Body), Cause>,
+    ) -> Option<Step> {
+        self.current = None;
+        match self.settle(offset, decoded.map(Some)) {
+            Settled::Merged => None,
+            Settled::Damage(err) => Some(Step::Damaged(err)),
+            Settled::Done(Some((info, body))) => Some(self.finish(info, body)),
+            Settled::Done(None) => None,
+        }
+    }
+
+    /// The end of the input at the absolute offset `end`, reached by a scan ahead of the
+    /// caller: the damage pending before it, if any.
+    pub(crate) fn end_at(&mut self, end: u64) -> Option<Step> {
+        self.current = None;
+        self.take_damage(end).map(Step::Damaged)
+    }
+
+    /// Takes the block held back behind damage, if any, to be returned now.
+    pub(crate) fn take_ready(&mut self) -> Option<Step> {
+        self.current = None;
+        let (info, body) = self.ready.take()?;
+        Some(self.finish(info, body))
+    }
+
+    /// The offset of the block held back behind damage just reported, if any.
+    pub(crate) fn ready_offset(&self) -> Option<u64> {
+        self.ready.as_ref().map(|(info, _)| info.offset)
+    }
+
+    /// Whether a newer version's header stopped the read.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Moves the position to `at` (a driver that dropped what was scanned ahead of it), and
+    /// forgets what it knew of the bytes there.
+    pub(crate) fn rewind(&mut self, at: u64) {
+        self.at = at;
+        self.zero_free = None;
+        self.ready = None;
+        self.current = None;
+        // Dictionaries kept from blocks at or past `at` were kept by a scan ahead (worker
+        // threads): a reader that reads on from `at` has not met them yet.
+        let kept = |d: &(Dictionary, Option<u64>)| d.1.is_none_or(|offset| offset < at);
+        if self.collect && !self.dictionaries.iter().all(kept) {
+            self.dictionaries.retain(kept);
+            self.decompressor = Decompressor::new(&self.limits);
+            for (dictionary, offset) in &self.dictionaries {
+                let _ = match offset {
+                    None => self.decompressor.give(dictionary),
+                    Some(_) => self.decompressor.add(dictionary),
+                };
+            }
+        }
+    }
+}
+
+/// Decodes a block of type `kind` whose type field and COBS body are given, found at `place`
+/// and `size` bytes long after its opening sync byte, into `scratch`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_block(
+    type_field: &[u8],
+    kind: BlockKind,
+    encoded: &[u8],
+    place: Place,
+    size: u64,
+    max_block_size: usize,
+    scratch: &mut Scratch,
+    decompressor: &mut Decompressor,
+) -> Result<(BlockInfo, Body), Cause> {
+    let body = block::decode(
+        type_field,
+        kind,
+        encoded,
+        place,
+        max_block_size,
+        scratch,
+        decompressor,
+    )?;
+    let info = BlockInfo {
+        offset: place.offset,
+        kind,
+        size,
+        items: body.items,
+        codec: codec_name(body.codec),
+        payload_size: body.payload.len() as u64,
+    };
+    Ok((info, body))
+}
+
+/// Whether a skipping scan decodes blocks of this kind: the header, metadata and the
+/// dictionaries that later metadata (and, in a range read, data) may need.
+fn decoded_by_scans(kind: BlockKind) -> bool {
+    matches!(
+        kind,
+        BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary
+    )
+}
+
+/// Makes the dictionary a block at `offset` embeds (`bytes`) available for the blocks after
+/// it, within the decompressor's limits, and notes it in `kept` if given (once: a dictionary
+/// already known costs nothing).
+fn keep_dictionary(
+    decompressor: &mut Decompressor,
+    kept: Option<&mut Vec<(Dictionary, Option<u64>)>>,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<(), Cause> {
+    if decompressor.has(codec::dictionary_id(bytes)) {
+        return Ok(());
+    }
+    let dictionary = Dictionary::new(bytes.to_vec());
+    decompressor
+        .add(&dictionary)
+        .map_err(|refused| refused_cause(offset, refused))?;
+    if let Some(kept) = kept {
+        kept.push((dictionary, Some(offset)));
+    }
+    Ok(())
+}
+
+/// The cause a dictionary block at `offset` is reported with when the reader cannot keep its
+/// dictionary.
+fn refused_cause(offset: u64, refused: Refused) -> Cause {
+    match refused {
+        Refused::Invalid => Cause::Malformed {
+            offset,
+            what: "a dictionary in zstd's format that zstd cannot load",
+        },
+        Refused::Limit { what, limit } => Cause::Limit {
+            offset,
+            what,
+            limit,
+        },
+    }
+}
+
+/// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.
+pub fn codec_name(codec: i64) -> &'static str {
+    match codec {
+        codec::NONE => "none",
+        codec::ZSTD => "zstd",
+        codec::ZSTD_DICTIONARY => "zstd+dict",
+        _ => "unknown",
+    }
+}
