@@ -207,7 +207,7 @@ fn append(
         let done = if log.opened().truncated {
             "cut off"
         } else {
-            "left in place (other writers have the log open) and fenced off"
+            "left in place (other writers or readers have the log open) and fenced off"
         };
         eprintln!(
             "cobsfile: {name}: bytes {}..{} after the last intact block (a torn block) {done}",
