@@ -31,8 +31,13 @@ use crate::reader::{Metadata, ReaderBuilder, SliceReader};
 ///   lock, which it does only while it opens (reading the file once, about 0.1 s per GB).
 ///   Where the file system refuses locks, the file is mapped without one.
 /// - **Another program shrinking the file** (`truncate`, a rewrite through `O_TRUNC`) takes
-///   the pages past the new end away, and the process receives SIGBUS when it touches them:
-///   read files that others may shrink with [`ReaderBuilder::from_read`] instead.
+///   the pages past the new end away. On Linux this crate then reads them as zeros, which
+///   the readers report as damage (a run of zeros where blocks should be) reaching to the
+///   end of the mapping; a page the kernel cannot read (an I/O error) reads as zeros too. A
+///   process-wide SIGBUS handler, installed when the first file is mapped, does this for
+///   the crate's mappings and hands every other SIGBUS to the handler or default that was
+///   there before. Elsewhere the process receives SIGBUS and ends: read files that others
+///   may shrink with [`ReaderBuilder::from_read`] instead.
 /// - **Another program overwriting bytes in place** breaks the promise a `&[u8]` makes, that
 ///   its bytes do not change. The readers never index memory with a byte without a bounds
 ///   check, nor decide anything `unsafe` on one, so in practice such a change costs damage
@@ -49,10 +54,13 @@ pub struct MappedFile {
     scans: Mutex<usize>,
 }
 
-/// A live mapping and the file it maps, which holds the shared lock: fields drop in order, so
-/// the file closes after the mapping is gone.
+/// A live mapping and what it needs: fields drop in order, so the mapping leaves the SIGBUS
+/// handler's registry before it is unmapped, and the file (whose descriptor the handler
+/// uses, and which holds the shared lock) closes last.
 #[derive(Debug)]
 struct Mapping {
+    #[cfg(target_os = "linux")]
+    _registration: crate::sigbus::Registration,
     map: Mmap,
     _file: File,
 }
@@ -113,13 +121,20 @@ impl MappedFile {
         // and cut a torn tail only holding the exclusive lock, which the shared lock taken
         // above (or the caller's, with `Lock::Held`) keeps them from getting while this
         // mapping lives. Other programs it cannot bind: the type's documentation tells users
-        // not to map files that others rewrite, and says what happens if they do. The
+        // not to map files that others rewrite, and says what happens if they do. The SIGBUS
+        // handler (`sigbus.rs`) breaches the precondition itself when a file shrinks, putting
+        // zeros where the lost pages were, because the alternative is the process's end; the
         // readers bounds-check every index they derive from a byte, so changed bytes cost
         // damage reports, not accesses out of bounds, though by the letter of the language a
         // change under a `&[u8]` is undefined behaviour all the same.
         let map = unsafe { Mmap::map(&file)? };
         Ok(MappedFile {
-            map: Some(Mapping { map, _file: file }),
+            map: Some(Mapping {
+                #[cfg(target_os = "linux")]
+                _registration: crate::sigbus::register(&map, &file)?,
+                map,
+                _file: file,
+            }),
             scans: Mutex::new(0),
         })
     }

@@ -1397,6 +1397,44 @@ impl HeldCat {
     }
 }
 
+/// `cat` (on one thread and on two) of a file that another process cuts in the middle while
+/// `cat` reads it: the bytes that vanished are one damaged range, reported, and `cat` exits
+/// 3 having written every record before the cut, not ended by SIGBUS.
+#[test]
+fn cat_of_a_file_cut_under_it_reports_the_lost_bytes_as_damage() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("cut-under-cat");
+    let path = dir.join("log.cobs");
+    let lines = numbered_lines();
+    for args in [&[][..], &["--threads", "2"]] {
+        write_numbered(&path, &lines).finish().unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let cat = HeldCat::start(args, &path);
+        let cut = len / 2 + 1234;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let (status, got, err) = cat.finish();
+        assert_eq!(status.signal(), None, "{args:?}: ended by a signal; {err}");
+        assert_eq!(status.code(), Some(3), "{args:?}: {err}");
+        let before_cut = cobsfile::ReaderBuilder::new()
+            .from_slice(&std::fs::read(&path).unwrap())
+            .read_all()
+            .0
+            .len();
+        assert_eq!(got.len(), before_cut, "{args:?}");
+        assert!(got[..] == lines[..before_cut], "{args:?}: records differ");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("damaged") && err.contains(&format!("..{len} ")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// `pack --append` on a log with a torn tail that a `cat` is reading: the appender is not
 /// alone on the file, so it fences the tail off instead of cutting the bytes from under the
 /// reader, which reads on to the end it mapped.
