@@ -1470,3 +1470,52 @@ fn pack_append_fences_rather_than_cuts_a_log_that_cat_is_reading() {
     assert!(got == lines, "records differ");
     assert!(err.contains(&format!("..{torn} damaged")), "{err}");
 }
+
+/// `recover` killed while it writes its output leaves nothing in the output's directory but
+/// the complete output, if it got that far: no partial file, under the output's name or a
+/// temporary one.
+#[test]
+fn recover_killed_while_writing_leaves_no_temporary_file() {
+    let dir = scratch("recover-killed");
+    let input = dir.join("in.cobs");
+    let output = dir.join("out.cobs");
+    let _ = std::fs::remove_file(&output);
+    write_numbered(&input, &numbered_lines()).finish().unwrap();
+    let mut child = bin()
+        .arg("recover")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once it has a file in the directory open besides its input, or has ended.
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let writing = std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|target| target.starts_with(&dir) && target != input);
+        if writing || child.try_wait().unwrap().is_some() || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let names = listing(&dir);
+    assert!(
+        names == ["in.cobs"] || names == ["in.cobs", "out.cobs"],
+        "{names:?}"
+    );
+    if names.len() == 2 {
+        let report = cobsfile::ReaderBuilder::new()
+            .verify(&std::fs::read(&output).unwrap())
+            .unwrap();
+        assert!(report.is_clean());
+    }
+}
