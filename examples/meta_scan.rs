@@ -1,5 +1,6 @@
 //! How much of a large file the metadata scan reads, against a full read: pages resident in
-//! the page cache after a cold scan (mincore), page faults (getrusage) and wall time.
+//! the page cache after a cold scan (mincore), page faults (getrusage) and wall time. One row
+//! times opening and dropping the mapping alone, what every mapped read pays before reading.
 //!
 //! ```text
 //! cargo build --release && cargo run --release --example meta_scan [FILE]
@@ -136,6 +137,8 @@ mod bench {
     const RECORD: usize = 4094;
     const RECORDS: u64 = DATA_BLOCKS * (BLOCK / (RECORD + 2)) as u64;
     const RUNS: usize = 5;
+    /// Mappings opened and dropped in one run of the opening row.
+    const OPENS: usize = 1000;
 
     /// SplitMix64, for incompressible records.
     struct Rng(u64);
@@ -273,6 +276,15 @@ mod bench {
     fn scan(path: &Path) -> (usize, usize) {
         let file = MappedFile::open(path).expect("map");
         count(file.metadata())
+    }
+
+    /// Maps the file, reads its first byte and drops the mapping, `OPENS` times: what opening
+    /// a file costs a reader before it reads anything.
+    fn open_and_drop(path: &Path) {
+        for _ in 0..OPENS {
+            let file = MappedFile::open(path).expect("map");
+            std::hint::black_box(file.bytes()[0]);
+        }
     }
 
     /// The same scan through a plain reader over the mapping, without the advice.
@@ -441,6 +453,13 @@ mod bench {
                 expect_clean(scan(&path))
             }),
         );
+        rows.push(subject.measure(
+            &format!("{OPENS} x open, read a byte, drop (`MappedFile::open`), warm"),
+            RUNS,
+            false,
+            false,
+            || open_and_drop(&path),
+        ));
         rows.push(subject.measure("`cobsfile meta`, cold", 3, true, true, || {
             assert_eq!(run(&bin, &[Path::new("meta"), &path]), 0)
         }));

@@ -6,8 +6,10 @@
 //! crashed writer did not finish). Holding the file alone, the appender cuts the tail off
 //! (or, if the tail is a whole block but for its closing sync byte, writes that byte and
 //! keeps it); with other appenders on the file it leaves it, since it may be a block another
-//! process is writing right now. Either way nothing written later depends on it: every block an appender
-//! writes starts with its own sync byte and reaches the file in one `write(2)` (spec 11.1), so
+//! process is writing right now, and with a [`MappedFile`] on it too, since a cut would take
+//! mapped bytes from under a reader. Either way nothing written later depends on it: every
+//! block an appender writes starts with its own sync byte and reaches the file in one
+//! `write(2)` (spec 11.1), so
 //! a torn block before it is damage that ends where the new block starts, and blocks of
 //! several appenders never interleave. One extra sync byte between two blocks is padding, so
 //! on a clean end the fence costs a byte per block and no damage.
@@ -28,7 +30,7 @@ use crate::block::BlockKind;
 use crate::codec::Compression;
 use crate::error::{Error, Result};
 use crate::frame::{self, Check, Scan};
-use crate::mapped::MappedFile;
+use crate::mapped::{Lock, MappedFile};
 use crate::reader::ReaderBuilder;
 use crate::writer::{Writer, WriterBuilder};
 
@@ -143,7 +145,8 @@ impl AppenderBuilder {
 pub struct Opened {
     /// The file was missing or empty, and the appender started it with a header.
     pub created: bool,
-    /// No other appender had the file open: this one may cut a torn tail off.
+    /// No other appender and no [`MappedFile`] had the file open (each holds a shared lock
+    /// while it does): this one may cut a torn tail off.
     pub exclusive: bool,
     /// Bytes after the last intact block: a block a crashed writer did not finish (or
     /// damage). `None` when the file ends with an intact block.
@@ -164,7 +167,8 @@ pub struct Opened {
 /// otherwise. Then it looks at the end: bytes after the last intact block
 /// are a torn tail, a block a crashed writer did not finish. An appender alone on the file (an
 /// exclusive advisory lock) cuts it off, or completes a block that lacks only its closing sync
-/// byte; with other appenders on the file it leaves it. [`opened`](Self::opened) says what
+/// byte; with other appenders or a [`MappedFile`] on the file it leaves it, and it never cuts
+/// anything after opening. [`opened`](Self::opened) says what
 /// was found and done. Every block then written starts with its own sync byte and reaches the
 /// file in one `write(2)` to an `O_APPEND` file, so a torn tail costs only itself and blocks of
 /// several processes never interleave; after an intact block the extra sync byte is padding.
@@ -316,16 +320,21 @@ impl Appender {
             opened.created = true;
         } else {
             builder = builder.without_header();
-            let map = MappedFile::open_file(&file)?;
+            // Mapped under this appender's own lock: a shared lock taken through the same open
+            // file would replace the exclusive one.
+            let map = MappedFile::map(file.try_clone()?, Lock::Held)?;
             let end = intact_end(map.bytes())?;
             if end < len {
                 opened.torn = Some(end..len);
                 let complete = exclusive && lacks_closing_sync(map.bytes(), end);
                 drop(map);
-                if complete {
+                // A program that ignores locks may have changed the file's length since it
+                // was mapped; then the tail is not what was read, and is left alone.
+                let cut = exclusive && file.metadata()?.len() == len;
+                if complete && cut {
                     (&file).write_all(&[0])?;
                     opened.completed = true;
-                } else if exclusive {
+                } else if cut {
                     file.set_len(end)?;
                     opened.truncated = true;
                 }

@@ -182,11 +182,15 @@ pub(crate) fn scan(
 /// padding (two files concatenated end to end); a longer run is zero-filled data (an
 /// unwritten extent after a crash, a zeroed range) and is reported as damage up to its last
 /// zero, which may open the next block.
+///
+/// The caller has read the zero at `t`; it is not read again. In a mapped file another
+/// process may change it meanwhile, and a run found to start after it would make the damage
+/// end before it starts.
 fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Scan {
-    let run_end = buf[t..]
+    let run_end = buf[t + 1..]
         .iter()
         .position(|&b| b != 0)
-        .map_or(buf.len(), |n| t + n);
+        .map_or(buf.len(), |n| t + 1 + n);
     if run_end - t == 1 {
         if run_end == buf.len() && !eof {
             return Scan::NeedMore;
@@ -304,6 +308,25 @@ mod tests {
         assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
         let vouched = scan(&buf, 0, 0, true, LIMIT, Check::Full, 5);
         assert!(matches!(vouched, Scan::Frame(Frame { end: 6, .. })));
+    }
+
+    #[test]
+    fn a_zero_that_changes_after_it_was_read_still_moves_the_scan_on() {
+        // As if the zero at index 1 were read by `scan`, then overwritten in a mapped file
+        // before `zeros` looked at the run: the zero counts as read, and nothing ends before
+        // it starts.
+        assert!(matches!(
+            zeros(&[0, 5, 1], 1, 0, true),
+            Scan::Padding { resume: 1 }
+        ));
+        assert!(matches!(
+            zeros(&[0, 5, 0, 1], 1, 0, true),
+            Scan::Damage {
+                from: 1,
+                resume: 2,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -51,6 +51,9 @@
 //!   block into a new file; [`ReaderBuilder::from_slice_range`] reads the blocks that open in
 //!   a byte range, and [`ReaderBuilder::scan`] reads a whole slice in ranges on several
 //!   threads with the result of one reader;
+//! - [`MappedFile`] maps a file for the readers; while it lives, appenders do not cut the file,
+//!   and (on Linux) bytes another program cuts off read as damage, not as a SIGBUS that ends
+//!   the process;
 //! - [`Appender`] reopens a log after a crash (cutting or fencing a torn last block) and
 //!   appends with the [`Durability`] the caller chooses, several processes at once if need
 //!   be; [`Index`] finds the index block a writer ends a file with, to seek to a record;
@@ -76,6 +79,8 @@ pub mod pipe;
 mod reader;
 mod recover;
 mod scan;
+#[cfg(target_os = "linux")]
+mod sigbus;
 mod source;
 pub mod varint;
 mod verify;

@@ -14,60 +14,134 @@ use crate::reader::{Metadata, ReaderBuilder, SliceReader};
 /// A file mapped read-only into memory. Readers borrow from it, so decoding never copies the
 /// file into the heap and skipping a block never touches its pages.
 ///
-/// A mapping reflects later changes to the file. Truncating the file while it is mapped makes
-/// the process receive SIGBUS when it touches the lost pages: map files that are only appended
-/// to, or copy them first.
+/// # Files that change while mapped
+///
+/// A mapping shows the file as it is, not as it was when mapped. What that means for each
+/// kind of change:
+///
+/// - **Appending** (an [`Appender`](crate::Appender), `cobsfile pack --append`, any writer
+///   with `O_APPEND`) is always fine: the mapping's length is fixed when it is made, so
+///   bytes appended later are simply not part of it. Map the file again to read them, or
+///   follow it with a [`Follower`](crate::Follower).
+/// - **cobsfile's appenders never shrink a mapped file.** A `MappedFile` holds a shared
+///   advisory lock on the file (`flock(LOCK_SH)`, spec 11.1 rule 4) for as long as it
+///   lives, and an appender cuts a torn tail only when, at opening, it gets the exclusive
+///   lock: with a `MappedFile` open on the log it fences the tail off instead, and it never
+///   cuts after opening. Opening a `MappedFile` waits while an appender holds the exclusive
+///   lock, which it does only while it opens (reading the file once, about 0.1 s per GB).
+///   Where the file system refuses locks, the file is mapped without one.
+/// - **Another program shrinking the file** (`truncate`, a rewrite through `O_TRUNC`) takes
+///   the pages past the new end away. On Linux this crate then reads them as zeros, which
+///   the readers report as damage (a run of zeros where blocks should be) reaching to the
+///   end of the mapping; a page the kernel cannot read (an I/O error) reads as zeros too. A
+///   process-wide SIGBUS handler, installed when the first file is mapped, does this for
+///   the crate's mappings and hands every other SIGBUS to the handler or default that was
+///   there before. Elsewhere the process receives SIGBUS and ends: read files that others
+///   may shrink with [`ReaderBuilder::from_read`] instead.
+/// - **Another program overwriting bytes in place** breaks the promise a `&[u8]` makes, that
+///   its bytes do not change. The readers never index memory with a byte without a bounds
+///   check, nor decide anything `unsafe` on one, so in practice such a change costs damage
+///   reports (or, rarely, a block read partly before and partly after the change that still
+///   passes its checks), but by the letter of the language it is undefined behaviour. Do not
+///   map files that other programs rewrite; read them with [`ReaderBuilder::from_read`].
 #[derive(Debug)]
 pub struct MappedFile {
     /// `None` for an empty file, which cannot be mapped on every platform.
-    map: Option<Mmap>,
+    map: Option<Mapping>,
     /// Metadata scans alive, which keep the mapping advised for random access. The lock is
     /// held while the advice changes, so the last scan to end never undoes the first one of
     /// the next round.
     scans: Mutex<usize>,
 }
 
+/// A live mapping and what it needs: fields drop in order, so the mapping leaves the SIGBUS
+/// handler's registry before it is unmapped, and the file (whose descriptor the handler
+/// uses, and which holds the shared lock) closes last.
+#[derive(Debug)]
+struct Mapping {
+    #[cfg(target_os = "linux")]
+    _registration: crate::sigbus::Registration,
+    map: Mmap,
+    _file: File,
+}
+
+/// Whether opening takes the shared lock, or its caller holds a lock on the file already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lock {
+    /// Take a shared lock, held while the mapping lives.
+    Shared,
+    /// The caller holds a lock through this same open file (an appender while it opens).
+    Held,
+}
+
 impl MappedFile {
-    /// Maps the file at `path`.
+    /// Maps the file at `path`, holding a shared lock on it while mapped (see the type's
+    /// documentation).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_file(&File::open(path)?)
+        Self::map(File::open(path)?, Lock::Shared)
     }
 
-    /// Maps an open file.
+    /// Maps an open file, holding a shared lock on it while mapped (see the type's
+    /// documentation). The lock, as any `flock`, belongs to the open file that `file` and its
+    /// clones share: it replaces a lock held through `file`, and stays until that open file is
+    /// closed by every handle.
     ///
     /// Fails for anything but a regular file: a pipe, a FIFO or a device reports no length,
     /// and mapping it would give an empty file. Read those with
     /// [`ReaderBuilder::from_read`].
     pub fn open_file(file: &File) -> Result<Self> {
-        let metadata = file.metadata()?;
-        if !metadata.is_file() {
+        Self::map(file.try_clone()?, Lock::Shared)
+    }
+
+    /// Maps `file`, which the mapping keeps open.
+    pub(crate) fn map(file: File, lock: Lock) -> Result<Self> {
+        if !file.metadata()?.is_file() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "not a regular file, so it cannot be mapped: read it as a stream",
             )
             .into());
         }
-        if metadata.len() == 0 {
+        // Locked before its length is read: an appender that holds the exclusive lock may be
+        // cutting the file right now.
+        if lock == Lock::Shared {
+            share(&file);
+        }
+        if file.metadata()?.len() == 0 {
             return Ok(MappedFile {
                 map: None,
                 scans: Mutex::new(0),
             });
         }
-        // SAFETY: the mapping is read-only and only ever viewed as `&[u8]`. The file may still
-        // change underneath (see the type's documentation); the readers treat every byte as
-        // untrusted input and never rely on a value staying the same between two reads, so a
-        // concurrent append or overwrite can only yield damage errors, never unsoundness in
-        // this crate's code. Truncation is the documented SIGBUS hazard of file mappings.
-        let map = unsafe { Mmap::map(file)? };
+        // SAFETY: the `&[u8]` this mapping gives is sound only while the mapped bytes do not
+        // change, and nothing in the language keeps another process (or another handle in this
+        // one) from changing a file. So the precondition is: while this mapping lives, no one
+        // overwrites or removes the bytes it maps. The crate meets it for its own writers:
+        // appenders only write past the end (O_APPEND; the mapping's length is fixed here),
+        // and cut a torn tail only holding the exclusive lock, which the shared lock taken
+        // above (or the caller's, with `Lock::Held`) keeps them from getting while this
+        // mapping lives. Other programs it cannot bind: the type's documentation tells users
+        // not to map files that others rewrite, and says what happens if they do. The SIGBUS
+        // handler (`sigbus.rs`) breaches the precondition itself when a file shrinks, putting
+        // zeros where the lost pages were, because the alternative is the process's end; the
+        // readers bounds-check every index they derive from a byte, so changed bytes cost
+        // damage reports, not accesses out of bounds, though by the letter of the language a
+        // change under a `&[u8]` is undefined behaviour all the same.
+        let map = unsafe { Mmap::map(&file)? };
         Ok(MappedFile {
-            map: Some(map),
+            map: Some(Mapping {
+                #[cfg(target_os = "linux")]
+                _registration: crate::sigbus::register(&map, &file)?,
+                map,
+                _file: file,
+            }),
             scans: Mutex::new(0),
         })
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        self.map.as_ref().map_or(&[], |m| &m.map[..])
     }
 
     /// A reader over the file with default limits.
@@ -180,12 +254,12 @@ impl MappedFile {
     /// changes the speed of reading, not what is read, so its error is ignored.
     fn advise(&self, access: Access) {
         #[cfg(unix)]
-        if let Some(map) = &self.map {
+        if let Some(mapping) = &self.map {
             let advice = match access {
                 Access::Normal => memmap2::Advice::Normal,
                 Access::Random => memmap2::Advice::Random,
             };
-            let _ = map.advise(advice);
+            let _ = mapping.map.advise(advice);
         }
         #[cfg(not(unix))]
         let _ = access;
@@ -228,6 +302,21 @@ impl Iterator for MetadataScan<'_> {
 impl Drop for MetadataScan<'_> {
     fn drop(&mut self) {
         self.file.end_scan();
+    }
+}
+
+/// Takes a shared lock on `file` (see [`MappedFile`]), waiting while an appender holds the
+/// exclusive one. Where the file system has no locks, goes on without: reading matters more,
+/// and an appender there cannot lock the file either, so it cannot open it to cut it.
+fn share(file: &File) {
+    // Windows refuses to shrink a mapped file by itself, and its locks are mandatory: a
+    // shared lock there would keep appenders from writing.
+    if cfg!(unix) {
+        while let Err(e) = file.lock_shared() {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                break;
+            }
+        }
     }
 }
 

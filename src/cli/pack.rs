@@ -203,15 +203,19 @@ fn append(
         builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
     }
     let mut log = builder.open(log).map_err(fail)?;
-    // Only an appender alone on the log knows a tail is torn: with other writers, it may be
-    // a block one of them is writing right now, so nothing is said (readers report it if it
-    // stays torn).
+    // Only an appender alone on the log knows a tail is torn: with others on it, the bytes
+    // may be a block another writer is writing right now, and are not called torn.
     let opened = log.opened();
-    if let (Some(torn), true) = (&opened.torn, opened.exclusive) {
-        let done = if opened.completed {
+    if let Some(torn) = &opened.torn {
+        let done = if !opened.exclusive {
+            "left in place and fenced off (other writers or readers have the log open; it may \
+             be a block another writer is writing)"
+        } else if opened.completed {
             "a block short only of its closing sync byte, completed and kept"
-        } else {
+        } else if opened.truncated {
             "a torn block, cut off"
+        } else {
+            "a torn block, left in place (the file changed while it was looked at) and fenced off"
         };
         eprintln!(
             "cobsfile: {name}: bytes {}..{} after the last intact block: {done}",

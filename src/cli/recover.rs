@@ -53,30 +53,22 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         }
     };
 
-    // Written next to the output and renamed over it when complete, so a failed recovery
-    // never leaves a partial file under the output's name.
-    let temp = temp_path(&args.output);
-    let file = File::create(&temp).map_err(|e| Failure::at(&temp.display().to_string(), e))?;
-    let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, &file))
+    // Put in the output's place only when complete, so a failed recovery never leaves a
+    // partial file under the output's name (nor, dropped on any error, anywhere else).
+    let pending = Pending::create(&args.output)
+        .map_err(|(temp, e)| Failure::at(&temp.display().to_string(), e))?;
+    let file = &pending.file;
+    let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, file))
         .and_then(|recovery| Ok((recovery, file.sync_all()?)));
     let recovery = match recovered {
         Ok((recovery, ())) => recovery,
-        Err(e) => {
-            let _ = fs::remove_file(&temp);
-            return Err(match e {
-                cobsfile::Error::Io(e) => Failure::at(&out_name, e),
-                other => Failure::at(&name, other),
-            });
-        }
+        Err(cobsfile::Error::Io(e)) => return Err(Failure::at(&out_name, e)),
+        Err(other) => return Err(Failure::at(&name, other)),
     };
-    if let Err(failure) = not_a_cobsfile(&name, &recovery.report) {
-        let _ = fs::remove_file(&temp);
-        return Err(failure);
-    }
-    fs::rename(&temp, &args.output).map_err(|e| {
-        let _ = fs::remove_file(&temp);
-        Failure::at(&out_name, e)
-    })?;
+    not_a_cobsfile(&name, &recovery.report)?;
+    pending
+        .persist(&args.output)
+        .map_err(|e| Failure::at(&out_name, e))?;
 
     let report = &recovery.report;
     let mut out = io::stdout().lock();
@@ -112,6 +104,117 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (fs::canonicalize(a), fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+/// The recovered file while it is written, put in the output's place once complete.
+///
+/// On Linux it has no name until then (`O_TMPFILE`), so nothing is left behind however the
+/// process ends, killed included. Elsewhere, or where the file system has no unnamed files,
+/// it is written under a temporary name next to the output, removed when it is dropped
+/// unplaced (an error, a panic); only a kill then leaves it.
+struct Pending {
+    file: File,
+    /// The temporary name, next to the output.
+    temp: PathBuf,
+    /// Whether the file is at `temp` now, to be removed unless it is put in place.
+    named: bool,
+}
+
+impl Pending {
+    /// Creates the file for `output`; on failure, the path to name in the message.
+    fn create(output: &Path) -> Result<Pending, (PathBuf, io::Error)> {
+        let temp = temp_path(output);
+        #[cfg(target_os = "linux")]
+        if let Some(file) = unnamed::create(&temp) {
+            return Ok(Pending {
+                file,
+                temp,
+                named: false,
+            });
+        }
+        match File::create(&temp) {
+            Ok(file) => Ok(Pending {
+                file,
+                temp,
+                named: true,
+            }),
+            Err(e) => Err((temp, e)),
+        }
+    }
+
+    /// Puts the file in `output`'s place, replacing what was there.
+    fn persist(mut self, output: &Path) -> io::Result<()> {
+        if !self.named {
+            // A file left at this name by an earlier process of the same id, as `File::create`
+            // would replace it.
+            let _ = fs::remove_file(&self.temp);
+            #[cfg(target_os = "linux")]
+            unnamed::name(&self.file, &self.temp)?;
+            self.named = true;
+        }
+        fs::rename(&self.temp, output)?;
+        self.named = false;
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.named {
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Files without a name (Linux `O_TMPFILE`), named once complete.
+#[cfg(target_os = "linux")]
+mod unnamed {
+    use std::ffi::CString;
+    use std::fs::{File, OpenOptions};
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::Path;
+
+    /// A file without a name in the directory `temp` would be in, if the file system makes
+    /// one and `/proc` is there to name it by later (else the caller names it from the start).
+    pub fn create(temp: &Path) -> Option<File> {
+        if !Path::new("/proc/self/fd").is_dir() {
+            return None;
+        }
+        let dir = match temp.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        OpenOptions::new()
+            .write(true)
+            .mode(0o666)
+            .custom_flags(libc::O_TMPFILE)
+            .open(dir)
+            .ok()
+    }
+
+    /// Gives `file`, made by [`create`], the name `temp`.
+    pub fn name(file: &File, temp: &Path) -> io::Result<()> {
+        let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+        let to = CString::new(temp.as_os_str().as_bytes())?;
+        // SAFETY: both paths are valid C strings that outlive the call; linkat reads them
+        // and touches no other memory of this process.
+        let linked = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if linked != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 
