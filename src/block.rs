@@ -19,7 +19,6 @@ use std::ops::Range;
 use crate::cobs;
 use crate::codec::{self, Compressor, DecompressError, Decompressor};
 use crate::error::{Cause, Error, Result};
-use crate::index;
 use crate::varint;
 
 /// The format version this library writes and the newest it reads.
@@ -399,7 +398,7 @@ pub(crate) fn decode(
         BlockKind::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
         BlockKind::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockKind::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
-        BlockKind::Index => (Some(index::check_payload(bytes).map_err(malformed)?), None),
+        BlockKind::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
         BlockKind::Dictionary | BlockKind::Unknown(_) => (None, None),
     };
     Ok(Body {
@@ -408,6 +407,56 @@ pub(crate) fn decode(
         version,
         codec,
     })
+}
+
+/// Walks an index payload, calling `each` with every entry's kind, size and items, and checks
+/// it: counts and sizes in range, the payload used up exactly, the sizes adding up to the span.
+/// Returns the span. `each` may stop the walk by returning `None` (reported as malformed).
+pub(crate) fn parse_index_payload(
+    payload: &[u8],
+    mut each: impl FnMut(BlockKind, u64, u64) -> Option<()>,
+) -> Result<u64, &'static str> {
+    let mut at = 0;
+    let mut next = |what| -> Result<i64, &'static str> {
+        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
+        at += used;
+        Ok(value)
+    };
+    let count = u64::try_from(next("invalid count varint")?).map_err(|_| "negative count")?;
+    // Each entry takes at least 3 bytes: this bounds the loop by the payload size.
+    if count > payload.len() as u64 / 3 {
+        return Err("count larger than the block");
+    }
+    let span = u64::try_from(next("invalid span varint")?).map_err(|_| "negative span")?;
+    let mut sum = 0u64;
+    for _ in 0..count {
+        let kind = next("invalid type varint")?;
+        let size = next("invalid size varint")?;
+        let items = next("invalid items varint")?;
+        if kind == 0 || size <= 0 || items < 0 {
+            return Err("index entry out of range");
+        }
+        sum = sum.checked_add(size as u64).ok_or("index sizes overflow")?;
+        each(BlockKind::from_type(kind), size as u64, items as u64)
+            .ok_or("index record counts overflow")?;
+    }
+    if at != payload.len() {
+        return Err("trailing bytes after the last index entry");
+    }
+    if sum != span {
+        return Err("index sizes do not add up to its span");
+    }
+    Ok(span)
+}
+
+/// Checks the payload of an index block (spec 8.5); returns its entry count.
+pub(crate) fn check_index_payload(payload: &[u8]) -> Result<u64, &'static str> {
+    let mut count = 0;
+    parse_index_payload(payload, |_, _, _| {
+        count += 1;
+        Some(())
+    })?;
+    Ok(count)
 }
 
 /// Reads the version from a header payload.

@@ -42,7 +42,7 @@
 //! let file = writer.finish()?;
 //!
 //! // Feed the file a byte at a time, as a driver reading a slow stream would.
-//! let mut decoder = Decoder::new(&ReaderBuilder::new());
+//! let mut decoder = ReaderBuilder::new().decoder();
 //! let (mut start, mut end) = (0, 0);
 //! let mut records = Vec::new();
 //! loop {
@@ -70,7 +70,6 @@ use crate::codec::{self, Decompressor, Dictionary, Refused};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Frame, Scan};
 use crate::limits::Limits;
-use crate::reader::ReaderBuilder;
 use crate::varint;
 
 /// Where a block is and what it holds.
@@ -283,23 +282,11 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    /// A decoder of a whole input with `options`' limits and dictionaries.
-    pub fn new(options: &ReaderBuilder) -> Self {
-        Self::with(options, options.threads > 1)
-    }
-
-    /// A decoder that records the dictionaries it knows, in order (see `dictionaries`).
-    pub(crate) fn with(options: &ReaderBuilder, collect: bool) -> Self {
-        let limits = *options.get_limits();
-        let mut decompressor = Decompressor::new(&limits);
-        let mut dictionaries = Vec::new();
-        for dictionary in &options.dictionaries {
-            // A dictionary zstd cannot load stays unavailable: its blocks are reported.
-            let _ = decompressor.give(dictionary);
-            if collect {
-                dictionaries.push((dictionary.clone(), None));
-            }
-        }
+    /// A decoder of a whole input within `limits`, which knows no dictionary but those the
+    /// input embeds (give it others with [`give_dictionary`](Self::give_dictionary)).
+    /// [`ReaderBuilder::decoder`](crate::ReaderBuilder::decoder) makes one with a builder's
+    /// limits and dictionaries.
+    pub fn new(limits: Limits) -> Self {
         Decoder {
             limits,
             max_length: limits.max_length(),
@@ -310,20 +297,21 @@ impl Decoder {
             stop: u64::MAX,
             prefix: None,
             scratch: Scratch::default(),
-            decompressor,
-            dictionaries,
-            collect,
+            decompressor: Decompressor::new(&limits),
+            dictionaries: Vec::new(),
+            collect: false,
             ready: None,
             current: None,
             stats: Stats::default(),
         }
     }
 
-    /// A decoder of the blocks that open in `start..stop` (spec 9.4), to be given the input
-    /// from the first sync byte at or after `start`, which `first_sync` is: the driver finds
-    /// it (or passes `start` for a stream, where the decoder then reads from there).
-    pub fn range(options: &ReaderBuilder, first_sync: u64, stop: u64) -> Self {
-        let mut decoder = Self::with(options, options.threads > 1);
+    /// A decoder of the blocks that open in `start..stop` (spec 9.4), where `first_sync` is
+    /// the first sync byte at or after `start` (0 when `start` is 0): it reads from there,
+    /// and asks for the bytes before it when a block needs the dictionaries they embed
+    /// ([`Step::NeedDictionaries`]).
+    pub fn range(limits: Limits, first_sync: u64, stop: u64) -> Self {
+        let mut decoder = Self::new(limits);
         decoder.at = first_sync;
         decoder.stop = stop;
         decoder.prefix = (first_sync > 0).then_some(first_sync);
@@ -332,10 +320,25 @@ impl Decoder {
 
     /// A decoder of an input whose bytes before `offset` it is never given (a stream read
     /// from there on: a follower starting at the end); no range, no search before it.
-    pub(crate) fn starting_at(options: &ReaderBuilder, offset: u64) -> Self {
-        let mut decoder = Self::new(options);
+    pub(crate) fn starting_at(limits: Limits, offset: u64) -> Self {
+        let mut decoder = Self::new(limits);
         decoder.at = offset;
         decoder
+    }
+
+    /// Records the dictionaries the decoder knows, in order (see `dictionaries`).
+    pub(crate) fn collecting(mut self) -> Self {
+        self.collect = true;
+        self
+    }
+
+    /// Makes `dictionary`, held outside the input, available for the blocks compressed with
+    /// it. One in zstd's format that zstd cannot load stays unavailable: its blocks are
+    /// reported as needing it.
+    pub fn give_dictionary(&mut self, dictionary: &Dictionary) {
+        if self.decompressor.give(dictionary).is_ok() && self.collect {
+            self.dictionaries.push((dictionary.clone(), None));
+        }
     }
 
     /// Where the bytes before a range read's range end (exclusive), while they are still to be
@@ -474,8 +477,7 @@ impl Decoder {
         if self.prefix.take().is_none() {
             return;
         }
-        let options = ReaderBuilder::new().limits(self.limits);
-        let mut search = Decoder::with(&options, true);
+        let mut search = Decoder::new(self.limits).collecting();
         let input = Input {
             bytes,
             offset: 0,

@@ -226,7 +226,7 @@ pub enum Cause {
         codec: i64,
     },
     /// The block is compressed with a dictionary the reader does not have.
-    #[error("block at offset {offset} needs zstd dictionary {}, {}", crate::codec::DictionaryId(*needed), match given { Some(id) => format!("but the reader was given dictionary {}", crate::codec::DictionaryId(*id)), None => "and the reader has none with that id".to_owned() })]
+    #[error("block at offset {offset} needs zstd dictionary {}, {}", format!("{needed:016x}"), match given { Some(id) => format!("but the reader was given dictionary {id:016x}"), None => "and the reader has none with that id".to_owned() })]
     Dictionary {
         /// Offset of the block's opening sync byte.
         offset: u64,

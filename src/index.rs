@@ -17,10 +17,8 @@ use std::ops::Range;
 use crate::block::{self, types, BlockKind, Place, Scratch};
 use crate::codec::Decompressor;
 use crate::decoder::Block;
-use crate::error::{Error, Result};
 use crate::frame::{self, Check, Scan};
 use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
-use crate::reader::{ReaderBuilder, SliceReader};
 use crate::varint;
 
 /// One block as an [`Index`] lists it.
@@ -128,7 +126,7 @@ impl Index {
     fn parse(payload: &[u8], offset: u64) -> Option<Index> {
         let mut entries = Vec::new();
         let (mut at, mut records) = (0u64, 0u64);
-        let span = parse_payload(payload, |kind, size, items| {
+        let span = block::parse_index_payload(payload, |kind, size, items| {
             let records_here = if kind == BlockKind::Data { items } else { 0 };
             entries.push(IndexEntry {
                 offset: at,
@@ -202,110 +200,10 @@ impl Index {
     }
 
     /// The entry of the block opening at `offset` exactly.
-    fn block_at(&self, offset: u64) -> Option<&IndexEntry> {
+    pub(crate) fn block_at(&self, offset: u64) -> Option<&IndexEntry> {
         self.block_at_or_after(offset)
             .filter(|e| e.offset == offset)
     }
-
-    /// A reader over `bytes` (the file this index was found in) starting at record `record`
-    /// as written, if the index can be trusted for it; see
-    /// [`ReaderBuilder::from_slice_at_record`].
-    fn seek<'a>(
-        &self,
-        options: &ReaderBuilder,
-        bytes: &'a [u8],
-        record: u64,
-    ) -> Option<SliceReader<'a>> {
-        if self.start() != 0 {
-            return None;
-        }
-        // The block holding the record, or past the last record the last data block, all of
-        // whose records are passed over: the check still tells whether the index is right.
-        let (target, skip) = match self.block_for_record(record) {
-            Some(entry) => (entry, record - entry.first_record),
-            None => {
-                let last = self.block_for_record(self.records.checked_sub(1)?)?;
-                (last, last.records)
-            }
-        };
-        let from_target = || options.from_slice_range(bytes, target.offset..u64::MAX);
-        let mut reader = from_target();
-        loop {
-            let info = match reader.open_block()? {
-                Ok(info) => info,
-                Err(Error::Damaged { .. }) => continue,
-                Err(_) => return None,
-            };
-            match info.kind {
-                BlockKind::Data => {
-                    let listed = self.block_at(info.offset)?;
-                    if listed.kind != BlockKind::Data || info.items != Some(listed.records) {
-                        return None;
-                    }
-                    if info.offset == target.offset {
-                        reader.skip_records(skip);
-                        return Some(reader);
-                    }
-                    // The target block is lost; the first intact one after it is listed
-                    // where it is. A fresh reader reports the loss and reads on from there.
-                    return Some(from_target());
-                }
-                // Every data block from the target on is lost.
-                BlockKind::Index if info.offset == self.offset => return Some(from_target()),
-                _ => {}
-            }
-        }
-    }
-}
-
-/// Walks an index payload, calling `each` with every entry's kind, size and items, and checks
-/// it: counts and sizes in range, the payload used up exactly, the sizes adding up to the span.
-/// Returns the span. `each` may stop the walk by returning `None` (reported as malformed).
-fn parse_payload(
-    payload: &[u8],
-    mut each: impl FnMut(BlockKind, u64, u64) -> Option<()>,
-) -> Result<u64, &'static str> {
-    let mut at = 0;
-    let mut next = |what| -> Result<i64, &'static str> {
-        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
-        at += used;
-        Ok(value)
-    };
-    let count = u64::try_from(next("invalid count varint")?).map_err(|_| "negative count")?;
-    // Each entry takes at least 3 bytes: this bounds the loop by the payload size.
-    if count > payload.len() as u64 / 3 {
-        return Err("count larger than the block");
-    }
-    let span = u64::try_from(next("invalid span varint")?).map_err(|_| "negative span")?;
-    let mut sum = 0u64;
-    for _ in 0..count {
-        let kind = next("invalid type varint")?;
-        let size = next("invalid size varint")?;
-        let items = next("invalid items varint")?;
-        if kind == 0 || size <= 0 || items < 0 {
-            return Err("index entry out of range");
-        }
-        sum = sum.checked_add(size as u64).ok_or("index sizes overflow")?;
-        each(BlockKind::from_type(kind), size as u64, items as u64)
-            .ok_or("index record counts overflow")?;
-    }
-    if at != payload.len() {
-        return Err("trailing bytes after the last index entry");
-    }
-    if sum != span {
-        return Err("index sizes do not add up to its span");
-    }
-    Ok(span)
-}
-
-/// Checks the payload of an index block; returns its entry count.
-pub(crate) fn check_payload(payload: &[u8]) -> Result<u64, &'static str> {
-    let mut count = 0;
-    parse_payload(payload, |_, _, _| {
-        count += 1;
-        Some(())
-    })?;
-    Ok(count)
 }
 
 /// The index a writer builds as it writes blocks, encoded as it goes.
@@ -360,50 +258,5 @@ impl IndexBuilder {
         varint::write(self.span as i64, &mut payload);
         payload.extend_from_slice(&self.entries);
         (payload.len() + block::ENVELOPE_LEN <= max_block_size).then_some(payload)
-    }
-}
-
-impl ReaderBuilder {
-    /// A reader over `bytes` that starts at record `record` (0-based): its first
-    /// [`next_record`](crate::Reader::next_record) returns that record.
-    ///
-    /// When the file ends with a usable index (see [`Index::find`]) that covers it from its
-    /// first byte, the reader goes straight to the data block holding the record, found by a
-    /// binary search, and reads nothing before it. It first checks that an intact data block
-    /// with the listed number of records opens where the index says; if the first intact data
-    /// block from there on is not one the index lists, the index is not used. Without a usable
-    /// index the reader starts at the beginning and passes over `record` records
-    /// ([`Reader::skip_records`](crate::Reader::skip_records)), reporting any damage it meets.
-    ///
-    /// **Record ordinals on a damaged file.** With an index, `record` counts records as they
-    /// were written: the reader starts at the first intact record written at or after
-    /// `record`, and the records of lost blocks are simply missing (damage from the block
-    /// holding `record` on is reported). Without one, `record` counts records as a full read
-    /// returns them, lost ones not counted. On an undamaged file the two agree.
-    ///
-    /// ```
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(64).build(Vec::new())?;
-    /// for i in 0..100 {
-    ///     writer.write_record(format!("record {i}").as_bytes())?;
-    /// }
-    /// let file = writer.finish()?;
-    ///
-    /// let (records, errors) = cobsfile::ReaderBuilder::new()
-    ///     .from_slice_at_record(&file, 42)
-    ///     .read_all();
-    /// assert!(errors.is_empty());
-    /// assert_eq!(records.len(), 58);
-    /// assert_eq!(records[0], b"record 42");
-    /// # Ok::<(), cobsfile::Error>(())
-    /// ```
-    pub fn from_slice_at_record<'a>(&self, bytes: &'a [u8], record: u64) -> SliceReader<'a> {
-        if record > 0 {
-            if let Some(reader) = Index::find(bytes).and_then(|i| i.seek(self, bytes, record)) {
-                return reader;
-            }
-        }
-        let mut reader = self.from_slice(bytes);
-        reader.skip_records(record);
-        reader
     }
 }

@@ -42,21 +42,22 @@
 //! ```
 //!
 //! ## Layers
-//! - [`varint`], [`cobs`] and the block codec are pure functions over byte slices;
-//! - [`Writer`] writes blocks to any `io::Write`; [`Reader`] reads them from a slice, a
-//!   [`MappedFile`] or any `io::Read`; [`WriterBuilder::threads`] and
-//!   [`ReaderBuilder::threads`] spread compression and decoding over worker threads, with
-//!   the same output as one thread;
-//! - [`verify`] reports a file's intact and damaged ranges; [`recover`] writes every intact
-//!   block into a new file; [`ReaderBuilder::from_slice_range`] reads the blocks that open in
-//!   a byte range, and [`ReaderBuilder::scan`] reads a whole slice in ranges on several
-//!   threads with the result of one reader;
-//! - [`MappedFile`] maps a file for the readers; while it lives, appenders do not cut the file,
-//!   and (on Linux) bytes another program cuts off read as damage, not as a SIGBUS that ends
-//!   the process;
-//! - [`Appender`] reopens a log after a crash (cutting or fencing a torn last block) and
-//!   appends with the [`Durability`] the caller chooses, several processes at once if need
-//!   be; [`Index`] finds the index block a writer ends a file with, to seek to a record;
+//! Each module depends only on those above it (no cycles):
+//! - [`varint`], [`cobs`], the frame scanner, the codecs and the block bodies (`block`) are
+//!   pure functions over byte slices; [`Limits`] bounds what a reader may spend;
+//! - [`Decoder`] is the sans-I/O reader: bytes in, blocks and damage out, one home for the
+//!   frame scan, decoding, dictionaries, damage merging and range bounds;
+//! - [`Reader`] drives a decoder over a slice, a [`MappedFile`] or any `io::Read`;
+//!   [`ReaderBuilder::threads`] decodes on worker threads settled by the same decoder, and
+//!   [`ReaderBuilder::scan`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
+//!   each a decoder, on several threads with the result of one reader;
+//! - [`verify`] reports a file's intact and damaged ranges ([`Report`]); [`recover`] writes
+//!   every intact block into a new file; [`Index`] finds the index block a writer ends a file
+//!   with, to seek to a record;
+//! - [`Writer`] writes blocks to any `io::Write` ([`WriterBuilder::threads`] compresses on
+//!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
+//!   block) and appends with the [`Durability`] the caller chooses, several processes at once
+//!   if need be;
 //! - [`Follower`] reads a growing file (an append-only log) as blocks land, like `tail -f`,
 //!   through truncation and log rotation;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
@@ -78,6 +79,7 @@ mod parallel;
 pub mod pipe;
 mod reader;
 mod recover;
+mod report;
 mod scan;
 #[cfg(target_os = "linux")]
 mod sigbus;
@@ -101,9 +103,10 @@ pub use reader::{
     Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
 };
 pub use recover::{recover, Recovery};
+pub use report::{BlockCounts, Damage, Held, Report};
 pub use scan::ScanSink;
 pub use source::{SliceSource, Source, StreamSource};
-pub use verify::{verify, BlockCounts, Damage, Held, Report};
+pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};
 
 /// The README's Rust example, compiled and run as a doctest.

@@ -15,8 +15,11 @@ use crate::codec::Dictionary;
 use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 use crate::error::{Error, Result};
 use crate::frame;
+use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::Decoders;
+use crate::report::Report;
+use crate::scan::{self, ScanSink};
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -126,9 +129,33 @@ impl ReaderBuilder {
         self
     }
 
+    /// A [`Decoder`] with these limits and dictionaries, to drive by hand (sans-I/O).
+    pub fn decoder(&self) -> Decoder {
+        self.equip(Decoder::new(self.limits), false)
+    }
+
+    /// `decoder` given the dictionaries, and recording what it knows if `collect` (for worker
+    /// threads to start from).
+    fn equip(&self, decoder: Decoder, collect: bool) -> Decoder {
+        let mut decoder = match collect {
+            true => decoder.collecting(),
+            false => decoder,
+        };
+        for dictionary in &self.dictionaries {
+            decoder.give_dictionary(dictionary);
+        }
+        decoder
+    }
+
+    /// A decoder of the blocks that open in a range whose first sync byte is `first_sync`.
+    pub(crate) fn decoder_for_range(&self, first_sync: u64, stop: u64) -> Decoder {
+        self.equip(Decoder::range(self.limits, first_sync, stop), false)
+    }
+
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
-        Reader::with_decoder(SliceSource(bytes), Decoder::new(self), self.threads)
+        let decoder = self.equip(Decoder::new(self.limits), self.threads > 1);
+        Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
     }
 
     /// A reader over the blocks of `bytes` whose opening sync byte lies in `range` (byte
@@ -172,8 +199,135 @@ impl ReaderBuilder {
             0 => 0,
             _ => frame::next_sync(bytes, start) as u64,
         };
-        let decoder = Decoder::range(self, first_sync, range.end);
+        let decoder = Decoder::range(self.limits, first_sync, range.end);
+        let decoder = self.equip(decoder, self.threads > 1);
         Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
+    }
+
+    /// A reader over `bytes` that starts at record `record` (0-based): its first
+    /// [`next_record`](crate::Reader::next_record) returns that record.
+    ///
+    /// When the file ends with a usable index (see [`Index::find`]) that covers it from its
+    /// first byte, the reader goes straight to the data block holding the record, found by a
+    /// binary search, and reads nothing before it. It first checks that an intact data block
+    /// with the listed number of records opens where the index says; if the first intact data
+    /// block from there on is not one the index lists, the index is not used. Without a usable
+    /// index the reader starts at the beginning and passes over `record` records
+    /// ([`Reader::skip_records`](crate::Reader::skip_records)), reporting any damage it meets.
+    ///
+    /// **Record ordinals on a damaged file.** With an index, `record` counts records as they
+    /// were written: the reader starts at the first intact record written at or after
+    /// `record`, and the records of lost blocks are simply missing (damage from the block
+    /// holding `record` on is reported). Without one, `record` counts records as a full read
+    /// returns them, lost ones not counted. On an undamaged file the two agree.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(64).build(Vec::new())?;
+    /// for i in 0..100 {
+    ///     writer.write_record(format!("record {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// let (records, errors) = cobsfile::ReaderBuilder::new()
+    ///     .from_slice_at_record(&file, 42)
+    ///     .read_all();
+    /// assert!(errors.is_empty());
+    /// assert_eq!(records.len(), 58);
+    /// assert_eq!(records[0], b"record 42");
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn from_slice_at_record<'a>(&self, bytes: &'a [u8], record: u64) -> SliceReader<'a> {
+        if record > 0 {
+            if let Some(reader) = Index::find(bytes).and_then(|i| seek(&i, self, bytes, record)) {
+                return reader;
+            }
+        }
+        let mut reader = self.from_slice(bytes);
+        reader.skip_records(record);
+        reader
+    }
+
+    /// Reads every block of `bytes` on [`threads`](Self::threads) threads and returns the
+    /// report [`verify`](crate::verify) would give, calling `on_block` for each intact block
+    /// and `sink` with the results in file order.
+    ///
+    /// The slice is cut into ranges of at least [`min_split`](Self::min_split) bytes, about 8
+    /// per thread, each read by a
+    /// [range reader](Self::from_slice_range) on a worker thread, which calls `on_block` for
+    /// its blocks in order on a value of its own (`T::default()` to start, or one the sink
+    /// [recycles](ScanSink::recycle)). The calling thread
+    /// hands the values to [`ScanSink::part`] in range order and each damaged range, whole,
+    /// to [`ScanSink::damage`]; at most 2 ranges per thread wait for it. So the blocks,
+    /// their order, the damage and the report are those of one reader over the whole slice,
+    /// while the work scales with threads. With 0 or 1 threads it all runs on the calling
+    /// thread, in one range. A sink that breaks stops the scan; the report then covers what
+    /// was read. Fails when the input declares a newer format version, after the blocks
+    /// before that header went to the sink, as with one reader.
+    ///
+    /// ```
+    /// use std::ops::ControlFlow;
+    ///
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// for i in 0..10_000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    ///
+    /// // Count the bytes of the records on 2 threads, range by range.
+    /// struct Total(u64);
+    /// impl cobsfile::ScanSink<u64> for Total {
+    ///     fn part(&mut self, bytes: u64) -> ControlFlow<()> {
+    ///         self.0 += bytes;
+    ///         ControlFlow::Continue(())
+    ///     }
+    /// }
+    /// let mut total = Total(0);
+    /// let report = cobsfile::ReaderBuilder::new().threads(2).scan(
+    ///     &file,
+    ///     |bytes: &mut u64, block| *bytes += block.records().map(|r| r.len() as u64).sum::<u64>(),
+    ///     &mut total,
+    /// )?;
+    /// assert_eq!(report.records, 10_000);
+    /// assert!(report.is_clean());
+    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn scan<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &Block<'_>) + Sync,
+        K: ScanSink<T> + ?Sized,
+    {
+        let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
+        let plan = scan::Plan {
+            threads: self.threads,
+            min_split: self.min_split,
+            decoder: &decoder,
+        };
+        scan::scan(&plan, bytes, on_block, sink)
+    }
+
+    /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see
+    /// [`scan`](Self::scan)): the same report as one reader gives, and when the file ends
+    /// with a usable index, what each damaged range held ([`Report::attribute`]).
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+    /// for i in 0..1000 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// let file = writer.finish()?;
+    /// let report = cobsfile::ReaderBuilder::new().threads(2).min_split(500).verify(&file)?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(report.records, 1000);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
+        let mut report = self.scan(bytes, |_: &mut (), _| {}, &mut scan::Discard)?;
+        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+            report.attribute(&index);
+        }
+        Ok(report)
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
@@ -188,7 +342,10 @@ impl ReaderBuilder {
 
     /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
     pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
-        let decoder = Decoder::starting_at(&self.clone().threads(0), offset);
+        let mut decoder = Decoder::starting_at(self.limits, offset);
+        for dictionary in &self.dictionaries {
+            decoder.give_dictionary(dictionary);
+        }
         Reader::with_decoder(StreamSource::new(inner, offset), decoder, 0)
     }
 }
@@ -517,6 +674,55 @@ impl<R: Read> StreamReader<R> {
         // What the decoder noted of the bytes past its position may concern dropped bytes.
         self.decoder.rewind(passed);
         true
+    }
+}
+
+/// A reader over `bytes` (the file `index` was found in) starting at record `record` as
+/// written, if the index can be trusted for it; see [`ReaderBuilder::from_slice_at_record`].
+fn seek<'a>(
+    index: &Index,
+    options: &ReaderBuilder,
+    bytes: &'a [u8],
+    record: u64,
+) -> Option<SliceReader<'a>> {
+    if index.start() != 0 {
+        return None;
+    }
+    // The block holding the record, or past the last record the last data block, all of
+    // whose records are passed over: the check still tells whether the index is right.
+    let (target, skip) = match index.block_for_record(record) {
+        Some(entry) => (entry, record - entry.first_record),
+        None => {
+            let last = index.block_for_record(index.records().checked_sub(1)?)?;
+            (last, last.records)
+        }
+    };
+    let from_target = || options.from_slice_range(bytes, target.offset..u64::MAX);
+    let mut reader = from_target();
+    loop {
+        let info = match reader.open_block()? {
+            Ok(info) => info,
+            Err(Error::Damaged { .. }) => continue,
+            Err(_) => return None,
+        };
+        match info.kind {
+            BlockKind::Data => {
+                let listed = index.block_at(info.offset)?;
+                if listed.kind != BlockKind::Data || info.items != Some(listed.records) {
+                    return None;
+                }
+                if info.offset == target.offset {
+                    reader.skip_records(skip);
+                    return Some(reader);
+                }
+                // The target block is lost; the first intact one after it is listed
+                // where it is. A fresh reader reports the loss and reads on from there.
+                return Some(from_target());
+            }
+            // Every data block from the target on is lost.
+            BlockKind::Index if info.offset == index.offset() => return Some(from_target()),
+            _ => {}
+        }
     }
 }
 

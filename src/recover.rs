@@ -15,8 +15,8 @@ use crate::error::Result;
 use crate::index::{Index, IndexBuilder};
 use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
 use crate::reader::ReaderBuilder;
+use crate::report::Report;
 use crate::scan::ScanSink;
-use crate::verify::Report;
 
 /// What [`recover`] wrote, and what the input held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Whole-slice scans split into byte ranges read on several threads.
 //!
 //! A slice is cut into adjacent ranges and each range is read by its own [`Reader`] (see
-//! [`ReaderBuilder::from_slice_range`]): every intact block is seen by exactly one range, in
+//! [`ReaderBuilder::from_slice_range`](crate::ReaderBuilder::from_slice_range)): every intact block is seen by exactly one range, in
 //! any order across threads. The calling thread then takes the ranges' results in order and
 //! puts their reports together, joining a damaged range that one range's reader ended with
 //! to the one the next range's reader started with, so the report is the one a single
@@ -12,9 +12,19 @@ use std::ops::ControlFlow;
 use std::sync::{Condvar, Mutex};
 
 use crate::decoder::Block;
+use crate::decoder::{Decoder, Input, Step, Want};
 use crate::error::{Error, Result};
-use crate::reader::{ReaderBuilder, SliceReader};
-use crate::verify::{Damage, Report};
+use crate::frame;
+use crate::report::{Damage, Report};
+
+/// A sink that keeps nothing (a scan for its report alone).
+pub(crate) struct Discard;
+
+impl ScanSink<()> for Discard {
+    fn part(&mut self, (): ()) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+}
 
 /// Payload bytes a part of a range holds before it goes to the calling thread (plus at most
 /// one block): what the ranges' results keep in memory is about this times the parts in
@@ -30,7 +40,7 @@ const SPLITS_PER_THREAD: u64 = 8;
 /// ranges of 67 MiB).
 const MAX_SPLIT: u64 = 16 << 20;
 
-/// Where the results of a [`ReaderBuilder::scan`] go, on the calling thread and in order.
+/// Where the results of a [`ReaderBuilder::scan`](crate::ReaderBuilder::scan) go, on the calling thread and in order.
 pub trait ScanSink<T> {
     /// Takes the result of the next range (its blocks in file order).
     fn part(&mut self, part: T) -> ControlFlow<()>;
@@ -65,6 +75,50 @@ struct Part<T> {
     error: Option<Error>,
 }
 
+/// A range read of a slice (spec 9.4): the decoder of the blocks that open in a range, driven
+/// over the whole slice, which it may search before the range for dictionaries.
+pub(crate) struct RangeRead<'a> {
+    bytes: &'a [u8],
+    decoder: Decoder,
+}
+
+impl<'a> RangeRead<'a> {
+    /// The read of the blocks of `bytes` that open in `range`.
+    pub(crate) fn new(plan: &Plan<'_>, bytes: &'a [u8], range: std::ops::Range<u64>) -> Self {
+        let start = usize::try_from(range.start).map_or(bytes.len(), |s| s.min(bytes.len()));
+        let first_sync = match start {
+            0 => 0,
+            _ => frame::next_sync(bytes, start) as u64,
+        };
+        RangeRead {
+            bytes,
+            decoder: (plan.decoder)(first_sync, range.end),
+        }
+    }
+
+    /// The next intact block, or the damage before it.
+    fn next_block(&mut self) -> Option<Result<Block<'_>>> {
+        let input = Input {
+            bytes: self.bytes,
+            offset: 0,
+            end: true,
+        };
+        loop {
+            match self.decoder.step(input, Want::Blocks) {
+                Step::Block(_) => return Some(Ok(self.decoder.block().expect("announced"))),
+                Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
+                Step::NeedDictionaries { before } => {
+                    let end = usize::try_from(before)
+                        .map_or(self.bytes.len(), |b| b.min(self.bytes.len()));
+                    self.decoder.add_dictionaries_before(&self.bytes[..end]);
+                }
+                // A slice is the whole input.
+                Step::NeedInput { .. } | Step::End => return None,
+            }
+        }
+    }
+}
+
 /// Reads on in a range's `reader` until the blocks visited hold [`PART_BUDGET`] bytes of
 /// payload (or the range ends), so that what a part holds (and waits in memory for the
 /// calling thread) stays bounded by the budget plus one block, whatever the range's size
@@ -72,7 +126,7 @@ struct Part<T> {
 /// inside damage, so the damage of one range stays in one part.
 fn read_part<T>(
     value: T,
-    reader: &mut SliceReader<'_>,
+    reader: &mut RangeRead<'_>,
     first: bool,
     on_block: &(impl Fn(&mut T, &Block<'_>) + Sync),
 ) -> Part<T> {
@@ -175,189 +229,158 @@ impl<T> Drop for StopOnUnwind<'_, T> {
     }
 }
 
-impl ReaderBuilder {
-    /// Reads every block of `bytes` on [`threads`](Self::threads) threads and returns the
-    /// report [`verify`](crate::verify) would give, calling `on_block` for each intact block
-    /// and `sink` with the results in file order.
-    ///
-    /// The slice is cut into ranges of at least [`min_split`](Self::min_split) bytes, about 8
-    /// per thread, each read by a
-    /// [range reader](Self::from_slice_range) on a worker thread, which calls `on_block` for
-    /// its blocks in order on a value of its own (`T::default()` to start, or one the sink
-    /// [recycles](ScanSink::recycle)). The calling thread
-    /// hands the values to [`ScanSink::part`] in range order and each damaged range, whole,
-    /// to [`ScanSink::damage`]; at most 2 ranges per thread wait for it. So the blocks,
-    /// their order, the damage and the report are those of one reader over the whole slice,
-    /// while the work scales with threads. With 0 or 1 threads it all runs on the calling
-    /// thread, in one range. A sink that breaks stops the scan; the report then covers what
-    /// was read. Fails when the input declares a newer format version, after the blocks
-    /// before that header went to the sink, as with one reader.
-    ///
-    /// ```
-    /// use std::ops::ControlFlow;
-    ///
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
-    /// for i in 0..10_000 {
-    ///     writer.write_record(format!("event {i}").as_bytes())?;
-    /// }
-    /// let file = writer.finish()?;
-    ///
-    /// // Count the bytes of the records on 2 threads, range by range.
-    /// struct Total(u64);
-    /// impl cobsfile::ScanSink<u64> for Total {
-    ///     fn part(&mut self, bytes: u64) -> ControlFlow<()> {
-    ///         self.0 += bytes;
-    ///         ControlFlow::Continue(())
-    ///     }
-    /// }
-    /// let mut total = Total(0);
-    /// let report = cobsfile::ReaderBuilder::new().threads(2).scan(
-    ///     &file,
-    ///     |bytes: &mut u64, block| *bytes += block.records().map(|r| r.len() as u64).sum::<u64>(),
-    ///     &mut total,
-    /// )?;
-    /// assert_eq!(report.records, 10_000);
-    /// assert!(report.is_clean());
-    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
-    /// # Ok::<(), cobsfile::Error>(())
-    /// ```
-    pub fn scan<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
-    where
-        T: Default + Send,
-        F: Fn(&mut T, &Block<'_>) + Sync,
-        K: ScanSink<T> + ?Sized,
-    {
-        let ranges = splits(bytes.len() as u64, self.threads, self.min_split);
-        let options = self.clone().threads(0);
-        let threads = self.threads.clamp(1, ranges.len());
-        let mut merged = Merged::default();
-        if threads == 1 {
-            let mut spare = None;
-            for range in ranges {
-                let mut reader = options.from_slice_range(bytes, range);
-                let mut first = true;
-                loop {
-                    let value = spare.take().unwrap_or_default();
-                    let part = read_part(value, &mut reader, first, &on_block);
-                    first = false;
-                    let last = part.last;
-                    if merged.take(part, sink)?.is_break() {
-                        return merged.finish(bytes.len(), sink);
-                    }
-                    spare = sink.recycle();
-                    if last {
-                        break;
-                    }
+/// How a scan reads: on how many threads, in ranges of at least how many bytes, and with
+/// decoders made how (for a range's first sync byte and end), with the reader's limits and
+/// dictionaries.
+pub(crate) struct Plan<'a> {
+    pub threads: usize,
+    pub min_split: u64,
+    pub decoder: &'a (dyn Fn(u64, u64) -> Decoder + Sync),
+}
+
+/// Reads every block of `bytes` as `plan` says; see
+/// [`ReaderBuilder::scan`](crate::ReaderBuilder::scan).
+pub(crate) fn scan<T, F, K>(
+    plan: &Plan<'_>,
+    bytes: &[u8],
+    on_block: F,
+    sink: &mut K,
+) -> Result<Report>
+where
+    T: Default + Send,
+    F: Fn(&mut T, &Block<'_>) + Sync,
+    K: ScanSink<T> + ?Sized,
+{
+    let ranges = splits(bytes.len() as u64, plan.threads, plan.min_split);
+    let threads = plan.threads.clamp(1, ranges.len());
+    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, bytes, range);
+    let mut merged = Merged::default();
+    if threads == 1 {
+        let mut spare = None;
+        for range in ranges {
+            let mut reader = range_read(range);
+            let mut first = true;
+            loop {
+                let value = spare.take().unwrap_or_default();
+                let part = read_part(value, &mut reader, first, &on_block);
+                first = false;
+                let last = part.last;
+                if merged.take(part, sink)?.is_break() {
+                    return merged.finish(bytes.len(), sink);
+                }
+                spare = sink.recycle();
+                if last {
+                    break;
                 }
             }
-            return merged.finish(bytes.len(), sink);
         }
+        return merged.finish(bytes.len(), sink);
+    }
 
-        // Parts waiting for the calling thread, at most (and two more of the range it takes).
-        let bound = 2 * threads;
-        let shared = Mutex::new(Shared {
-            next: 0,
-            taken: 0,
-            done: BTreeMap::new(),
-            spare: Vec::new(),
-            stop: false,
-        });
-        let changed = Condvar::new();
-        let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
-        let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
-        let outcome = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let _guard = StopOnUnwind(&shared, &changed);
-                        loop {
-                            let index = {
-                                let mut s = lock();
-                                while !s.stop && s.next >= s.taken + bound {
-                                    s = wait(s);
-                                }
-                                if s.stop || s.next >= ranges.len() {
-                                    return;
-                                }
-                                s.next += 1;
-                                s.next - 1
-                            };
-                            let mut reader = options.from_slice_range(bytes, ranges[index].clone());
-                            for seq in 0.. {
-                                let value = lock().spare.pop().unwrap_or_default();
-                                let part = read_part(value, &mut reader, seq == 0, &on_block);
-                                let last = part.last;
-                                let mut s = lock();
-                                while s.must_wait(index, bound) {
-                                    s = wait(s);
-                                }
-                                if s.stop {
-                                    return;
-                                }
-                                s.done.insert((index, seq), part);
-                                drop(s);
-                                changed.notify_all();
-                                if last {
-                                    break;
-                                }
+    // Parts waiting for the calling thread, at most (and two more of the range it takes).
+    let bound = 2 * threads;
+    let shared = Mutex::new(Shared {
+        next: 0,
+        taken: 0,
+        done: BTreeMap::new(),
+        spare: Vec::new(),
+        stop: false,
+    });
+    let changed = Condvar::new();
+    let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+    let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
+    let outcome = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let _guard = StopOnUnwind(&shared, &changed);
+                    loop {
+                        let index = {
+                            let mut s = lock();
+                            while !s.stop && s.next >= s.taken + bound {
+                                s = wait(s);
                             }
-                        }
-                    })
-                })
-                .collect();
-            let mut outcome = Ok(());
-            'ranges: for index in 0..ranges.len() {
-                for seq in 0.. {
-                    let part = {
-                        let mut s = lock();
-                        s.taken = index;
-                        loop {
-                            if let Some(part) = s.done.remove(&(index, seq)) {
-                                break Some(part);
+                            if s.stop || s.next >= ranges.len() {
+                                return;
+                            }
+                            s.next += 1;
+                            s.next - 1
+                        };
+                        let mut reader = range_read(ranges[index].clone());
+                        for seq in 0.. {
+                            let value = lock().spare.pop().unwrap_or_default();
+                            let part = read_part(value, &mut reader, seq == 0, &on_block);
+                            let last = part.last;
+                            let mut s = lock();
+                            while s.must_wait(index, bound) {
+                                s = wait(s);
                             }
                             if s.stop {
-                                break None;
+                                return;
                             }
-                            s = wait(s);
-                        }
-                    };
-                    changed.notify_all();
-                    let Some(part) = part else { break 'ranges };
-                    let last = part.last;
-                    let taken = merged.take(part, sink);
-                    if let Some(value) = sink.recycle() {
-                        lock().spare.push(value);
-                    }
-                    match taken {
-                        Ok(ControlFlow::Continue(())) => {}
-                        Ok(ControlFlow::Break(())) => break 'ranges,
-                        Err(e) => {
-                            outcome = Err(e);
-                            break 'ranges;
+                            s.done.insert((index, seq), part);
+                            drop(s);
+                            changed.notify_all();
+                            if last {
+                                break;
+                            }
                         }
                     }
-                    if last {
-                        break;
+                })
+            })
+            .collect();
+        let mut outcome = Ok(());
+        'ranges: for index in 0..ranges.len() {
+            for seq in 0.. {
+                let part = {
+                    let mut s = lock();
+                    s.taken = index;
+                    loop {
+                        if let Some(part) = s.done.remove(&(index, seq)) {
+                            break Some(part);
+                        }
+                        if s.stop {
+                            break None;
+                        }
+                        s = wait(s);
+                    }
+                };
+                changed.notify_all();
+                let Some(part) = part else { break 'ranges };
+                let last = part.last;
+                let taken = merged.take(part, sink);
+                if let Some(value) = sink.recycle() {
+                    lock().spare.push(value);
+                }
+                match taken {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => break 'ranges,
+                    Err(e) => {
+                        outcome = Err(e);
+                        break 'ranges;
                     }
                 }
-            }
-            lock().stop = true;
-            changed.notify_all();
-            // Join each worker by hand: `scope` returns once the workers' closures are done,
-            // but before their threads have run their thread-local destructors and exited,
-            // so memory those free would still be live after `scan` returned (LeakSanitizer
-            // saw it: fuzz/regressions/scan/worker-exit-after-return). A join waits for the
-            // thread's exit; a worker's panic goes on to the caller, as `scope` would send it.
-            for worker in workers {
-                if let Err(panic) = worker.join() {
-                    std::panic::resume_unwind(panic);
+                if last {
+                    break;
                 }
             }
-            outcome
-        });
-        outcome?;
-        merged.finish(bytes.len(), sink)
-    }
+        }
+        lock().stop = true;
+        changed.notify_all();
+        // Join each worker by hand: `scope` returns once the workers' closures are done,
+        // but before their threads have run their thread-local destructors and exited,
+        // so memory those free would still be live after `scan` returned (LeakSanitizer
+        // saw it: fuzz/regressions/scan/worker-exit-after-return). A join waits for the
+        // thread's exit; a worker's panic goes on to the caller, as `scope` would send it.
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        outcome
+    });
+    outcome?;
+    merged.finish(bytes.len(), sink)
 }
 
 /// The report of the ranges taken so far.

@@ -1,0 +1,225 @@
+//! What a full read found: intact blocks and records by kind, and damaged ranges (spec 9.5).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+
+use crate::block::BlockKind;
+use crate::decoder::BlockInfo;
+use crate::error::{Cause, Error, Result};
+use crate::index::Index;
+
+/// A damaged (or unreadable) byte range, as a full read reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The bytes skipped: from the first damaged byte to the next sync byte that opens an
+    /// intact block, or the end of the input.
+    pub range: Range<u64>,
+    /// What gave the damage away.
+    pub cause: Cause,
+    /// What the range held as written, when the file's index says (see
+    /// [`Report::attribute`]).
+    pub held: Option<Held>,
+}
+
+/// The blocks and records a damaged range held when it was written, as the file's index lists
+/// them: the blocks that open in the range (or at the sync byte just before it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Blocks of every kind.
+    pub blocks: u64,
+    /// Data blocks among them.
+    pub data_blocks: u64,
+    /// Metadata blocks among them.
+    pub metadata_blocks: u64,
+    /// The records of the data blocks.
+    pub records: u64,
+}
+
+impl Damage {
+    /// Whether the range is damaged, rather than unreadable by this reader (a block that
+    /// needs a dictionary the reader was not given); see [`Cause::is_damage`].
+    pub fn is_damage(&self) -> bool {
+        self.cause.is_damage()
+    }
+}
+
+impl fmt::Display for Damage {
+    /// As [`Error::Damaged`] says it: `bytes START..END damaged: CAUSE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.is_damage() {
+            "damaged"
+        } else {
+            "unreadable"
+        };
+        let (start, end) = (self.range.start, self.range.end);
+        write!(f, "bytes {start}..{end} {state}: {}", self.cause)
+    }
+}
+
+/// Intact blocks counted by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockCounts {
+    /// Header blocks (one per file; more after files were concatenated).
+    pub header: u64,
+    /// Metadata blocks.
+    pub metadata: u64,
+    /// Data blocks.
+    pub data: u64,
+    /// Dictionary blocks.
+    pub dictionary: u64,
+    /// Index blocks.
+    pub index: u64,
+    /// Blocks of types this version does not define, by type id.
+    pub unknown: BTreeMap<i64, u64>,
+}
+
+impl BlockCounts {
+    /// All intact blocks.
+    pub fn total(&self) -> u64 {
+        self.header
+            + self.metadata
+            + self.data
+            + self.dictionary
+            + self.index
+            + self.unknown.values().sum::<u64>()
+    }
+
+    /// Counts one intact block.
+    fn add(&mut self, kind: BlockKind) {
+        match kind {
+            BlockKind::Header => self.header += 1,
+            BlockKind::Metadata => self.metadata += 1,
+            BlockKind::Data => self.data += 1,
+            BlockKind::Dictionary => self.dictionary += 1,
+            BlockKind::Index => self.index += 1,
+            BlockKind::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
+        }
+    }
+}
+
+/// What a full read of a file found: its intact blocks and records, and its damaged ranges.
+///
+/// ```
+/// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+/// for i in 0..100 {
+///     writer.write_record(format!("event {i}").as_bytes())?;
+/// }
+/// let mut file = writer.finish()?;
+/// assert!(cobsfile::verify(&mut cobsfile::ReaderBuilder::new().from_slice(&file))?.is_clean());
+///
+/// file[300] ^= 1;
+/// let report = cobsfile::verify(&mut cobsfile::ReaderBuilder::new().from_slice(&file))?;
+/// assert!(!report.is_clean());
+/// assert_eq!(report.damaged.len(), 1);
+/// assert!(report.damaged[0].range.contains(&300));
+/// assert!(report.records < 100);
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The input's length in bytes.
+    pub len: u64,
+    /// Intact blocks by kind.
+    pub blocks: BlockCounts,
+    /// Records in intact data blocks.
+    pub records: u64,
+    /// Bytes in intact blocks, each counted from the byte after its opening sync byte up to
+    /// and including its closing one (neighbours share a sync byte), so the leading sync
+    /// byte and padding are not counted; see also [`intact_bytes`](Self::intact_bytes).
+    pub block_bytes: u64,
+    /// Damaged and unreadable ranges, in order.
+    pub damaged: Vec<Damage>,
+}
+
+impl Report {
+    /// Whether nothing is damaged or unreadable.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty()
+    }
+
+    /// Bytes outside the damaged and unreadable ranges: `len - damaged_bytes()`.
+    pub fn intact_bytes(&self) -> u64 {
+        self.len - self.damaged_bytes()
+    }
+
+    /// Bytes in damaged and unreadable ranges.
+    pub fn damaged_bytes(&self) -> u64 {
+        self.damaged
+            .iter()
+            .map(|d| d.range.end - d.range.start)
+            .sum()
+    }
+
+    /// The byte ranges between the damaged ones: intact blocks and the padding between them.
+    pub fn intact_ranges(&self) -> Vec<Range<u64>> {
+        let mut ranges = Vec::with_capacity(self.damaged.len() + 1);
+        let mut at = 0;
+        for d in &self.damaged {
+            if d.range.start > at {
+                ranges.push(at..d.range.start);
+            }
+            at = d.range.end;
+        }
+        if self.len > at {
+            ranges.push(at..self.len);
+        }
+        ranges
+    }
+
+    /// Says for each damaged range what it held as written, from the file's `index`: the
+    /// blocks the index lists that open in the range or at the sync byte just before it
+    /// (where a damaged range's first block opens). Pass an index that covers the file from
+    /// its first byte ([`Index::start`] 0), as [`Index::find`] gives for a file the writer
+    /// finished; ranges after the index block are left as they are.
+    pub fn attribute(&mut self, index: &Index) {
+        let entries = index.entries();
+        for d in &mut self.damaged {
+            if d.range.start > index.offset() {
+                continue;
+            }
+            let first = entries.partition_point(|e| e.offset + 1 < d.range.start);
+            let mut held = Held::default();
+            for e in entries[first..]
+                .iter()
+                .take_while(|e| e.offset < d.range.end)
+            {
+                held.blocks += 1;
+                match e.kind {
+                    BlockKind::Data => {
+                        held.data_blocks += 1;
+                        held.records += e.records;
+                    }
+                    BlockKind::Metadata => held.metadata_blocks += 1,
+                    _ => {}
+                }
+            }
+            d.held = Some(held);
+        }
+    }
+
+    /// Counts an intact block.
+    pub(crate) fn add_block(&mut self, info: &BlockInfo) {
+        self.blocks.add(info.kind);
+        if info.kind == BlockKind::Data {
+            self.records += info.items.unwrap_or(0);
+        }
+        self.block_bytes += info.size;
+    }
+
+    /// Notes an error a full read yielded: damage goes into the report; any other error (the
+    /// input failed, or names a newer format version) ends verification.
+    pub(crate) fn add_error(&mut self, error: Error) -> Result<()> {
+        match error {
+            Error::Damaged { start, end, cause } => {
+                self.damaged.push(Damage {
+                    range: start..end,
+                    cause,
+                    held: None,
+                });
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+}
