@@ -329,6 +329,10 @@ pub struct Reader<S> {
     zero_free: Option<(u64, u64)>,
     /// Set after an error that makes the rest of the input unreadable.
     stopped: bool,
+    /// The absolute offset of the closing sync byte of the last block returned, or where
+    /// reading started: everything before it is final, and reading again from there goes on
+    /// as the reader does now (see `StreamReader::rewind`).
+    resume: u64,
     /// The absolute offset at or after which no block opens for this reader (a range read).
     stop: u64,
     /// A range reader's start: the bytes before it may embed dictionaries its blocks need,
@@ -380,6 +384,7 @@ impl<S: Source> Reader<S> {
                 dictionaries.push((dictionary.clone(), true));
             }
         }
+        let resume = src.base();
         Reader {
             src,
             pos: 0,
@@ -392,6 +397,7 @@ impl<S: Source> Reader<S> {
             damage: None,
             zero_free: None,
             stopped: false,
+            resume,
             stop: u64::MAX,
             prefix: 0,
             stats: Stats::default(),
@@ -617,6 +623,7 @@ impl<S: Source> Reader<S> {
                 }));
             }
             self.stats.blocks += 1;
+            self.resume = info.offset + info.size;
         }
         Settled::Done(Ok(decoded))
     }
@@ -918,19 +925,41 @@ impl<R: Read> StreamReader<R> {
         self.src.get_mut()
     }
 
-    /// Goes on reading after the input ended, or was cut back to the absolute offset `len`:
-    /// input read but not yet passed over past `len` is dropped, and the next bytes read are
-    /// those at `len`. Returns false, changing nothing, if the reader has already passed `len`
-    /// (or `len` lies past what it read).
-    pub(crate) fn reopen_at(&mut self, len: u64) -> bool {
-        let passed = self.offset(self.pos);
-        if len < passed || len > self.offset(self.src.window().len()) {
-            return false;
-        }
-        self.src.reopen_at(len);
-        // The 0x00-free stretch noted for the frame being read may include dropped bytes.
+    /// The absolute offset [`rewind`](Self::rewind) reads again from: the closing sync byte
+    /// of the last block returned, or where reading started (or, after
+    /// [`settle_read`](Self::settle_read), where it stopped). Every byte before it is final:
+    /// the blocks and damage in them are returned and reported.
+    pub(crate) fn resume_offset(&self) -> u64 {
+        self.resume
+    }
+
+    /// Drops every byte read past [`resume_offset`](Self::resume_offset) and what the reader
+    /// made of them, and returns that offset: the next bytes read must be the input's bytes
+    /// from there (a followed file that was cut back).
+    ///
+    /// What is dropped is what the reader could not settle yet: the part of a block it waits
+    /// for, padding, and damage it has not reported because the next bytes might continue
+    /// it. Those bytes are not to be trusted once the input was cut: a writer alone on a
+    /// followed file cuts a torn tail and appends in one go (spec 11.1), so the bytes past the
+    /// cut may already be other bytes. Kept (with the 0x00-free stretch noted over them),
+    /// they would stand in for the blocks appended over them, and the reader would wait for
+    /// the rest of a block that is gone. Reading again from the last closing sync byte costs
+    /// the bytes read since, and reads what a reader of the whole new input reads there.
+    pub(crate) fn rewind(&mut self) -> u64 {
+        self.src.restart_at(self.resume);
+        self.pos = 0;
+        self.cursor = 0..0;
+        self.damage = None;
         self.zero_free = None;
-        true
+        self.resume
+    }
+
+    /// Makes everything the reader passed over final, after it has read to the input's end
+    /// and reported what was there: [`rewind`](Self::rewind) then reads on from where it
+    /// stopped, and a block left incomplete there stays damage.
+    pub(crate) fn settle_read(&mut self) {
+        debug_assert!(self.damage.is_none(), "damage is reported at the end");
+        self.resume = self.offset(self.pos);
     }
 }
 
