@@ -320,11 +320,11 @@ impl Follower {
             self.delay = MIN_POLL;
         }
         if len < read {
-            // A cut tail (spec 9.7, rule 3): the file still holds the last block read, closing
-            // sync byte included. Read again from that byte, not from the new end: a writer
-            // alone on the file cuts a torn block and appends at once (spec 11.1), so bytes
-            // read past it, up to the new end, may already be others. Else a block read is
-            // gone: start again.
+            // A cut tail (spec 9.7, rule 3): the file still holds the resume point, the
+            // closing sync byte of the last block read. Read again from there, not from the
+            // new end: a writer alone on the file cuts a torn block and appends at once (spec
+            // 11.1), so bytes read past it, up to the new end, may already be others. Else a
+            // block read is gone: start again.
             let resume = self.reader.resume_offset();
             if !self.stopped && len > resume {
                 let at = self.reader.rewind();

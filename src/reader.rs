@@ -925,10 +925,10 @@ impl<R: Read> StreamReader<R> {
         self.src.get_mut()
     }
 
-    /// The absolute offset [`rewind`](Self::rewind) reads again from: the closing sync byte
-    /// of the last block returned, or where reading started (or, after
-    /// [`settle_read`](Self::settle_read), where it stopped). Every byte before it is final:
-    /// the blocks and damage in them are returned and reported.
+    /// The resume point (spec 9.7), which [`rewind`](Self::rewind) reads again from: the
+    /// absolute offset of the closing sync byte of the last block returned, or where reading
+    /// started (or, after [`settle_read`](Self::settle_read), where it stopped). Every byte
+    /// before it is final: the blocks and damage in them are returned and reported.
     pub(crate) fn resume_offset(&self) -> u64 {
         self.resume
     }
