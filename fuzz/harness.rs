@@ -10,8 +10,11 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use cobsfile::{
     cobs, varint, Appender, AppenderBuilder, BlockKind, Cause, Compression, Dictionary, Durability,
@@ -700,32 +703,131 @@ pub fn seek(data: &[u8]) {
     }
 }
 
-/// Following a file as it grows in chunks (sizes drawn from the input): once the file stops
-/// growing, the follower has returned the records a full read of the file returns, in order,
-/// and the same damage, except for damage at the very end, where a block may still be coming.
+/// Following a file that grows, is cut back and is rotated under the follower. The input is
+/// a script and a file: a first byte n > 0 is the number of 3-byte operations that follow it
+/// (an input that starts with 0x00, as a file does, is the file alone), each an operation byte
+/// and a little-endian parameter:
+///
+/// - `op % 4 == 0`: append the next `1 + param % 4096` bytes of the file;
+/// - `1`: truncate to `param % (len + 1)` bytes (0, a torn tail, blocks read, anything);
+/// - `2`: an appender opens the log alone, which cuts a torn tail (spec 11.1), appends
+///   `param % 8` records of one block each, and closes;
+/// - `3`: rotation: the file is renamed away and a new empty one takes its path.
+///
+/// After each operation the follower is drained (it looks at the file), unless the operation
+/// byte has its high bit set: then the next operations happen between the same two looks.
+/// The rest of the file is then appended in chunks (sizes drawn from the input), the follower
+/// drained after each.
+///
+/// At every look, the follower has returned what a full read of the bytes it read returns:
+/// the same records in order and the same damage, less damage at the very end while the file
+/// may still grow (`Stream`). What it read is known from the file's states alone: growth is
+/// read on (even where the file was cut and grown back between two looks, which it cannot
+/// see); a file shorter than what it read is read again from the closing sync byte of the last
+/// block returned if it still holds that byte, and is otherwise reported as truncated and read
+/// from its start (spec 9.7, rules 3 and 4); a file renamed away is read to its end, reported
+/// as replaced, and the new one read from its start. So every record of every block that was
+/// whole when read and never cut is returned, and no record that was not written. One case is
+/// no full read's: a file cut before that sync byte and grown back past it between two looks,
+/// with another byte there. The follower then reads on from that byte as a new reader would
+/// (with the dictionaries met before), and returns what such a reader returns, its damage
+/// counted (its offsets are the file's) until it starts a file afresh.
 pub fn follow(data: &[u8]) {
+    use std::fs::OpenOptions;
     use std::io::Write as _;
-    use std::time::Duration;
+
+    let (script, data) = match data.split_first() {
+        Some((&n, rest)) if n > 0 => rest.split_at((3 * usize::from(n)).min(rest.len())),
+        _ => (&[][..], data),
+    };
     let file = TempFile::with_contents(&[]);
+    let path = file.0.clone();
+    let rotated = TempFile({
+        let mut name = path.clone().into_os_string();
+        name.push(".1");
+        PathBuf::from(name)
+    });
     let options = ReaderBuilder::new().max_block_size(STREAM_MAX_BLOCK);
     let mut follower = cobsfile::FollowerBuilder::new()
         .reader(options.clone())
-        .open(&file.0)
+        .open(&path)
         .expect("follow an empty file");
-    let mut out = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&file.0)
-        .expect("open for appending");
-    let (mut records, mut errors) = (Vec::new(), Vec::new());
-    let mut drain = |follower: &mut cobsfile::Follower| {
+    let mut stream = Stream::new(&options, Vec::new());
+    // The follower's file once the path names another (frozen: nothing writes to it then).
+    let mut renamed: Option<Vec<u8>> = None;
+    let mut appended = 0;
+
+    let mut look = |follower: &mut cobsfile::Follower, renamed: &mut Option<Vec<u8>>| {
+        let mut events = VecDeque::new();
         while let Some(event) = follower.next_event_timeout(Duration::ZERO) {
-            match event {
-                Ok(cobsfile::FollowEvent::Record(r)) => records.push(r.to_vec()),
-                Ok(other) => panic!("unexpected event while the file grows: {other}"),
-                Err(e) => errors.push(e),
+            events.push_back(match event {
+                Ok(cobsfile::FollowEvent::Record(r)) => Followed::Record(r.to_vec()),
+                Ok(cobsfile::FollowEvent::Truncated { read, len }) => {
+                    Followed::Truncated { read, len }
+                }
+                Ok(cobsfile::FollowEvent::Replaced) => Followed::Replaced,
+                Ok(other) => panic!("unknown event {other}"),
+                Err(e) => Followed::Error(e),
+            });
+        }
+        let current = std::fs::read(&path).expect("read the followed file");
+        let followed = renamed.as_deref().unwrap_or(&current);
+        stream.changed(&options, followed, &mut events);
+        if renamed.take().is_some() {
+            stream.take_until(&mut events, "Replaced");
+            stream.check(true);
+            match events.pop_front() {
+                Some(Followed::Replaced) => {}
+                other => panic!("the file was replaced, and the follower says {other:?}"),
+            }
+            stream = Stream::new(&options, current);
+        }
+        stream.take_until(&mut events, "end");
+        stream.check(false);
+    };
+
+    let mut data = data;
+    for op in script.chunks_exact(3) {
+        let param = u16::from_le_bytes([op[1], op[2]]);
+        match op[0] % 4 {
+            0 => {
+                let (chunk, rest) = data.split_at((1 + usize::from(param) % 4096).min(data.len()));
+                data = rest;
+                let mut out = OpenOptions::new().append(true).open(&path).expect("open");
+                out.write_all(chunk).expect("append");
+            }
+            1 => {
+                let out = OpenOptions::new().write(true).open(&path).expect("open");
+                let len = out.metadata().expect("metadata").len();
+                out.set_len(u64::from(param) % (len + 1)).expect("truncate");
+            }
+            2 => {
+                // Refused (no header, a newer version): the file is left as it was.
+                if let Ok(mut appender) = AppenderBuilder::new()
+                    .durability(Durability::Flush)
+                    .open(&path)
+                {
+                    for _ in 0..param % 8 {
+                        let pad = "x".repeat(usize::from(param >> 8));
+                        let record = format!("appended {appended} {pad}");
+                        appender.append(record.as_bytes()).expect("append");
+                        appended += 1;
+                    }
+                    appender.close().expect("close the appender");
+                }
+            }
+            _ => {
+                if renamed.is_none() {
+                    renamed = Some(std::fs::read(&path).expect("read"));
+                }
+                std::fs::rename(&path, &rotated.0).expect("rotate");
+                std::fs::File::create(&path).expect("create the new file");
             }
         }
-    };
+        if op[0] & 0x80 == 0 {
+            look(&mut follower, &mut renamed);
+        }
+    }
     let mut chunks = Chunked::new(data, fnv(data));
     let mut buf = vec![0; 4096];
     loop {
@@ -733,26 +835,172 @@ pub fn follow(data: &[u8]) {
         if n == 0 {
             break;
         }
+        let mut out = OpenOptions::new().append(true).open(&path).expect("open");
         out.write_all(&buf[..n]).expect("append a chunk");
-        drain(&mut follower);
+        look(&mut follower, &mut renamed);
     }
-    drain(&mut follower);
-    let (full_records, full_errors) = options.from_slice(data).read_all();
-    assert!(
-        records == full_records,
-        "the follower read other records than a full read"
-    );
-    let mut expected = faults(&full_errors);
-    let got = faults(&errors);
-    if got.len() + 1 == expected.len()
-        && matches!(full_errors.last(), Some(Error::Damaged { end, .. }) if *end == data.len() as u64)
-    {
-        expected.pop();
+    look(&mut follower, &mut renamed);
+}
+
+/// What a follower returned, owned.
+#[derive(Debug)]
+enum Followed {
+    Record(Vec<u8>),
+    Error(Error),
+    Truncated { read: u64, len: u64 },
+    Replaced,
+}
+
+/// What a follower read of its file, and what its reader returned since it started: it
+/// returns what a reader started where this one started returns from those bytes (see
+/// `follow`).
+struct Stream {
+    /// The file's bytes as the follower read them, from offset 0.
+    bytes: Vec<u8>,
+    /// Where the reader started: 0, or a closing sync byte it read again from after the file
+    /// was cut before it and grown back past it with another byte there. It then reads on as
+    /// a new reader from that byte would, knowing the dictionaries met before.
+    start: usize,
+    /// The options of that reader: the follower's, and those dictionaries.
+    reader: ReaderBuilder,
+    records: Vec<Vec<u8>>,
+    errors: Vec<Error>,
+}
+
+impl Stream {
+    fn new(options: &ReaderBuilder, bytes: Vec<u8>) -> Self {
+        Stream {
+            bytes,
+            start: 0,
+            reader: options.clone(),
+            records: Vec::new(),
+            errors: Vec::new(),
+        }
     }
-    assert_eq!(
-        got, expected,
-        "the follower found other damage than a full read"
-    );
+
+    /// Whether the follower stopped reading this file (a header of a newer version).
+    fn stopped(&self) -> bool {
+        self.errors
+            .iter()
+            .any(|e| matches!(e, Error::UnsupportedVersion { .. }))
+    }
+
+    /// The offset of the closing sync byte of the last block the reader returned.
+    fn last_close(&self) -> Option<usize> {
+        let mut reader = self.reader.from_slice(&self.bytes[self.start..]);
+        let mut close = None;
+        while let Some(item) = reader.next_block() {
+            if let Ok(block) = item {
+                close = Some(self.start + (block.info().offset + block.info().size) as usize);
+            }
+        }
+        close
+    }
+
+    /// What the follower makes of its file, now `followed`, since it last looked (spec 9.7):
+    /// growth is read on, even where the file was cut and grown back, which it cannot see; a
+    /// file shorter than what was read is read again from the closing sync byte of the last
+    /// block returned (or where reading started) if it still holds that byte, and otherwise
+    /// reported as truncated, and read from its start.
+    fn changed(
+        &mut self,
+        options: &ReaderBuilder,
+        followed: &[u8],
+        events: &mut VecDeque<Followed>,
+    ) {
+        let read = self.bytes.len();
+        if followed.len() > read && !self.stopped() {
+            self.bytes.extend_from_slice(&followed[read..]);
+        }
+        if followed.len() >= read {
+            return;
+        }
+        let close = self.last_close();
+        let from = close.unwrap_or(self.start);
+        if self.stopped() || followed.len() <= from {
+            self.take_until(events, "Truncated");
+            self.check(false);
+            match events.pop_front() {
+                Some(Followed::Truncated { read: r, len }) => assert_eq!(
+                    (r, len),
+                    (read as u64, followed.len() as u64),
+                    "truncation reported with other lengths"
+                ),
+                other => panic!("{read} bytes read, cut to {}: {other:?}", followed.len()),
+            }
+            *self = Stream::new(options, followed.to_vec());
+            return;
+        }
+        if let Some(close) = close.filter(|&close| followed[close] != 0) {
+            // The reader reads on from the byte at `close` as if it still closed the block
+            // before it: as a new reader would, with the dictionaries met before. (What the
+            // follower returned before was checked at the last look; all it returns now
+            // comes from reading again.)
+            let mut reader = self.reader.clone();
+            let mut blocks = self.reader.from_slice(&self.bytes[self.start..=close]);
+            while let Some(item) = blocks.next_block() {
+                match item {
+                    Ok(block) if block.info().kind == BlockKind::Dictionary => {
+                        reader = reader.dictionary(Dictionary::new(block.payload().to_vec()));
+                    }
+                    _ => {}
+                }
+            }
+            self.start = close;
+            self.reader = reader;
+            self.records.clear();
+            self.errors.clear();
+        }
+        self.bytes.truncate(from);
+        self.bytes.extend_from_slice(&followed[from..]);
+    }
+
+    /// Moves the records and errors at the front of `events` here, up to the event `marker`
+    /// names ("Truncated", "Replaced"; any other event is unexpected).
+    fn take_until(&mut self, events: &mut VecDeque<Followed>, marker: &str) {
+        while let Some(event) = events.pop_front() {
+            match event {
+                Followed::Record(r) => self.records.push(r),
+                Followed::Error(e) => self.errors.push(e),
+                other if marker == "Truncated" || marker == "Replaced" => {
+                    events.push_front(other);
+                    return;
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+        }
+    }
+
+    /// The follower returned what its reader returns from the bytes read: the same records,
+    /// the same damage (by count if the reader started past 0, since offsets then differ)
+    /// less damage running to the end while that end is not `last` (the file was replaced).
+    fn check(&self, last: bool) {
+        let bytes = &self.bytes[self.start..];
+        let (records, errors) = self.reader.from_slice(bytes).read_all();
+        assert!(
+            self.records == records,
+            "the follower returned other records than a full read of what it read: {} for {}",
+            self.records.len(),
+            records.len()
+        );
+        let mut expected = faults(&errors);
+        let end = bytes.len() as u64;
+        if !last && matches!(errors.last(), Some(Error::Damaged { end: e, .. }) if *e == end) {
+            expected.pop();
+        }
+        if self.start == 0 {
+            assert_eq!(
+                faults(&self.errors),
+                expected,
+                "the follower found other damage than a full read of what it read"
+            );
+        } else {
+            assert_eq!(self.errors.len(), expected.len(), "{:?}", self.errors);
+            for e in &self.errors {
+                check_in_range(e, self.bytes.len());
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -278,6 +278,9 @@ pub struct Decoder {
     ready: Option<(BlockInfo, Body)>,
     /// The block the last [`Step::Block`] announced.
     current: Option<(BlockInfo, Body)>,
+    /// The absolute offset of the closing sync byte of the last block returned, or where
+    /// reading started: everything before it is final (a follower's resume point, spec 9.7).
+    resume: u64,
     stats: Stats,
 }
 
@@ -302,6 +305,7 @@ impl Decoder {
             collect: false,
             ready: None,
             current: None,
+            resume: 0,
             stats: Stats::default(),
         }
     }
@@ -313,6 +317,7 @@ impl Decoder {
     pub fn range(limits: Limits, first_sync: u64, stop: u64) -> Self {
         let mut decoder = Self::new(limits);
         decoder.at = first_sync;
+        decoder.resume = first_sync;
         decoder.stop = stop;
         decoder.prefix = (first_sync > 0).then_some(first_sync);
         decoder
@@ -323,6 +328,7 @@ impl Decoder {
     pub(crate) fn starting_at(limits: Limits, offset: u64) -> Self {
         let mut decoder = Self::new(limits);
         decoder.at = offset;
+        decoder.resume = offset;
         decoder
     }
 
@@ -462,6 +468,7 @@ impl Decoder {
             });
         }
         self.stats.blocks += 1;
+        self.resume = info.offset + info.size;
         self.current = Some((info.clone(), body));
         Step::Block(info)
     }
@@ -684,6 +691,30 @@ impl Decoder {
         self.current = None;
         let (info, body) = self.ready.take()?;
         Some(self.finish(info, body))
+    }
+
+    /// The resume point: the closing sync byte of the last block returned, or where reading
+    /// started (or stopped, after `settle_read`).
+    pub(crate) fn resume_offset(&self) -> u64 {
+        self.resume
+    }
+
+    /// Forgets everything read past the resume point, pending damage included, and goes back
+    /// there; returns it (a follower's file cut back, spec 9.7).
+    pub(crate) fn restart_at_resume(&mut self) -> u64 {
+        self.at = self.resume;
+        self.damage = None;
+        self.zero_free = None;
+        self.ready = None;
+        self.current = None;
+        self.resume
+    }
+
+    /// Makes everything read so far final: the resume point moves to the position (after the
+    /// input's end was read and what was there reported).
+    pub(crate) fn settle_read(&mut self) {
+        debug_assert!(self.damage.is_none(), "damage is reported at the end");
+        self.resume = self.at;
     }
 
     /// The offset of the block held back behind damage just reported, if any.

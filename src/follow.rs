@@ -7,16 +7,17 @@
 //! up to 250 ms while nothing happens, and looks for three changes:
 //!
 //! - the file grew: read on;
-//! - the file shrank: if only bytes not yet passed over were cut (a writer cut off a torn
-//!   block), drop them and read on from the new end; otherwise the file was truncated, and
-//!   reading starts again at its beginning ([`FollowEvent::Truncated`]);
+//! - the file shrank: if it still holds every block read, up to the closing sync byte of the
+//!   last one (a writer cut off a torn block), read again from that byte, dropping what was
+//!   read past it; otherwise the file was truncated, and reading starts again at its
+//!   beginning ([`FollowEvent::Truncated`]);
 //! - the path names another file (log rotation): the old file is read to its end, its own
 //!   end now final, and reading goes on at the start of the new one
 //!   ([`FollowEvent::Replaced`]).
 //!
 //! Ending the input for a moment is also how [`FollowerBuilder::torn_after`] reports a block
 //! left incomplete for too long: the reader sees the end, reports the bytes as damage, and
-//! is then reopened at the same place.
+//! then reads on from there.
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -103,8 +104,9 @@ impl FollowerBuilder {
 pub enum FollowEvent<'a> {
     /// A record of an intact data block, borrowed from the follower until its next call.
     Record(&'a [u8]),
-    /// The file became shorter than the bytes read from it: reading starts again at its
-    /// beginning.
+    /// The file became shorter than the bytes passed over in it (a block returned, or its
+    /// closing sync byte, was cut): reading starts again at its beginning. A cut of only what
+    /// came after the last block returned (a torn tail) is read past without an event.
     Truncated {
         /// Bytes that had been read from the file.
         read: u64,
@@ -318,10 +320,15 @@ impl Follower {
             self.delay = MIN_POLL;
         }
         if len < read {
-            // Bytes the reader has not passed over yet were cut off (a writer cut a torn
-            // block): read on from the new end. Else what was read is gone: start again.
-            if !self.stopped && self.reader.reopen_at(len) {
-                self.reader.get_mut().seek_to(len)?;
+            // A cut tail (spec 9.7, rule 3): the file still holds the resume point, the
+            // closing sync byte of the last block read. Read again from there, not from the
+            // new end: a writer alone on the file cuts a torn block and appends at once (spec
+            // 11.1), so bytes read past it, up to the new end, may already be others. Else a
+            // block read is gone: start again.
+            let resume = self.reader.resume_offset();
+            if !self.stopped && len > resume {
+                let at = self.reader.rewind();
+                self.reader.get_mut().seek_to(at)?;
                 return Ok(Look::Read);
             }
             self.restart(None)?;
@@ -356,13 +363,11 @@ impl Follower {
     fn finish(&mut self, finish: Finish) -> Result<Look> {
         match finish {
             Finish::Torn => {
-                let tail = self.reader.get_mut();
-                tail.finishing = false;
-                let end = tail.pos;
-                if !self.reader.reopen_at(end) {
-                    // Cannot happen: the reader passed at most what it read.
-                    self.restart(None)?;
-                }
+                // The block left incomplete is reported: what follows it is read as new.
+                self.reader.get_mut().finishing = false;
+                self.reader.settle_read();
+                let at = self.reader.rewind();
+                self.reader.get_mut().seek_to(at)?;
                 Ok(Look::Read)
             }
             Finish::Replaced(file, id) => {

@@ -661,19 +661,38 @@ impl<R: Read> StreamReader<R> {
         self.src.get_mut()
     }
 
-    /// Goes on reading after the input ended, or was cut back to the absolute offset `len`:
-    /// input read but not yet passed over past `len` is dropped, and the next bytes read are
-    /// those at `len`. Returns false, changing nothing, if the reader has already passed `len`
-    /// (or `len` lies past what it read).
-    pub(crate) fn reopen_at(&mut self, len: u64) -> bool {
-        let passed = self.decoder.position();
-        if len < passed || len > self.src.base() + self.src.window().len() as u64 {
-            return false;
-        }
-        self.src.reopen_at(len);
-        // What the decoder noted of the bytes past its position may concern dropped bytes.
-        self.decoder.rewind(passed);
-        true
+    /// The resume point (spec 9.7), which [`rewind`](Self::rewind) reads again from: the
+    /// absolute offset of the closing sync byte of the last block returned, or where reading
+    /// started (or, after [`settle_read`](Self::settle_read), where it stopped). Every byte
+    /// before it is final: the blocks and damage in them are returned and reported.
+    pub(crate) fn resume_offset(&self) -> u64 {
+        self.decoder.resume_offset()
+    }
+
+    /// Drops every byte read past [`resume_offset`](Self::resume_offset) and what the reader
+    /// made of them, and returns that offset: the next bytes read must be the input's bytes
+    /// from there (a followed file that was cut back).
+    ///
+    /// What is dropped is what the reader could not settle yet: the part of a block it waits
+    /// for, padding, and damage it has not reported because the next bytes might continue
+    /// it. Those bytes are not to be trusted once the input was cut: a writer alone on a
+    /// followed file cuts a torn tail and appends in one go (spec 11.1), so the bytes past the
+    /// cut may already be other bytes. Kept (with the 0x00-free stretch noted over them),
+    /// they would stand in for the blocks appended over them, and the reader would wait for
+    /// the rest of a block that is gone. Reading again from the last closing sync byte costs
+    /// the bytes read since, and reads what a reader of the whole new input reads there.
+    pub(crate) fn rewind(&mut self) -> u64 {
+        let resume = self.decoder.restart_at_resume();
+        self.src.restart_at(resume);
+        self.cursor = 0..0;
+        resume
+    }
+
+    /// Makes everything the reader passed over final, after it has read to the input's end
+    /// and reported what was there: [`rewind`](Self::rewind) then reads on from where it
+    /// stopped, and a block left incomplete there stays damage.
+    pub(crate) fn settle_read(&mut self) {
+        self.decoder.settle_read();
     }
 }
 

@@ -82,14 +82,14 @@ impl<R: Read> StreamSource<R> {
         &mut self.inner
     }
 
-    /// Makes the input end at the absolute offset `len`, at or past the window's start and
-    /// not past its end, and no longer ended: the bytes past `len` are dropped, and the next
-    /// refill reads on from `inner` (a followed file that was cut back, or that a follower
-    /// ended for a while).
-    pub(crate) fn reopen_at(&mut self, len: u64) {
-        let held = usize::try_from(len.saturating_sub(self.base)).unwrap_or(usize::MAX);
-        debug_assert!(held <= self.end - self.start);
-        self.end = self.start + held.min(self.end - self.start);
+    /// Empties the window and makes it start at the absolute offset `offset`, the input no
+    /// longer ended: the next refill reads on from `inner`, which the caller has set to read
+    /// the bytes at `offset` (a followed file read again after it was cut back, or after a
+    /// follower ended it for a while).
+    pub(crate) fn restart_at(&mut self, offset: u64) {
+        self.start = 0;
+        self.end = 0;
+        self.base = offset;
         self.eof = false;
     }
 

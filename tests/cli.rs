@@ -1356,6 +1356,38 @@ fn cat_follow_prints_records_as_they_land_through_rotation() {
 }
 
 #[test]
+fn cat_follow_prints_what_an_appender_writes_after_cutting_a_torn_tail() {
+    // Issue 11, finding 4: a torn tail of about 200 KB, cut by an appender alone on the log,
+    // which then appends 20 records before the follower looks again.
+    let dir = scratch("follow-cut");
+    let path = dir.join("log.cobs");
+    let mut writer = log_writer(&path);
+    append_record(&mut writer, "first");
+    append_record(&mut writer, &"x".repeat(300_000));
+    drop(writer);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len - 100_000).unwrap();
+    let following = Following::start(&path);
+    assert_eq!(following.line(), "first");
+
+    let mut appender = cobsfile::AppenderBuilder::new()
+        .durability(cobsfile::Durability::Flush)
+        .open(&path)
+        .unwrap();
+    assert!(appender.opened().truncated);
+    for i in 0..20 {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    appender.close().unwrap();
+    for i in 0..20 {
+        assert_eq!(following.line(), format!("after {i}"));
+    }
+    let err = following.stop();
+    assert!(!err.contains("damaged"), "{err}");
+}
+
+#[test]
 fn cat_follow_ends_quietly_when_the_reader_of_its_output_goes_away() {
     let dir = scratch("follow-pipe");
     let path = dir.join("log.cobs");

@@ -8,7 +8,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cobsfile::{Cause, Error, FollowEvent, Follower, FollowerBuilder, WriterBuilder};
+use cobsfile::{
+    AppenderBuilder, Cause, Durability, Error, FollowEvent, Follower, FollowerBuilder,
+    WriterBuilder,
+};
 use common::{data_payload, raw_block};
 
 /// What a follower gave, owned.
@@ -306,6 +309,175 @@ fn a_torn_block_cut_off_by_a_writer_is_dropped_without_a_report() {
     );
     append(&path, &fenced_block("after"));
     assert_eq!(take(&mut follower, 1), records(["after".into()]));
+}
+
+/// A log whose last block was torn about 200 KB into its 300 KB: its length points past the
+/// end of the file, and no 0x00 follows its opening sync byte.
+fn log_with_a_long_torn_tail(path: &Path, records: &[&str]) -> Vec<u8> {
+    let mut bytes = file_of(records);
+    let block = raw_block(3, &data_payload(&[&vec![b'x'; 300_000]]));
+    bytes.extend_from_slice(&block[..200_000]);
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+/// An appender alone on the log at `path`, which cuts its torn tail off, appending `count`
+/// records (one block each).
+fn append_alone(path: &Path, count: usize) {
+    let mut appender = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(path)
+        .unwrap();
+    assert!(appender.opened().truncated, "{:?}", appender.opened());
+    for i in 0..count {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    appender.close().unwrap();
+}
+
+#[test]
+fn a_torn_tail_cut_and_appended_to_between_two_looks_loses_nothing() {
+    // Issue 11, finding 4: the follower kept the torn bytes it had read in place of the
+    // blocks appended over them, then waited for the rest of a block that was gone.
+    let dir = Scratch::new("cut-and-append");
+    let path = dir.path("log.cobs");
+    log_with_a_long_torn_tail(&path, &["before"]);
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+    assert_eq!(
+        ready(&mut follower),
+        [],
+        "a block cut off at the end is waited for"
+    );
+
+    append_alone(&path, 20);
+    assert_eq!(
+        take(&mut follower, 20),
+        records((0..20).map(|i| format!("after {i}")))
+    );
+}
+
+#[test]
+fn a_torn_tail_cut_then_appended_to_is_dropped_without_a_report() {
+    // The same, with the follower looking between the cut and the appends.
+    let dir = Scratch::new("cut-look-append");
+    let path = dir.path("log.cobs");
+    let bytes = log_with_a_long_torn_tail(&path, &["before"]);
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+
+    let mut appender = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(&path)
+        .unwrap();
+    assert_eq!(
+        appender.opened().torn,
+        Some(file_of(&["before"]).len() as u64..bytes.len() as u64)
+    );
+    assert_eq!(ready(&mut follower), []);
+    for i in 0..20 {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    appender.flush().unwrap();
+    assert_eq!(
+        take(&mut follower, 20),
+        records((0..20).map(|i| format!("after {i}")))
+    );
+}
+
+#[test]
+fn a_zero_filled_tail_cut_by_an_appender_is_dropped_without_a_report() {
+    // Zeros where a crash left an extent allocated but unwritten: damage the follower has not
+    // reported yet, since it runs to the end. Cutting it is a cut tail, not a truncation, so
+    // the records before it are not read again.
+    let dir = Scratch::new("cut-zeros");
+    let path = dir.path("log.cobs");
+    let mut bytes = file_of(&["before"]);
+    bytes.extend_from_slice(&[0; 4096]);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+    assert_eq!(ready(&mut follower), []);
+
+    append_alone(&path, 3);
+    assert_eq!(
+        take(&mut follower, 3),
+        records((0..3).map(|i| format!("after {i}")))
+    );
+}
+
+#[test]
+fn a_torn_tail_after_padding_cut_by_an_appender_is_dropped_without_a_report() {
+    // An appender's block is fenced by its own sync byte: torn, it leaves that byte after the
+    // last block's closing one, and the cut takes it too.
+    let dir = Scratch::new("cut-fenced");
+    let path = dir.path("log.cobs");
+    let mut bytes = file_of(&["before"]);
+    bytes.extend_from_slice(&fenced_block(&"x".repeat(1000))[..600]);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+    assert_eq!(ready(&mut follower), []);
+
+    append_alone(&path, 3);
+    assert_eq!(
+        take(&mut follower, 3),
+        records((0..3).map(|i| format!("after {i}")))
+    );
+}
+
+#[test]
+fn a_tail_cut_and_grown_past_its_old_end_between_two_looks_costs_the_first_block() {
+    // What spec 9.7 admits: the file is no shorter than what was read, so the follower takes
+    // it for grown and keeps the torn bytes it read in place of the first block appended.
+    let dir = Scratch::new("cut-regrown");
+    let path = dir.path("log.cobs");
+    let mut bytes = file_of(&["before"]);
+    let fence = bytes.len() as u64;
+    bytes.extend_from_slice(&fenced_block("torn")[..6]);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+    assert_eq!(ready(&mut follower), []);
+
+    append_alone(&path, 3);
+    let got = take(&mut follower, 2);
+    assert!(
+        matches!(got[0], Got::Damaged { start, .. } if start == fence + 1),
+        "{got:?}"
+    );
+    assert_eq!(got[1..], records((1..3).map(|i| format!("after {i}"))));
+}
+
+#[test]
+fn cutting_the_closing_sync_byte_of_a_block_read_is_a_truncation() {
+    let dir = Scratch::new("cut-close");
+    let path = dir.path("log.cobs");
+    let old = file_of(&["old 1", "old 2"]);
+    let mut bytes = old.clone();
+    bytes.extend_from_slice(&raw_block(3, &data_payload(&[b"torn"]))[..4]);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(
+        take(&mut follower, 2),
+        records(["old 1", "old 2"].map(String::from))
+    );
+
+    let cut = old.len() as u64 - 1;
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    assert_eq!(
+        next(&mut follower),
+        Some(Got::Truncated {
+            read: bytes.len() as u64,
+            len: cut
+        })
+    );
+    assert_eq!(take(&mut follower, 1), records(["old 1".into()]));
 }
 
 #[test]
