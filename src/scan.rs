@@ -334,7 +334,12 @@ where
             for seq in 0.. {
                 let part = {
                     let mut s = lock();
-                    s.taken = index;
+                    if s.taken != index {
+                        // The worker of this range may be waiting on the bound that holds for
+                        // the others: it may go on now (see `must_wait`).
+                        s.taken = index;
+                        changed.notify_all();
+                    }
                     loop {
                         if let Some(part) = s.done.remove(&(index, seq)) {
                             break Some(part);

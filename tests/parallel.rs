@@ -763,3 +763,31 @@ fn dropping_a_reader_midway_returns() {
         }
     });
 }
+
+/// A scan whose ranges each hand over several parts never hangs: when the calling thread moves
+/// on to the next range, that range's worker may be waiting on the bound that holds for the
+/// others, and another worker waiting to start a range; both must be woken (they once were
+/// not, and recovering 50 MB on 2 threads hung every time).
+#[test]
+fn a_scan_of_many_parts_per_range_does_not_hang() {
+    let mut writer = WriterBuilder::new().build(Vec::new()).unwrap();
+    let record = vec![b'x'; 5000];
+    for _ in 0..6_000 {
+        writer.write_record(&record).unwrap();
+    }
+    let file = std::sync::Arc::new(writer.finish().unwrap());
+    for threads in [2, 3] {
+        let file = std::sync::Arc::clone(&file);
+        let blocks = within_a_minute(move || {
+            let options = ReaderBuilder::new().threads(threads);
+            let mut out = Vec::new();
+            let mut blocks = 0;
+            for _ in 0..10 {
+                out.clear();
+                blocks += cobsfile::recover(&file, &options, &mut out).unwrap().blocks;
+            }
+            blocks
+        });
+        assert!(blocks > 10 * 100, "{threads} threads: {blocks} blocks");
+    }
+}
