@@ -203,7 +203,7 @@ impl Follower {
         let mut file = File::open(path)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file").into());
+            return Err(Error::NotARegularFile);
         }
         let start = if options.from_end {
             // A block's frame is at most its encoded length plus two varints (as a reader's).

@@ -96,11 +96,8 @@ impl MappedFile {
     /// Maps `file`, which the mapping keeps open.
     pub(crate) fn map(file: File, lock: Lock) -> Result<Self> {
         if !file.metadata()?.is_file() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file, so it cannot be mapped: read it as a stream",
-            )
-            .into());
+            // A pipe, a FIFO or a device reports no length: read it as a stream.
+            return Err(crate::error::Error::NotARegularFile);
         }
         // Locked before its length is read: an appender that holds the exclusive lock may be
         // cutting the file right now.
