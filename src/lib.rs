@@ -102,7 +102,7 @@ pub use mapped::{open, MappedFile, MetadataScan};
 pub use reader::{
     Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
 };
-pub use recover::{recover, Recovery};
+pub use recover::{recover, NewerVersion, Recovery};
 pub use report::{BlockCounts, Damage, Held, Report};
 pub use scan::ScanSink;
 pub use source::{SliceSource, Source, StreamSource};

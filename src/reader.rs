@@ -298,6 +298,25 @@ impl ReaderBuilder {
         F: Fn(&mut T, &Block<'_>) + Sync,
         K: ScanSink<T> + ?Sized,
     {
+        match self.scan_until_stopped(bytes, on_block, sink)? {
+            (report, None) => Ok(report),
+            (_, Some(stopped)) => Err(stopped),
+        }
+    }
+
+    /// [`scan`](Self::scan), which also gives the report of what was read before a header of
+    /// a newer version stopped it, with the error that says so.
+    pub(crate) fn scan_until_stopped<T, F, K>(
+        &self,
+        bytes: &[u8],
+        on_block: F,
+        sink: &mut K,
+    ) -> Result<(Report, Option<Error>)>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &Block<'_>) + Sync,
+        K: ScanSink<T> + ?Sized,
+    {
         let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
         let plan = scan::Plan {
             threads: self.threads,

@@ -11,7 +11,7 @@ use std::ops::{ControlFlow, Range};
 
 use crate::block::{self, types, BlockKind};
 use crate::decoder::Block;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::{Index, IndexBuilder};
 use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
 use crate::reader::ReaderBuilder;
@@ -28,12 +28,25 @@ pub struct Recovery {
     pub blocks: u64,
     /// Bytes written.
     pub written: u64,
+    /// Where a header of a newer format version stopped the read: the blocks before it were
+    /// recovered, nothing after it was read.
+    pub newer_version: Option<NewerVersion>,
+}
+
+/// A header of a format version newer than this library reads, found where a recovery stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewerVersion {
+    /// Offset of the header block's opening sync byte.
+    pub offset: u64,
+    /// The version it declares.
+    pub version: i64,
 }
 
 impl Recovery {
-    /// Whether nothing was lost: the input had no damaged or unreadable range.
+    /// Whether nothing was lost: the input had no damaged or unreadable range, and no header
+    /// of a newer version stopped the read.
     pub fn is_lossless(&self) -> bool {
-        self.report.is_clean()
+        self.report.is_clean() && self.newer_version.is_none()
     }
 }
 
@@ -49,8 +62,10 @@ impl Recovery {
 /// is a block compressed with a dictionary `options` does not provide and the file does not
 /// embed before it, since its CRC cannot be checked (it is reported as unreadable).
 ///
-/// Fails when `out` fails or the input declares a format version this library does not
-/// read (what follows such a header cannot be checked); `out` then holds a partial file.
+/// Fails when `out` fails (`out` then holds a partial file). A header of a format version this
+/// library does not read stops the read there, as it stops any reader (spec 8.1): the blocks
+/// before it are recovered and the file is finished, and [`Recovery::newer_version`] says where
+/// the read stopped.
 /// With [`ReaderBuilder::threads`], blocks are checked on that many threads (see
 /// [`ReaderBuilder::scan`]); the output is the same.
 ///
@@ -86,7 +101,16 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     };
     copier.out.write_all(&header)?;
     copier.index.push(&header[1..], 0);
-    let mut report = options.scan(bytes, copy_range, &mut copier)?;
+    // A header of a newer version stops the read there (spec 8.1): the blocks before it are
+    // recovered and the file finished; what follows it is not read (spec 9.5).
+    let (mut report, stopped) = options.scan_until_stopped(bytes, copy_range, &mut copier)?;
+    let newer_version = match stopped {
+        None => None,
+        Some(Error::UnsupportedVersion {
+            offset, version, ..
+        }) => Some(NewerVersion { offset, version }),
+        Some(other) => return Err(other),
+    };
     if let Some(e) = copier.failed {
         return Err(e.into());
     }
@@ -105,6 +129,7 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
         report,
         blocks: copier.blocks,
         written: copier.written,
+        newer_version,
     })
 }
 

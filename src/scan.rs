@@ -239,13 +239,15 @@ pub(crate) struct Plan<'a> {
 }
 
 /// Reads every block of `bytes` as `plan` says; see
-/// [`ReaderBuilder::scan`](crate::ReaderBuilder::scan).
+/// [`ReaderBuilder::scan`](crate::ReaderBuilder::scan). Returns the report of what was read,
+/// and the error that stopped the read if one did (a header of a newer version): the blocks
+/// before it went to the sink, as with one reader.
 pub(crate) fn scan<T, F, K>(
     plan: &Plan<'_>,
     bytes: &[u8],
     on_block: F,
     sink: &mut K,
-) -> Result<Report>
+) -> Result<(Report, Option<Error>)>
 where
     T: Default + Send,
     F: Fn(&mut T, &Block<'_>) + Sync,
@@ -265,8 +267,12 @@ where
                 let part = read_part(value, &mut reader, first, &on_block);
                 first = false;
                 let last = part.last;
-                if merged.take(part, sink)?.is_break() {
-                    return merged.finish(bytes.len(), sink);
+                match merged.take(part, sink) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => {
+                        return Ok((merged.finish(bytes.len(), sink)?, None))
+                    }
+                    Err(e) => return Ok((merged.finish(bytes.len(), sink)?, Some(e))),
                 }
                 spare = sink.recycle();
                 if last {
@@ -274,7 +280,7 @@ where
                 }
             }
         }
-        return merged.finish(bytes.len(), sink);
+        return Ok((merged.finish(bytes.len(), sink)?, None));
     }
 
     // Parts waiting for the calling thread, at most (and two more of the range it takes).
@@ -289,7 +295,7 @@ where
     let changed = Condvar::new();
     let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
     let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
-    let outcome = std::thread::scope(|scope| {
+    let stopped = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
@@ -329,7 +335,7 @@ where
                 })
             })
             .collect();
-        let mut outcome = Ok(());
+        let mut stopped = None;
         'ranges: for index in 0..ranges.len() {
             for seq in 0.. {
                 let part = {
@@ -361,7 +367,7 @@ where
                     Ok(ControlFlow::Continue(())) => {}
                     Ok(ControlFlow::Break(())) => break 'ranges,
                     Err(e) => {
-                        outcome = Err(e);
+                        stopped = Some(e);
                         break 'ranges;
                     }
                 }
@@ -382,10 +388,9 @@ where
                 std::panic::resume_unwind(panic);
             }
         }
-        outcome
+        stopped
     });
-    outcome?;
-    merged.finish(bytes.len(), sink)
+    Ok((merged.finish(bytes.len(), sink)?, stopped))
 }
 
 /// The report of the ranges taken so far.

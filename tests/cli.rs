@@ -1113,6 +1113,34 @@ fn a_max_block_size_too_small_for_every_block_says_so() {
     assert!(stderr(&out).contains("raise it"), "{}", stderr(&out));
 }
 
+/// A header of a newer version stops recovery there: what came before is recovered (exit 3,
+/// one line saying where it stopped); a file that is newer from its start is refused (exit 1).
+#[test]
+fn recover_stops_at_a_newer_version() {
+    let dir = scratch("recover-newer");
+    let v2 = std::fs::read(root().join("spec/vectors/version-2.cobs")).unwrap();
+    let both = dir.join("both.cobs");
+    let mut bytes = std::fs::read(root().join("spec/vectors/one-record.cobs")).unwrap();
+    bytes.extend(&v2[1..]);
+    std::fs::write(&both, &bytes).unwrap();
+    let out = dir.join("out.cobs");
+    let run_recover =
+        |input: &std::path::Path| run(bin().arg("recover").arg(input).arg("-o").arg(&out), b"");
+    let recovered = run_recover(&both);
+    assert_eq!(recovered.status.code(), Some(3), "{}", stderr(&recovered));
+    assert!(
+        stderr(&recovered).contains("format version 2"),
+        "{}",
+        stderr(&recovered)
+    );
+    let cat = run(bin().arg("cat").arg(&out), b"");
+    assert_eq!(cat.stdout, b"hello\n");
+    std::fs::remove_file(&out).unwrap();
+    let refused = run_recover(&root().join("spec/vectors/version-2.cobs"));
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(!out.exists());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pipes: `pack --atomic-pipe` and `pack --pipe-buffer`.
 

@@ -1154,8 +1154,9 @@ fn empty_and_header_only_inputs() {
     }
 }
 
-/// A header declaring a newer version stops recovery with an error, also after intact
-/// version 1 blocks (what follows cannot be checked); verify stops alike.
+/// A header declaring a newer version stops recovery where it stops any reader (spec 8.1 and
+/// 9.5): the blocks before it are recovered into a finished, clean file, nothing after it is
+/// read, and the recovery says where it stopped; verify stops alike, with an error.
 #[test]
 fn a_newer_version_stops_recovery() {
     let v1 = Plan {
@@ -1170,12 +1171,20 @@ fn a_newer_version_stops_recovery() {
         &raw_block(3, &data_payload(&[b"after"])),
     ]
     .concat();
-    for input in [v2.clone(), [&v1[..], &v2[..]].concat()] {
+    for (input, before) in [
+        (v2.clone(), Vec::<Vec<u8>>::new()),
+        ([&v1[..], &v2[..]].concat(), vec![b"before".to_vec()]),
+    ] {
         let mut out = Vec::new();
-        match cobsfile::recover(&input, &ReaderBuilder::new(), &mut out) {
-            Err(cobsfile::Error::UnsupportedVersion { version: 2, .. }) => {}
-            other => panic!("{other:?}"),
-        }
+        let recovery = cobsfile::recover(&input, &ReaderBuilder::new(), &mut out).unwrap();
+        let newer = recovery.newer_version.expect("stopped at the newer header");
+        assert_eq!(newer.version, 2);
+        assert_eq!(newer.offset, input.len() as u64 - v2.len() as u64);
+        assert!(!recovery.is_lossless());
+        let (records, errors) = ReaderBuilder::new().from_slice(&out).read_all();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(records, before);
+        assert!(ReaderBuilder::new().verify(&out).unwrap().is_clean());
         match cobsfile::verify(&mut ReaderBuilder::new().from_slice(&input)) {
             Err(cobsfile::Error::UnsupportedVersion { version: 2, .. }) => {}
             other => panic!("{other:?}"),

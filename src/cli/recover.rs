@@ -66,6 +66,19 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         Err(other) => return Err(Failure::at(&name, other)),
     };
     not_a_cobsfile(&name, &recovery.report)?;
+    if let Some(newer) = recovery.newer_version {
+        // Nothing before the newer header: there is nothing to recover with this version.
+        if recovery.report.blocks.total() == 0 && recovery.report.damaged.is_empty() {
+            return Err(Failure::at(
+                &name,
+                cobsfile::Error::UnsupportedVersion {
+                    offset: newer.offset,
+                    version: newer.version,
+                    supported: cobsfile::FORMAT_VERSION,
+                },
+            ));
+        }
+    }
     pending
         .persist(&args.output)
         .map_err(|e| Failure::at(&out_name, e))?;
@@ -95,6 +108,16 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
              reader was not given, or a codec it does not know) and are not in {out_name}; \
              recover again with --dict to keep them"
         );
+    }
+    if let Some(newer) = recovery.newer_version {
+        eprintln!(
+            "cobsfile: {name}: stopped at offset {}: a header of format version {} (this reader \
+             reads up to {}); what follows it is not in {out_name}",
+            newer.offset,
+            newer.version,
+            cobsfile::FORMAT_VERSION
+        );
+        return Ok(Outcome::Damaged);
     }
     Ok(outcome(report))
 }
