@@ -390,30 +390,24 @@ fn a_zero_filled_tail_cut_by_an_appender_is_dropped_without_a_report() {
     // Zeros where a crash left an extent allocated but unwritten: damage the follower has not
     // reported yet, since it runs to the end. Cutting it is a cut tail, not a truncation, so
     // the records before it are not read again.
-    let dir = Scratch::new("cut-zeros");
-    let path = dir.path("log.cobs");
-    let mut bytes = file_of(&["before"]);
-    bytes.extend_from_slice(&[0; 4096]);
-    std::fs::write(&path, &bytes).unwrap();
-    let mut follower = Follower::open(&path).unwrap();
-    assert_eq!(take(&mut follower, 1), records(["before".into()]));
-    assert_eq!(ready(&mut follower), []);
-
-    append_alone(&path, 3);
-    assert_eq!(
-        take(&mut follower, 3),
-        records((0..3).map(|i| format!("after {i}")))
-    );
+    a_tail_cut_by_an_appender_is_dropped_without_a_report("cut-zeros", &[0; 4096]);
 }
 
 #[test]
 fn a_torn_tail_after_padding_cut_by_an_appender_is_dropped_without_a_report() {
     // An appender's block is fenced by its own sync byte: torn, it leaves that byte after the
     // last block's closing one, and the cut takes it too.
-    let dir = Scratch::new("cut-fenced");
+    let torn = &fenced_block(&"x".repeat(1000))[..600];
+    a_tail_cut_by_an_appender_is_dropped_without_a_report("cut-fenced", torn);
+}
+
+/// A log of one record and `tail` after it, followed; an appender alone on it cuts the tail
+/// and appends three records, which the follower returns, with nothing reported for the tail.
+fn a_tail_cut_by_an_appender_is_dropped_without_a_report(name: &str, tail: &[u8]) {
+    let dir = Scratch::new(name);
     let path = dir.path("log.cobs");
     let mut bytes = file_of(&["before"]);
-    bytes.extend_from_slice(&fenced_block(&"x".repeat(1000))[..600]);
+    bytes.extend_from_slice(tail);
     std::fs::write(&path, &bytes).unwrap();
     let mut follower = Follower::open(&path).unwrap();
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
