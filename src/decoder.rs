@@ -16,8 +16,8 @@
 //!   hold more than [`Decoder::max_window`] bytes.
 //! - [`Step::NeedDictionaries`]: a range read (9.4) met a block that needs a dictionary it does
 //!   not know, or a dictionary of its own: the dictionaries embedded before the range come
-//!   first, so the driver hands over the bytes before it ([`Decoder::add_dictionaries_before`])
-//!   and calls again.
+//!   first, so the driver hands over the input from its start
+//!   ([`Decoder::add_dictionaries_before`]) and calls again.
 //! - [`Step::Stopped`]: a header of a newer format version (8.1); nothing more is read.
 //! - [`Step::End`]: the input (or the range) ends here.
 //!
@@ -213,8 +213,8 @@ pub enum Step {
         /// The first byte the decoder still needs.
         from: u64,
     },
-    /// Call [`Decoder::add_dictionaries_before`] with the input's bytes before `before`, then
-    /// call again.
+    /// Call [`Decoder::add_dictionaries_before`] with the input from its start, at least up
+    /// to `before`, then call again.
     NeedDictionaries {
         /// The offset the bytes to search end at (exclusive).
         before: u64,
@@ -473,20 +473,23 @@ impl Decoder {
         Step::Block(info)
     }
 
-    /// Adds the dictionaries that the blocks in `bytes` (the input before a range read's first
-    /// sync byte, and that byte) embed, found as a full read finds them, to those this decoder
-    /// knows, ahead of any of its own (once; later calls do nothing).
+    /// Adds the dictionaries that the blocks before a range read's first sync byte (and ending
+    /// at it) embed, found as a full read finds them, to those this decoder knows, ahead of any
+    /// of its own (once; later calls do nothing). `bytes` is the input from its first byte, at
+    /// least up to the offset [`Step::NeedDictionaries`] named; only that much of it is read.
     ///
     /// The search checks every frame in full: a skipping scan (spec 9.3) could jump over a
     /// dictionary block along a damaged length that lands on a later sync byte, and the range
     /// would then lose blocks a full read returns. It decodes dictionary blocks only.
     pub fn add_dictionaries_before(&mut self, bytes: &[u8]) {
-        if self.prefix.take().is_none() {
+        let Some(end) = self.prefix_end() else {
             return;
-        }
+        };
+        self.prefix = None;
+        let end = usize::try_from(end).map_or(bytes.len(), |end| end.min(bytes.len()));
         let mut search = Decoder::new(self.limits).collecting();
         let input = Input {
-            bytes,
+            bytes: &bytes[..end],
             offset: 0,
             end: true,
         };
@@ -702,11 +705,8 @@ impl Decoder {
     /// Forgets everything read past the resume point, pending damage included, and goes back
     /// there; returns it (a follower's file cut back, spec 9.7).
     pub(crate) fn restart_at_resume(&mut self) -> u64 {
-        self.at = self.resume;
         self.damage = None;
-        self.zero_free = None;
-        self.ready = None;
-        self.current = None;
+        self.rewind(self.resume);
         self.resume
     }
 

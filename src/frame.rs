@@ -69,6 +69,15 @@ pub(crate) fn next_sync(buf: &[u8], from: usize) -> usize {
     memchr(0, &buf[from..]).map_or(buf.len(), |i| from + i)
 }
 
+/// Where a range read of `bytes` from `start` begins (spec 9.4): offset 0 for a range from the
+/// start, else the first 0x00 at or after `start` (the input's end if there is none).
+pub(crate) fn range_start(bytes: &[u8], start: u64) -> u64 {
+    match usize::try_from(start).map_or(bytes.len(), |s| s.min(bytes.len())) {
+        0 => 0,
+        start => next_sync(bytes, start) as u64,
+    }
+}
+
 /// Scans the window `buf`, whose first byte is at absolute offset `base`, at `pos`: normally a
 /// sync byte, or the start of the input. `eof` says no bytes follow the window; `limit` caps
 /// the length field. `searched` is an index up to which the caller knows the window holds no

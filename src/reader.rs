@@ -194,11 +194,7 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn from_slice_range<'a>(&self, bytes: &'a [u8], range: Range<u64>) -> SliceReader<'a> {
-        let start = usize::try_from(range.start).map_or(bytes.len(), |s| s.min(bytes.len()));
-        let first_sync = match start {
-            0 => 0,
-            _ => frame::next_sync(bytes, start) as u64,
-        };
+        let first_sync = frame::range_start(bytes, range.start);
         let decoder = Decoder::range(self.limits, first_sync, range.end);
         let decoder = self.equip(decoder, self.threads > 1);
         Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
@@ -472,20 +468,18 @@ impl<S: Source> Reader<S> {
                         }
                     }
                 }
-                Step::NeedDictionaries { before } => self.add_dictionaries_before(before),
+                Step::NeedDictionaries { .. } => self.add_dictionaries_before(),
                 Step::End => return None,
                 step => return Some(step),
             }
         }
     }
 
-    /// Hands the decoder the bytes before `before` to search for dictionaries (a range read;
-    /// only slices start ranges past their first byte).
-    fn add_dictionaries_before(&mut self, before: u64) {
-        let window = self.src.window();
-        let end = usize::try_from(before.saturating_sub(self.src.base()))
-            .map_or(window.len(), |end| end.min(window.len()));
-        self.decoder.add_dictionaries_before(&window[..end]);
+    /// Hands the decoder the input from its start to search for dictionaries before its
+    /// range (only slices, which hold the input from its first byte, start ranges past it).
+    fn add_dictionaries_before(&mut self) {
+        debug_assert_eq!(self.src.base(), 0, "a range read over a slice");
+        self.decoder.add_dictionaries_before(self.src.window());
     }
 
     /// The next step of a full read with blocks decoded by worker threads: the decoder scans
@@ -498,8 +492,8 @@ impl<S: Source> Reader<S> {
         }
         if self.decoders.is_none() {
             // The dictionaries before a range come first, as on one thread.
-            if let Some(before) = self.decoder.prefix_end() {
-                self.add_dictionaries_before(before);
+            if self.decoder.prefix_end().is_some() {
+                self.add_dictionaries_before();
             }
             match Decoders::new(self.threads, &self.decoder, self.decoder.position()) {
                 Ok(decoders) => self.decoders = Some(Box::new(decoders)),

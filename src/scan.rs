@@ -85,11 +85,7 @@ pub(crate) struct RangeRead<'a> {
 impl<'a> RangeRead<'a> {
     /// The read of the blocks of `bytes` that open in `range`.
     pub(crate) fn new(plan: &Plan<'_>, bytes: &'a [u8], range: std::ops::Range<u64>) -> Self {
-        let start = usize::try_from(range.start).map_or(bytes.len(), |s| s.min(bytes.len()));
-        let first_sync = match start {
-            0 => 0,
-            _ => frame::next_sync(bytes, start) as u64,
-        };
+        let first_sync = frame::range_start(bytes, range.start);
         RangeRead {
             bytes,
             decoder: (plan.decoder)(first_sync, range.end),
@@ -107,11 +103,7 @@ impl<'a> RangeRead<'a> {
             match self.decoder.step(input, Want::Blocks) {
                 Step::Block(_) => return Some(Ok(self.decoder.block().expect("announced"))),
                 Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
-                Step::NeedDictionaries { before } => {
-                    let end = usize::try_from(before)
-                        .map_or(self.bytes.len(), |b| b.min(self.bytes.len()));
-                    self.decoder.add_dictionaries_before(&self.bytes[..end]);
-                }
+                Step::NeedDictionaries { .. } => self.decoder.add_dictionaries_before(self.bytes),
                 // A slice is the whole input.
                 Step::NeedInput { .. } | Step::End => return None,
             }

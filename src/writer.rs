@@ -221,14 +221,8 @@ impl WriterBuilder {
             out: Vec::new(),
         };
         if writer.options.header {
-            let start = block::encode(
-                types::HEADER,
-                &block::header_payload(),
-                None,
-                &mut writer.out,
-            )?;
-            writer.out[start - 1] = 0;
-            writer.write_out(start - 1, 0)?;
+            writer.out = block::file_start();
+            writer.write_out(0, 0)?;
         }
         if let Some(dictionary) = embed {
             // Compressed (without a dictionary, which the reader does not have yet).
