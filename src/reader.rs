@@ -451,12 +451,7 @@ impl<S: Source> Reader<S> {
             }
         }
         loop {
-            let input = Input {
-                bytes: self.src.window(),
-                offset: self.src.base(),
-                end: self.src.at_eof(),
-            };
-            match self.decoder.step(input, want) {
+            match self.decoder.step(input(&self.src), want) {
                 Step::NeedInput { from } => {
                     let keep = (from - self.src.base()) as usize;
                     match self.src.refill(keep, self.decoder.max_window()) {
@@ -504,12 +499,7 @@ impl<S: Source> Reader<S> {
             }
         }
         let mut decoders = self.decoders.take().expect("started");
-        let input = Input {
-            bytes: self.src.window(),
-            offset: self.src.base(),
-            end: self.src.at_eof(),
-        };
-        let step = decoders.next(&mut self.decoder, input);
+        let step = decoders.next(&mut self.decoder, input(&self.src));
         // After a newer version's header nothing more is read: let the threads go.
         if !self.decoder.is_stopped() {
             self.decoders = Some(decoders);
@@ -755,6 +745,16 @@ fn seek<'a>(
             BlockKind::Index if info.offset == index.offset() => return Some(from_target()),
             _ => {}
         }
+    }
+}
+
+/// What `src` holds, for the decoder: its window, where the window starts, and whether the
+/// input ends with it.
+fn input<S: Source>(src: &S) -> Input<'_> {
+    Input {
+        bytes: src.window(),
+        offset: src.base(),
+        end: src.at_eof(),
     }
 }
 
