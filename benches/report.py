@@ -87,14 +87,14 @@ def main():
                  "mcap RawMessageStream", "faster peer", "cobsfile / faster peer",
                  "cobsfile / mcap raw"], rows))
 
-    print("\n### block_size (cobsfile, slice reader)\n")
+    print("\n### block_target (cobsfile, slice reader)\n")
     sizes = ["64KiB", "128KiB", "256KiB", "512KiB", "1024KiB"]
     rows = []
     for s in sizes:
         row = [s]
         for c in ["small-json", "large-json"]:
             for op in ["write", "read"]:
-                v, base = g(f"block_size/{op}/{c}/{s}"), g(f"block_size/{op}/{c}/256KiB")
+                v, base = g(f"block_target/{op}/{c}/{s}"), g(f"block_target/{op}/{c}/256KiB")
                 row.append(f"{fmt(v)} ({ratio(v, base)})" if v else "–")
         rows.append(row)
     print(table(["block size", "write small-json", "read small-json", "write large-json",

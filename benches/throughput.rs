@@ -16,7 +16,7 @@
 //!   and through `Value`) vs mcap (uncompressed chunks, one channel), all into a reused `Vec`;
 //! - `read`: every record of an in-memory file, its length summed: cobsfile (slice and
 //!   streaming readers), avro `Reader`, mcap `MessageStream` and `RawMessageStream`;
-//! - `block_size`: cobsfile write and read at block sizes from 64 KiB to 1 MiB.
+//! - `block_target`: cobsfile write and read at block targets from 64 KiB to 1 MiB.
 
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -40,7 +40,7 @@ use corpus::{Corpus, Kind};
 /// What one block's COBS body covers by default.
 const COBS_CHUNK: usize = 256 * 1024;
 
-/// Block sizes compared in the `block_size` group.
+/// Block targets compared in the `block_target` group.
 const BLOCK_SIZES: [usize; 5] = [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20];
 
 /// The corpus `kind`, generated on first use and checked once.
@@ -82,10 +82,10 @@ fn configure(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, c
 // ---------------------------------------------------------------------------------------------
 // Writers and readers under test
 
-fn write_cobsfile(c: &Corpus, block_size: usize, buf: &mut Vec<u8>) {
+fn write_cobsfile(c: &Corpus, block_target: usize, buf: &mut Vec<u8>) {
     buf.clear();
     let mut w = WriterBuilder::new()
-        .block_size(block_size)
+        .block_target(block_target)
         .build(&mut *buf)
         .expect("header");
     for r in c.records() {
@@ -287,7 +287,7 @@ fn bench_read(cr: &mut Criterion) {
 }
 
 fn bench_block_size(cr: &mut Criterion) {
-    let mut group = cr.benchmark_group("block_size");
+    let mut group = cr.benchmark_group("block_target");
     group.sampling_mode(SamplingMode::Flat);
     for kind in [Kind::SmallJson, Kind::LargeJson] {
         let c = corpus(kind);

@@ -41,7 +41,9 @@ use std::time::Duration;
 
 use apache_avro::ZstandardSettings;
 use apache_avro::{Codec, Schema};
-use cobsfile::{varint, BlockKind, Compression, ReaderBuilder, WriterBuilder, DEFAULT_BLOCK_SIZE};
+use cobsfile::{
+    varint, BlockType, Compression, ReaderBuilder, WriterBuilder, DEFAULT_BLOCK_TARGET,
+};
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput};
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx};
 
@@ -188,7 +190,7 @@ fn block_records(c: &Corpus) -> Vec<Range<usize>> {
     let mut start = 0;
     while let Some(block) = reader.next_block() {
         let block = block.expect("intact");
-        if block.info().kind == BlockKind::Data {
+        if block.info().block_type == BlockType::Data {
             let end = start + block.info().items.expect("count") as usize;
             blocks.push(start..end);
             start = end;
@@ -287,7 +289,7 @@ fn raw_frames<'a>(
 ) -> (Vec<u8>, Vec<Range<usize>>) {
     let mut frames = Vec::new();
     let mut ranges = Vec::new();
-    let mut frame = Vec::with_capacity(zstd_safe::compress_bound(2 * DEFAULT_BLOCK_SIZE));
+    let mut frame = Vec::with_capacity(zstd_safe::compress_bound(2 * DEFAULT_BLOCK_TARGET));
     for chunk in chunks {
         frame.clear();
         cctx.compress2(&mut frame, chunk).expect("compress");
@@ -315,11 +317,11 @@ fn avro_codec() -> Codec {
     Codec::Zstandard(ZstandardSettings::new(LEVEL as u8))
 }
 
-/// Avro with its Zstandard codec at `LEVEL`, in blocks of `block_size` bytes (`None`: its
+/// Avro with its Zstandard codec at `LEVEL`, in blocks of `block_target` bytes (`None`: its
 /// default, 16,000), through `append_ser` (no copy before the encoder).
-fn write_avro(c: &Corpus, schema: &Schema, block_size: Option<usize>, buf: &mut Vec<u8>) {
+fn write_avro(c: &Corpus, schema: &Schema, block_target: Option<usize>, buf: &mut Vec<u8>) {
     buf.clear();
-    let mut w = match block_size {
+    let mut w = match block_target {
         None => apache_avro::Writer::with_codec(schema, &mut *buf, avro_codec()),
         Some(size) => apache_avro::Writer::builder()
             .schema(schema)
@@ -413,7 +415,7 @@ fn cobsfile_variant_sizes(c: &Corpus, group: &str) {
     let zstd = Compression::zstd(LEVEL).expect("level");
     let mut buf = Vec::new();
     for (label, size) in [("512KiB", 512 << 10), ("1MiB", 1 << 20)] {
-        let builder = WriterBuilder::new().compression(zstd).block_size(size);
+        let builder = WriterBuilder::new().compression(zstd).block_target(size);
         write_cobsfile_with(c, builder, &mut buf);
         record_size(
             &format!("{group}/cobsfile-{label}/{name}"),
@@ -455,7 +457,7 @@ fn bench_write(cr: &mut Criterion) {
         });
 
         let mut cctx = raw_cctx(LEVEL);
-        let mut frame = Vec::with_capacity(zstd_safe::compress_bound(2 * DEFAULT_BLOCK_SIZE));
+        let mut frame = Vec::with_capacity(zstd_safe::compress_bound(2 * DEFAULT_BLOCK_TARGET));
         let mut chunks = None;
         timed_write(&mut group, NAME, ("raw-zstd", name), c.bytes(), || {
             let chunks = chunks.get_or_insert_with(|| block_chunks(c));
@@ -507,7 +509,7 @@ fn bench_write(cr: &mut Criterion) {
         timed_write(&mut group, NAME, ("avro", name), c.bytes(), || {
             if std::mem::take(&mut once) {
                 // Size only: Avro with cobsfile's block size.
-                write_avro(c, &schema, Some(DEFAULT_BLOCK_SIZE), &mut buf);
+                write_avro(c, &schema, Some(DEFAULT_BLOCK_TARGET), &mut buf);
                 record_size(&format!("{NAME}/avro-256KiB/{name}"), c.bytes(), buf.len());
             }
             write_avro(c, &schema, None, &mut buf);
@@ -519,7 +521,7 @@ fn bench_write(cr: &mut Criterion) {
         timed_write(&mut group, NAME, ("mcap", name), c.bytes(), || {
             if std::mem::take(&mut once) {
                 // Size only: MCAP with cobsfile's block size.
-                let out = write_mcap(c, Some(DEFAULT_BLOCK_SIZE as u64), Vec::new());
+                let out = write_mcap(c, Some(DEFAULT_BLOCK_TARGET as u64), Vec::new());
                 record_size(&format!("{NAME}/mcap-256KiB/{name}"), c.bytes(), out.len());
             }
             let out = write_mcap(c, None, mcap_buf.take().unwrap_or_default());
@@ -558,7 +560,7 @@ fn bench_read(cr: &mut Criterion) {
             let chunks = block_chunks(c);
             let (frames, ranges) =
                 raw_frames(chunks.iter().map(|r| &c.data[r.clone()]), raw_cctx(LEVEL));
-            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_SIZE);
+            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_TARGET);
             (frames, ranges, DCtx::create(), out)
         };
         timed_read(&mut group, ("raw-zstd", name), total, raw, |input| {
@@ -570,7 +572,7 @@ fn bench_read(cr: &mut Criterion) {
             let (frames, ranges) = raw_frames(payloads.iter().map(|p| &p[..]), raw_cctx(LEVEL));
             // What the readers count: record bytes, not the lengths in the payloads.
             let framing = payloads.iter().map(Vec::len).sum::<usize>() - total;
-            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_SIZE);
+            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_TARGET);
             (frames, ranges, DCtx::create(), out, framing)
         };
         timed_read(
@@ -587,7 +589,7 @@ fn bench_read(cr: &mut Criterion) {
             let payloads = block_payloads(c, false);
             let (frames, ranges) = raw_frames(payloads.iter().map(|p| &p[..]), large_table_cctx());
             let framing = payloads.iter().map(Vec::len).sum::<usize>() - total;
-            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_SIZE);
+            let out = Vec::with_capacity(2 * DEFAULT_BLOCK_TARGET);
             (frames, ranges, DCtx::create(), out, framing)
         };
         let id = ("raw-zstd-payload-large-table", name);

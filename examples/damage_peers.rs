@@ -42,7 +42,7 @@ use std::process::{Command, Stdio};
 
 use apache_avro::types::Value;
 use apache_avro::{Codec, Schema, ZstandardSettings};
-use cobsfile::{BlockKind, Compression, ReaderBuilder, WriterBuilder};
+use cobsfile::{BlockType, Compression, ReaderBuilder, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
@@ -141,7 +141,7 @@ fn cobsfile_units(file: &[u8]) -> Vec<(Range<usize>, Range<usize>)> {
     let mut reader = ReaderBuilder::new().from_slice(file);
     for info in reader.blocks() {
         let info = info.expect("undamaged file");
-        if info.kind == BlockKind::Data {
+        if info.block_type == BlockType::Data {
             let n = info.items.expect("record count") as usize;
             let start = info.offset as usize;
             units.push((start..start + info.size as usize + 1, next..next + n));

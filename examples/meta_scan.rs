@@ -125,7 +125,7 @@ mod bench {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use cobsfile::{BlockKind, Error, MappedFile, WriterBuilder};
+    use cobsfile::{BlockType, Error, MappedFile, WriterBuilder};
 
     use crate::os;
 
@@ -166,7 +166,7 @@ mod bench {
         let partial = path.with_extension("partial");
         let out = File::create(&partial).expect("create");
         let mut writer = WriterBuilder::new()
-            .block_size(BLOCK)
+            .block_target(BLOCK)
             .build(out)
             .expect("writer");
         let mut rng = Rng(42);
@@ -362,15 +362,15 @@ mod bench {
         let metadata = blocks
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.kind == BlockKind::Metadata)
+            .filter(|(_, b)| b.block_type == BlockType::Metadata)
             .nth(metadata_index)
             .expect("metadata block")
             .0;
         let victim = &blocks[metadata - 1];
         let body_victim = &blocks[metadata + 10];
         assert_eq!(
-            (victim.kind, body_victim.kind),
-            (BlockKind::Data, BlockKind::Data)
+            (victim.block_type, body_victim.block_type),
+            (BlockType::Data, BlockType::Data)
         );
         // Type 3 is one varint byte; the 4-byte length field follows. Flip its second byte.
         let flips = [victim.offset + 3, body_victim.offset + body_victim.size / 2];

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cobsfile::{
-    cobs, varint, Appender, AppenderBuilder, BlockKind, Cause, Compression, Dictionary, Durability,
-    Error, Index, ReaderBuilder, ScanSink, WriterBuilder,
+    cobs, varint, Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability,
+    Error, Index, RangeSink, ReaderBuilder, WriterBuilder,
 };
 
 // The tests' temporary file, shared by path: the harness depends on std and the library only.
@@ -68,7 +68,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// scan reports damage inside the input, and the mapped reader and a reader on 2 threads see
 /// exactly what it sees.
 pub fn read_slice(data: &[u8]) {
-    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let (summary, peak) = measure(|| summarize(&mut options.from_slice(data)));
     let bound = 4 * SLICE_MAX_BLOCK + SLACK;
     assert!(
@@ -117,7 +117,7 @@ pub fn read_slice(data: &[u8]) {
 /// the slice reader's records, as many damaged ranges, each inside the input, and its window
 /// and peak memory stay under the bounds its block limit sets, however long the input.
 pub fn read_stream(data: &[u8]) {
-    let options = ReaderBuilder::new().max_block_size(STREAM_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(STREAM_MAX_BLOCK);
     let (slice_records, slice_errors) = options.from_slice(data).read_all();
     let window = 2 * STREAM_MAX_BLOCK + READ_CHUNK + 64;
     let seed = fnv(data);
@@ -156,7 +156,7 @@ pub fn block(data: &[u8]) {
     framed.push(0);
     framed.extend_from_slice(data);
     framed.push(0);
-    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let items = block_items(&mut options.from_slice_range(&framed, 0..1));
     for (i, item) in items.iter().enumerate() {
         match item {
@@ -294,7 +294,7 @@ pub fn zstd(data: &[u8]) {
     let mut input = Unstructured(data);
     let flags = input.u8();
     let level = i32::from(input.u8() % 10) - 2; // -2..=7: fast enough to fuzz
-    let block_size = 64 + usize::from(input.u16()) % 4096;
+    let block_target = 64 + usize::from(input.u16()) % 4096;
     let dictionary = (flags & 1 != 0).then(|| {
         let len = 8 + usize::from(input.u8());
         Dictionary::new(input.bytes(len).to_vec())
@@ -303,7 +303,7 @@ pub fn zstd(data: &[u8]) {
     let records = input.records(64, 2048);
 
     let mut builder = WriterBuilder::new()
-        .block_size(block_size)
+        .block_target(block_target)
         .compression(Compression::zstd(level).expect("a valid level"))
         .index(flags & 4 != 0);
     if let Some(d) = &dictionary {
@@ -384,7 +384,7 @@ pub fn append_after_garbage(data: &[u8]) {
     let starts_with_header = starts_with_header(&before);
     let opened = AppenderBuilder::new()
         .durability(Durability::Flush)
-        .block_size(256)
+        .block_target(256)
         .open(&file.0);
     let mut log = match opened {
         Ok(log) => log,
@@ -428,7 +428,7 @@ pub fn append_after_garbage(data: &[u8]) {
 /// clean, recovers to itself byte for byte, and holds the records a full read of the input
 /// returns, in order.
 pub fn recover(data: &[u8]) {
-    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let mut out = Vec::new();
     // Recovery never fails on its input: a newer version's header stops it there (spec 9.5),
     // where a full read stops too.
@@ -478,7 +478,7 @@ pub fn scan(data: &[u8]) {
         [a, rest @ ..] => (1 + u64::from(*a), rest),
         [] => (1, data),
     };
-    let single = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let single = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let threaded = single.clone().threads(2).min_split(split);
     let expected = match cobsfile::verify(&mut single.from_slice(bytes)) {
         Ok(mut report) => {
@@ -499,7 +499,7 @@ pub fn scan(data: &[u8]) {
     }
     let mut sink = Collect::default();
     let report = threaded
-        .scan(
+        .read_ranges(
             bytes,
             |records: &mut Vec<Vec<u8>>, block| records.extend(block.records().map(<[u8]>::to_vec)),
             &mut sink,
@@ -531,9 +531,9 @@ pub fn scan(data: &[u8]) {
 pub fn damage(data: &[u8]) {
     let mut input = Unstructured(data);
     let flags = input.u8();
-    let block_size = 32 + usize::from(input.u16()) % 2048;
+    let block_target = 32 + usize::from(input.u16()) % 2048;
     let mut builder = WriterBuilder::new()
-        .block_size(block_size)
+        .block_target(block_target)
         .index(flags & 1 != 0);
     if flags & 2 != 0 {
         builder = builder.compression(Compression::zstd(1).expect("level 1"));
@@ -556,7 +556,7 @@ pub fn damage(data: &[u8]) {
         }
     }
     let clean = writer.finish().expect("finish");
-    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let written: Vec<BlockItem> = block_items(&mut options.from_slice(&clean))
         .into_iter()
         .map(|i| i.expect("a file just written reads clean"))
@@ -708,7 +708,7 @@ pub fn seek(data: &[u8]) {
         [a, b, rest @ ..] => (u64::from(u16::from_le_bytes([*a, *b])), rest),
         _ => (0, data),
     };
-    let options = ReaderBuilder::new().max_block_size(SLICE_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
     let (records, _) = options.from_slice(bytes).read_all();
     check_seek(bytes, &options, record, &records);
     if let Some(index) = Index::find(bytes) {
@@ -766,7 +766,7 @@ pub fn follow(data: &[u8]) {
         name.push(".1");
         PathBuf::from(name)
     });
-    let options = ReaderBuilder::new().max_block_size(STREAM_MAX_BLOCK);
+    let options = ReaderBuilder::new().max_body_size(STREAM_MAX_BLOCK);
     let mut follower = cobsfile::FollowerBuilder::new()
         .reader(options.clone())
         .open(&path)
@@ -959,7 +959,7 @@ impl Stream {
             let mut blocks = self.reader.from_slice(&self.bytes[self.start..=close]);
             while let Some(item) = blocks.next_block() {
                 match item {
-                    Ok(block) if block.info().kind == BlockKind::Dictionary => {
+                    Ok(block) if block.info().block_type == BlockType::Dictionary => {
                         reader = reader.dictionary(Dictionary::new(block.payload().to_vec()));
                     }
                     _ => {}
@@ -1030,7 +1030,7 @@ impl Stream {
 struct BlockItem {
     offset: u64,
     size: u64,
-    kind: BlockKind,
+    block_type: BlockType,
     payload: Vec<u8>,
     records: Vec<Vec<u8>>,
     entries: Vec<(String, Vec<u8>)>,
@@ -1046,7 +1046,7 @@ fn block_items<S: cobsfile::Source>(
             BlockItem {
                 offset: b.info().offset,
                 size: b.info().size,
-                kind: b.info().kind,
+                block_type: b.info().block_type,
                 payload: b.payload().to_vec(),
                 records: b.records().map(<[u8]>::to_vec).collect(),
                 entries: b
@@ -1124,12 +1124,12 @@ fn rewrite_and_compare(b: &BlockItem) {
         .index(false)
         .build(Vec::new())
         .expect("build");
-    let wrote = match b.kind {
-        BlockKind::Data => b.records.iter().all(|r| writer.write_record(r).is_ok()),
+    let wrote = match b.block_type {
+        BlockType::Data => b.records.iter().all(|r| writer.write_record(r).is_ok()),
         // A damaged-looking but CRC-clean file may repeat a key, which writers refuse.
-        BlockKind::Metadata => writer.write_metadata(b.entries.clone()).is_ok(),
-        BlockKind::Unknown(id) => writer.write_raw_block(id, &b.payload).is_ok(),
-        BlockKind::Header => {
+        BlockType::Metadata => writer.write_metadata(b.entries.clone()).is_ok(),
+        BlockType::Unknown(id) => writer.write_raw_block(id, &b.payload).is_ok(),
+        BlockType::Header => {
             assert_eq!(b.version, Some(cobsfile::FORMAT_VERSION));
             return;
         }
@@ -1143,13 +1143,13 @@ fn rewrite_and_compare(b: &BlockItem) {
     let items: Vec<BlockItem> = items
         .into_iter()
         .map(|i| i.expect("a file just written reads clean"))
-        .filter(|i| i.kind != BlockKind::Header)
+        .filter(|i| i.block_type != BlockType::Header)
         .collect();
     let records: Vec<&Vec<u8>> = items.iter().flat_map(|i| &i.records).collect();
     let entries: Vec<&(String, Vec<u8>)> = items.iter().flat_map(|i| &i.entries).collect();
-    match b.kind {
-        BlockKind::Data => assert!(records.iter().copied().eq(&b.records), "records differ"),
-        BlockKind::Metadata => assert!(entries.iter().copied().eq(&b.entries), "entries differ"),
+    match b.block_type {
+        BlockType::Data => assert!(records.iter().copied().eq(&b.records), "records differ"),
+        BlockType::Metadata => assert!(entries.iter().copied().eq(&b.entries), "entries differ"),
         _ => assert_eq!(items[0].payload, b.payload, "payload differs"),
     }
 }
@@ -1247,7 +1247,7 @@ fn starts_with_header(bytes: &[u8]) -> bool {
         .from_slice_range(bytes, 0..1)
         .next_block()
     {
-        Some(Ok(b)) => b.info().kind == BlockKind::Header && b.info().offset == 0,
+        Some(Ok(b)) => b.info().block_type == BlockType::Header && b.info().offset == 0,
         Some(Err(Error::UnsupportedVersion { offset: 0, .. })) => true,
         _ => false,
     }
@@ -1317,7 +1317,7 @@ struct Collect {
     damage: Vec<cobsfile::Damage>,
 }
 
-impl ScanSink<Vec<Vec<u8>>> for Collect {
+impl RangeSink<Vec<Vec<u8>>> for Collect {
     fn part(&mut self, part: Vec<Vec<u8>>) -> ControlFlow<()> {
         self.records.extend(part);
         ControlFlow::Continue(())
@@ -1366,12 +1366,12 @@ impl<'a> Unstructured<'a> {
         let count = usize::from(self.u8()) % (max_count + 1);
         (0..count)
             .map(|i| {
-                let kind = self.u8();
+                let block_type = self.u8();
                 let len = usize::from(self.u16()) % (max_len + 1);
-                match kind % 3 {
+                match block_type % 3 {
                     0 => self.bytes(len.min(64)).to_vec(),
                     1 => vec![self.u8(); len],
-                    _ => format!("{{\"event\":{i},\"kind\":{kind},\"pad\":{len}}}")
+                    _ => format!("{{\"event\":{i},\"kind\":{block_type},\"pad\":{len}}}")
                         .into_bytes()
                         .repeat(1 + len / 64),
                 }

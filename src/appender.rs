@@ -26,10 +26,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::block::BlockKind;
+use crate::block::BlockType;
 use crate::codec::Compression;
 use crate::error::{Error, Result};
-use crate::frame::{self, Check, Scan};
+use crate::frame::{self, Check, Found};
 use crate::mapped::{Lock, MappedFile};
 use crate::reader::ReaderBuilder;
 use crate::writer::{Writer, WriterBuilder};
@@ -40,7 +40,7 @@ use crate::writer::{Writer, WriterBuilder};
 ///
 /// | durability | process killed | power cut (or kernel crash) |
 /// |---|---|---|
-/// | `None` | records in written blocks; the open block (at most `block_size` bytes, at most `max_delay` old) is lost | what the kernel had written back (Linux: dirty pages older than about 30 s) |
+/// | `None` | records in written blocks; the open block (at most `block_target` bytes, at most `max_delay` old) is lost | what the kernel had written back (Linux: dirty pages older than about 30 s) |
 /// | `Flush` | all: each `append` writes its block before returning | as `None` |
 /// | `Fsync` | all | all: each `append` writes its block and `fdatasync`s before returning |
 /// | `Group` | records in written blocks, as `None` with `max_delay` = `interval` | the records below [`Appender::durable`]: each commit writes the open block and `fdatasync`s, at most every `interval` or once `bytes` wait |
@@ -103,15 +103,15 @@ impl AppenderBuilder {
         self
     }
 
-    /// The target size of a data block; see [`WriterBuilder::block_size`].
-    pub fn block_size(mut self, bytes: usize) -> Self {
-        self.writer = self.writer.block_size(bytes);
+    /// The target size of a data block; see [`WriterBuilder::block_target`].
+    pub fn block_target(mut self, bytes: usize) -> Self {
+        self.writer = self.writer.block_target(bytes);
         self
     }
 
-    /// The largest block body; see [`WriterBuilder::max_block_size`].
-    pub fn max_block_size(mut self, bytes: usize) -> Self {
-        self.writer = self.writer.max_block_size(bytes);
+    /// The largest block body; see [`WriterBuilder::max_body_size`].
+    pub fn max_body_size(mut self, bytes: usize) -> Self {
+        self.writer = self.writer.max_body_size(bytes);
         self
     }
 
@@ -696,8 +696,8 @@ fn newer_header(bytes: &[u8]) -> Result<()> {
 /// Whether the frame that opens at `open` is sound (spec 6) and closes at `close`, whatever
 /// its length: no reader limit applies.
 fn sound_frame(bytes: &[u8], open: usize, close: usize) -> bool {
-    let frame = frame::scan(&bytes[..=close], open, 0, true, u64::MAX, Check::Full, 0);
-    matches!(frame, Scan::Frame(f) if f.end == close)
+    let frame = frame::read_at(&bytes[..=close], open, 0, true, u64::MAX, Check::Full, 0);
+    matches!(frame, Found::Frame(f) if f.end == close)
 }
 
 /// The largest torn block an appender completes (copying it to check it): larger ones are
@@ -712,7 +712,9 @@ const MAX_COMPLETED: usize = 64 << 20;
 fn intact_end(bytes: &[u8]) -> Result<u64> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
-        Some(Ok(block)) if block.info().kind == BlockKind::Header && block.info().offset == 0 => {
+        Some(Ok(block))
+            if block.info().block_type == BlockType::Header && block.info().offset == 0 =>
+        {
             block.info().size + 1
         }
         Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),

@@ -47,7 +47,7 @@ pub mod types {
 /// What a block holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum BlockKind {
+pub enum BlockType {
     /// The file header (magic and format version).
     Header,
     /// Metadata: UTF-8 keys with byte values.
@@ -62,28 +62,28 @@ pub enum BlockKind {
     Unknown(i64),
 }
 
-impl BlockKind {
-    /// The kind for a type id.
+impl BlockType {
+    /// The block type for a type id.
     pub fn from_type(id: i64) -> Self {
         match id {
-            types::HEADER => BlockKind::Header,
-            types::METADATA => BlockKind::Metadata,
-            types::DATA => BlockKind::Data,
-            types::DICTIONARY => BlockKind::Dictionary,
-            types::INDEX => BlockKind::Index,
-            other => BlockKind::Unknown(other),
+            types::HEADER => BlockType::Header,
+            types::METADATA => BlockType::Metadata,
+            types::DATA => BlockType::Data,
+            types::DICTIONARY => BlockType::Dictionary,
+            types::INDEX => BlockType::Index,
+            other => BlockType::Unknown(other),
         }
     }
 
-    /// The type id of this kind.
+    /// The type id of this block type.
     pub fn type_id(self) -> i64 {
         match self {
-            BlockKind::Header => types::HEADER,
-            BlockKind::Metadata => types::METADATA,
-            BlockKind::Data => types::DATA,
-            BlockKind::Dictionary => types::DICTIONARY,
-            BlockKind::Index => types::INDEX,
-            BlockKind::Unknown(id) => id,
+            BlockType::Header => types::HEADER,
+            BlockType::Metadata => types::METADATA,
+            BlockType::Data => types::DATA,
+            BlockType::Dictionary => types::DICTIONARY,
+            BlockType::Index => types::INDEX,
+            BlockType::Unknown(id) => id,
         }
     }
 
@@ -91,12 +91,12 @@ impl BlockKind {
     /// `unknown(N)`.
     pub fn name(self) -> String {
         match self {
-            BlockKind::Header => "header".into(),
-            BlockKind::Metadata => "metadata".into(),
-            BlockKind::Data => "data".into(),
-            BlockKind::Dictionary => "dictionary".into(),
-            BlockKind::Index => "index".into(),
-            BlockKind::Unknown(id) => format!("unknown({id})"),
+            BlockType::Header => "header".into(),
+            BlockType::Metadata => "metadata".into(),
+            BlockType::Data => "data".into(),
+            BlockType::Dictionary => "dictionary".into(),
+            BlockType::Index => "index".into(),
+            BlockType::Unknown(id) => format!("unknown({id})"),
         }
     }
 }
@@ -104,12 +104,12 @@ impl BlockKind {
 /// Room left in front of an encoded body for the type and length varints and one sync byte.
 pub(crate) const HEADER_ROOM: usize = 1 + 2 * varint::MAX_LEN;
 
-/// Encodes one block of type `kind` holding `payload` into `out` (cleared first), compressed
+/// Encodes one block of type `block_type` holding `payload` into `out` (cleared first), compressed
 /// with `compressor` when given and when that makes it smaller, and returns the offset in `out`
 /// where the block starts. The block is `out[start..]`: type, length, COBS body and closing
 /// sync byte; `out[start - 1]` is free for a leading sync byte.
 pub(crate) fn encode(
-    kind: i64,
+    block_type: i64,
     payload: &[u8],
     compressor: Option<&mut Compressor>,
     out: &mut Vec<u8>,
@@ -144,7 +144,7 @@ pub(crate) fn encode(
     out.reserve(HEADER_ROOM + cobs::max_encoded_len(fields.len() + stored.len() + 4) + 1);
     out.resize(HEADER_ROOM, 0);
     let mut type_field = [0; varint::MAX_LEN];
-    let type_len = varint::encode(kind, &mut type_field);
+    let type_len = varint::encode(block_type, &mut type_field);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field[..type_len]);
     crc.update(fields);
@@ -288,7 +288,7 @@ pub(crate) struct Place {
 /// before allocating for them.
 pub(crate) fn decode(
     type_field: &[u8],
-    kind: BlockKind,
+    block_type: BlockType,
     encoded: &[u8],
     place: Place,
     max_body: usize,
@@ -318,10 +318,10 @@ pub(crate) fn decode(
     let (codec, mut at) = varint::read(fields).map_err(|_| malformed("invalid codec varint"))?;
     // Rules of the block types on codecs (spec 8.1, 8.4), checked by readers as writers keep
     // them, before anything is decompressed.
-    match (kind, codec) {
-        (BlockKind::Header, codec::NONE) => {}
-        (BlockKind::Header, _) => return Err(malformed("header block not stored with codec 0")),
-        (BlockKind::Dictionary, codec::ZSTD_DICTIONARY) => {
+    match (block_type, codec) {
+        (BlockType::Header, codec::NONE) => {}
+        (BlockType::Header, _) => return Err(malformed("header block not stored with codec 0")),
+        (BlockType::Dictionary, codec::ZSTD_DICTIONARY) => {
             return Err(malformed(
                 "dictionary block compressed with a dictionary (codec 2)",
             ))
@@ -394,12 +394,12 @@ pub(crate) fn decode(
         });
     }
     let bytes = &scratch.buffer()[payload.clone()];
-    let (items, version) = match kind {
-        BlockKind::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
-        BlockKind::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
-        BlockKind::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
-        BlockKind::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
-        BlockKind::Dictionary | BlockKind::Unknown(_) => (None, None),
+    let (items, version) = match block_type {
+        BlockType::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
+        BlockType::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
+        BlockType::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
+        BlockType::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
+        BlockType::Dictionary | BlockType::Unknown(_) => (None, None),
     };
     Ok(Body {
         payload,
@@ -409,12 +409,12 @@ pub(crate) fn decode(
     })
 }
 
-/// Walks an index payload, calling `each` with every entry's kind, size and items, and checks
+/// Walks an index payload, calling `each` with every entry's type, size and items, and checks
 /// it: counts and sizes in range, the payload used up exactly, the sizes adding up to the span.
 /// Returns the span. `each` may stop the walk by returning `None` (reported as malformed).
 pub(crate) fn parse_index_payload(
     payload: &[u8],
-    mut each: impl FnMut(BlockKind, u64, u64) -> Option<()>,
+    mut each: impl FnMut(BlockType, u64, u64) -> Option<()>,
 ) -> Result<u64, &'static str> {
     let mut at = 0;
     let mut next = |what| -> Result<i64, &'static str> {
@@ -430,14 +430,14 @@ pub(crate) fn parse_index_payload(
     let span = u64::try_from(next("invalid span varint")?).map_err(|_| "negative span")?;
     let mut sum = 0u64;
     for _ in 0..count {
-        let kind = next("invalid type varint")?;
+        let block_type = next("invalid type varint")?;
         let size = next("invalid size varint")?;
         let items = next("invalid items varint")?;
-        if kind == 0 || size <= 0 || items < 0 {
+        if block_type == 0 || size <= 0 || items < 0 {
             return Err("index entry out of range");
         }
         sum = sum.checked_add(size as u64).ok_or("index sizes overflow")?;
-        each(BlockKind::from_type(kind), size as u64, items as u64)
+        each(BlockType::from_type(block_type), size as u64, items as u64)
             .ok_or("index record counts overflow")?;
     }
     if at != payload.len() {

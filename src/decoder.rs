@@ -65,10 +65,10 @@
 
 use std::ops::Range;
 
-use crate::block::{self, BlockKind, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
+use crate::block::{self, BlockType, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
 use crate::codec::{self, Decompressor, Dictionary, Refused};
 use crate::error::{Cause, Error};
-use crate::frame::{self, Check, Frame, Scan};
+use crate::frame::{self, Check, Found, Frame};
 use crate::limits::Limits;
 use crate::varint;
 
@@ -78,7 +78,7 @@ pub struct BlockInfo {
     /// Absolute offset of the block's opening sync byte.
     pub offset: u64,
     /// What the block holds.
-    pub kind: BlockKind,
+    pub block_type: BlockType,
     /// Bytes after the opening sync byte up to and including the closing one.
     pub size: u64,
     /// Records in a data block, entries in a metadata or index block.
@@ -117,18 +117,18 @@ impl<'a> Block<'a> {
         self.payload
     }
 
-    /// The records of a data block (none for other kinds).
+    /// The records of a data block (none for other types).
     pub fn records(&self) -> Records<'a> {
-        match self.info.kind {
-            BlockKind::Data => Records::new(self.payload),
+        match self.info.block_type {
+            BlockType::Data => Records::new(self.payload),
             _ => Records::new(&[]),
         }
     }
 
-    /// The entries of a metadata block (none for other kinds). Keys are checked UTF-8.
+    /// The entries of a metadata block (none for other types). Keys are checked UTF-8.
     pub fn entries(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
-        let payload = match self.info.kind {
-            BlockKind::Metadata => self.payload,
+        let payload = match self.info.block_type {
+            BlockType::Metadata => self.payload,
             _ => &[],
         };
         Entries::new(payload).map(|(k, v)| (std::str::from_utf8(k).unwrap_or_default(), v))
@@ -187,11 +187,11 @@ impl Want {
         }
     }
 
-    fn decodes(self, kind: BlockKind) -> bool {
+    fn decodes(self, block_type: BlockType) -> bool {
         match self {
             Want::Blocks => true,
-            Want::Metadata => decoded_by_scans(kind),
-            Want::Dictionaries => kind == BlockKind::Dictionary,
+            Want::Metadata => decoded_by_scans(block_type),
+            Want::Dictionaries => block_type == BlockType::Dictionary,
         }
     }
 }
@@ -401,12 +401,12 @@ impl Decoder {
     pub fn step(&mut self, input: Input<'_>, want: Want) -> Step {
         self.current = None;
         if let Some((info, body)) = self.ready.take() {
-            if want.decodes(info.kind) {
+            if want.decodes(info.block_type) {
                 return self.finish(info, body);
             }
         }
         loop {
-            let f = match self.scan(input, want.check()) {
+            let f = match self.next_frame(input, want.check()) {
                 Event::Damage { start, cause } => {
                     self.note_damage(start, cause);
                     continue;
@@ -420,15 +420,15 @@ impl Decoder {
                 }
                 Event::NeedInput => return Step::NeedInput { from: self.at },
             };
-            let kind = BlockKind::from_type(f.kind);
+            let block_type = BlockType::from_type(f.block_type);
             let offset = input.offset + f.start as u64;
-            if !want.decodes(kind) {
+            if !want.decodes(block_type) {
                 match self.settle(offset, Ok(None)) {
                     Settled::Damage(err) => return Step::Damaged(err),
                     _ => continue,
                 }
             }
-            if kind == BlockKind::Dictionary && self.prefix.is_some() {
+            if block_type == BlockType::Dictionary && self.prefix.is_some() {
                 // The dictionaries before the range are kept first, as a full read keeps
                 // them, so that this one counts against the limits as it does there.
                 return self.need_dictionaries(offset);
@@ -526,7 +526,7 @@ impl Decoder {
     /// Looks for the next frame from the position on, and moves the position past what it
     /// found. A frame is checked as `check` says; in a landing check, frames of the types a
     /// skipping scan decodes are checked in full.
-    pub(crate) fn scan(&mut self, input: Input<'_>, check: Check) -> Event {
+    pub(crate) fn next_frame(&mut self, input: Input<'_>, check: Check) -> Event {
         if self.stopped {
             return Event::End { end: self.at };
         }
@@ -547,7 +547,7 @@ impl Decoder {
                 Some((sync, end)) if sync == self.at => (end - base) as usize,
                 _ => 0,
             };
-            let scan = frame::scan(
+            let scan = frame::read_at(
                 window,
                 pos,
                 base,
@@ -557,13 +557,13 @@ impl Decoder {
                 searched,
             );
             match scan {
-                Scan::NeedMore => {
+                Found::NeedMore => {
                     if check == Check::Full {
                         self.zero_free = Some((self.at, base + window.len() as u64));
                     }
                     return Event::NeedInput;
                 }
-                Scan::Damage {
+                Found::Damage {
                     from,
                     resume,
                     cause,
@@ -574,14 +574,16 @@ impl Decoder {
                         cause,
                     };
                 }
-                Scan::Padding { resume } => self.at = base + resume as u64,
-                Scan::End => {
+                Found::Padding { resume } => self.at = base + resume as u64,
+                Found::End => {
                     return Event::End {
                         end: base + window.len() as u64,
                     }
                 }
-                Scan::Frame(f) => {
-                    if check == Check::Landing && decoded_by_scans(BlockKind::from_type(f.kind)) {
+                Found::Frame(f) => {
+                    if check == Check::Landing
+                        && decoded_by_scans(BlockType::from_type(f.block_type))
+                    {
                         if let Err(zero) = frame::verify(window, &f) {
                             self.at = base + zero as u64;
                             return Event::Damage {
@@ -620,15 +622,15 @@ impl Decoder {
         };
         let (info, body) = decode_block(
             &window[f.type_field.clone()],
-            BlockKind::from_type(f.kind),
+            BlockType::from_type(f.block_type),
             &window[f.body.clone()],
             place,
             (f.end - f.start) as u64,
-            self.limits.block_size(),
+            self.limits.body_limit(),
             scratch,
             &mut self.decompressor,
         )?;
-        if info.kind == BlockKind::Dictionary {
+        if info.block_type == BlockType::Dictionary {
             let bytes = &scratch.buffer()[body.payload.clone()];
             keep_dictionary(
                 &mut self.decompressor,
@@ -750,31 +752,31 @@ impl Decoder {
     }
 }
 
-/// Decodes a block of type `kind` whose type field and COBS body are given, found at `place`
+/// Decodes a block of type `block_type` whose type field and COBS body are given, found at `place`
 /// and `size` bytes long after its opening sync byte, into `scratch`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_block(
     type_field: &[u8],
-    kind: BlockKind,
+    block_type: BlockType,
     encoded: &[u8],
     place: Place,
     size: u64,
-    max_block_size: usize,
+    max_body_size: usize,
     scratch: &mut Scratch,
     decompressor: &mut Decompressor,
 ) -> Result<(BlockInfo, Body), Cause> {
     let body = block::decode(
         type_field,
-        kind,
+        block_type,
         encoded,
         place,
-        max_block_size,
+        max_body_size,
         scratch,
         decompressor,
     )?;
     let info = BlockInfo {
         offset: place.offset,
-        kind,
+        block_type,
         size,
         items: body.items,
         codec: codec_name(body.codec),
@@ -783,12 +785,12 @@ pub(crate) fn decode_block(
     Ok((info, body))
 }
 
-/// Whether a skipping scan decodes blocks of this kind: the header, metadata and the
+/// Whether a skipping scan decodes blocks of this type: the header, metadata and the
 /// dictionaries that later metadata (and, in a range read, data) may need.
-fn decoded_by_scans(kind: BlockKind) -> bool {
+fn decoded_by_scans(block_type: BlockType) -> bool {
     matches!(
-        kind,
-        BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary
+        block_type,
+        BlockType::Header | BlockType::Metadata | BlockType::Dictionary
     )
 }
 

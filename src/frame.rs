@@ -19,7 +19,7 @@ use memchr::memchr;
 use crate::error::Cause;
 use crate::varint::{self, VarintError};
 
-/// How much of a frame `scan` checks.
+/// How much of a frame `read_at` checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Check {
     /// The length must land on the first 0x00 after the header.
@@ -34,7 +34,7 @@ pub(crate) struct Frame {
     /// The opening sync byte.
     pub start: usize,
     /// The type id.
-    pub kind: i64,
+    pub block_type: i64,
     /// The type field's bytes.
     pub type_field: Range<usize>,
     /// The COBS body.
@@ -43,9 +43,9 @@ pub(crate) struct Frame {
     pub end: usize,
 }
 
-/// What `scan` found at a position.
+/// What `read_at` found at a position.
 #[derive(Debug)]
-pub(crate) enum Scan {
+pub(crate) enum Found {
     /// A frame (checked as asked).
     Frame(Frame),
     /// Bytes `from..resume` are damaged; `resume` is the next sync byte or the window's end.
@@ -84,7 +84,7 @@ pub(crate) fn range_start(bytes: &[u8], start: u64) -> u64 {
 /// 0x00 after `pos` (an earlier full check of this frame needed more input): a full check
 /// looks for the closing sync byte from there on, so a frame that arrives in many small reads
 /// is not searched again from its start each time.
-pub(crate) fn scan(
+pub(crate) fn read_at(
     buf: &[u8],
     pos: usize,
     base: u64,
@@ -92,27 +92,27 @@ pub(crate) fn scan(
     limit: u64,
     check: Check,
     searched: usize,
-) -> Scan {
+) -> Found {
     let at = |i: usize| base + i as u64;
     let Some(&first) = buf.get(pos) else {
-        return if eof { Scan::End } else { Scan::NeedMore };
+        return if eof { Found::End } else { Found::NeedMore };
     };
     if first != 0 {
         let cause = Cause::NoSync { offset: at(pos) };
-        return Scan::Damage {
+        return Found::Damage {
             from: pos,
             resume: next_sync(buf, pos),
             cause,
         };
     }
     let t = pos + 1;
-    let damage = |cause| Scan::Damage {
+    let damage = |cause| Found::Damage {
         from: t,
         resume: next_sync(buf, t),
         cause,
     };
     match buf.get(t) {
-        None => return if eof { Scan::End } else { Scan::NeedMore },
+        None => return if eof { Found::End } else { Found::NeedMore },
         Some(0) => return zeros(buf, t, base, eof),
         Some(_) => {}
     }
@@ -131,15 +131,15 @@ pub(crate) fn scan(
             problem,
         })),
     };
-    let (kind, type_len) = match field(t, "type") {
+    let (block_type, type_len) = match field(t, "type") {
         Ok(v) => v,
-        Err(None) => return Scan::NeedMore,
+        Err(None) => return Found::NeedMore,
         Err(Some(cause)) => return damage(cause),
     };
     let l = t + type_len;
     let (length, length_len) = match field(l, "length") {
         Ok(v) => v,
-        Err(None) => return Scan::NeedMore,
+        Err(None) => return Found::NeedMore,
         Err(Some(cause)) => return damage(cause),
     };
     let length = length as u64;
@@ -153,9 +153,9 @@ pub(crate) fn scan(
     let body = l + length_len;
     let end = body + length as usize - 1;
     let frame = || {
-        Scan::Frame(Frame {
+        Found::Frame(Frame {
             start: pos,
-            kind,
+            block_type,
             type_field: t..l,
             body: body..end,
             end,
@@ -174,7 +174,7 @@ pub(crate) fn scan(
     }
     if end >= buf.len() && (check == Check::Landing || found == buf.len()) {
         if !eof {
-            return Scan::NeedMore;
+            return Found::NeedMore;
         }
         return damage(Cause::Truncated {
             offset: at(pos),
@@ -195,18 +195,18 @@ pub(crate) fn scan(
 /// The caller has read the zero at `t`; it is not read again. In a mapped file another
 /// process may change it meanwhile, and a run found to start after it would make the damage
 /// end before it starts.
-fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Scan {
+fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Found {
     let run_end = buf[t + 1..]
         .iter()
         .position(|&b| b != 0)
         .map_or(buf.len(), |n| t + 1 + n);
     if run_end - t == 1 {
         if run_end == buf.len() && !eof {
-            return Scan::NeedMore;
+            return Found::NeedMore;
         }
-        return Scan::Padding { resume: t };
+        return Found::Padding { resume: t };
     }
-    Scan::Damage {
+    Found::Damage {
         from: t,
         resume: run_end - 1,
         cause: Cause::ZeroRun {
@@ -230,8 +230,8 @@ mod tests {
 
     const LIMIT: u64 = 1 << 20;
 
-    fn full(buf: &[u8], eof: bool) -> Scan {
-        scan(buf, 0, 100, eof, LIMIT, Check::Full, 0)
+    fn full(buf: &[u8], eof: bool) -> Found {
+        read_at(buf, 0, 100, eof, LIMIT, Check::Full, 0)
     }
 
     #[test]
@@ -239,8 +239,11 @@ mod tests {
         // type 3 (zig-zag 6), length 3: two body bytes and the closing sync.
         let buf = [0, 6, 6, 1, 1, 0];
         match full(&buf, true) {
-            Scan::Frame(f) => {
-                assert_eq!((f.kind, f.type_field, f.body, f.end), (3, 1..2, 3..5, 5));
+            Found::Frame(f) => {
+                assert_eq!(
+                    (f.block_type, f.type_field, f.body, f.end),
+                    (3, 1..2, 3..5, 5)
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -252,12 +255,12 @@ mod tests {
         let buf = [0, 6, 6, 1, 1];
         for check in [Check::Full, Check::Landing] {
             assert!(matches!(
-                scan(&buf, 0, 0, false, LIMIT, check, 0),
-                Scan::NeedMore
+                read_at(&buf, 0, 0, false, LIMIT, check, 0),
+                Found::NeedMore
             ));
             assert!(matches!(
-                scan(&buf, 0, 0, true, LIMIT, check, 0),
-                Scan::Damage { .. }
+                read_at(&buf, 0, 0, true, LIMIT, check, 0),
+                Found::Damage { .. }
             ));
         }
     }
@@ -265,10 +268,10 @@ mod tests {
     #[test]
     fn waits_for_more_or_reports_truncation() {
         let buf = [0, 6, 6, 1];
-        assert!(matches!(full(&buf, false), Scan::NeedMore));
-        assert!(matches!(full(&[0, 0x86], false), Scan::NeedMore));
+        assert!(matches!(full(&buf, false), Found::NeedMore));
+        assert!(matches!(full(&[0, 0x86], false), Found::NeedMore));
         match full(&buf, true) {
-            Scan::Damage {
+            Found::Damage {
                 from,
                 resume,
                 cause,
@@ -291,8 +294,8 @@ mod tests {
         // Length 5 points past a sync byte at index 5.
         let buf = [0, 6, 10, 1, 1, 0, 6, 4, 1, 0];
         for check in [Check::Full, Check::Landing] {
-            match scan(&buf, 0, 0, true, LIMIT, check, 0) {
-                Scan::Damage { resume, .. } => assert_eq!(resume, 5, "{check:?}"),
+            match read_at(&buf, 0, 0, true, LIMIT, check, 0) {
+                Found::Damage { resume, .. } => assert_eq!(resume, 5, "{check:?}"),
                 other => panic!("{other:?}"),
             }
         }
@@ -303,10 +306,10 @@ mod tests {
         // Landing on a sync byte is enough for a landing check even with a 0x00 inside.
         let buf = [0, 6, 8, 1, 0, 1, 0];
         assert!(matches!(
-            scan(&buf, 0, 0, true, LIMIT, Check::Landing, 0),
-            Scan::Frame(_)
+            read_at(&buf, 0, 0, true, LIMIT, Check::Landing, 0),
+            Found::Frame(_)
         ));
-        assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
+        assert!(matches!(full(&buf, true), Found::Damage { resume: 4, .. }));
     }
 
     #[test]
@@ -314,23 +317,23 @@ mod tests {
         // The caller vouches for index 4 (it searched there before), so the search for the
         // closing sync byte starts at 5 and finds the one the length points at.
         let buf = [0, 6, 8, 1, 0, 1, 0];
-        assert!(matches!(full(&buf, true), Scan::Damage { resume: 4, .. }));
-        let vouched = scan(&buf, 0, 0, true, LIMIT, Check::Full, 5);
-        assert!(matches!(vouched, Scan::Frame(Frame { end: 6, .. })));
+        assert!(matches!(full(&buf, true), Found::Damage { resume: 4, .. }));
+        let vouched = read_at(&buf, 0, 0, true, LIMIT, Check::Full, 5);
+        assert!(matches!(vouched, Found::Frame(Frame { end: 6, .. })));
     }
 
     #[test]
     fn a_zero_that_changes_after_it_was_read_still_moves_the_scan_on() {
-        // As if the zero at index 1 were read by `scan`, then overwritten in a mapped file
+        // As if the zero at index 1 were read by `read_at`, then overwritten in a mapped file
         // before `zeros` looked at the run: the zero counts as read, and nothing ends before
         // it starts.
         assert!(matches!(
             zeros(&[0, 5, 1], 1, 0, true),
-            Scan::Padding { resume: 1 }
+            Found::Padding { resume: 1 }
         ));
         assert!(matches!(
             zeros(&[0, 5, 0, 1], 1, 0, true),
-            Scan::Damage {
+            Found::Damage {
                 from: 1,
                 resume: 2,
                 ..
@@ -342,13 +345,13 @@ mod tests {
     fn rejects_bad_headers() {
         assert!(matches!(
             full(&[0, 0, 1], true),
-            Scan::Padding { resume: 1 }
+            Found::Padding { resume: 1 }
         ));
-        assert!(matches!(full(&[0, 0], false), Scan::NeedMore));
-        assert!(matches!(full(&[0, 0], true), Scan::Padding { resume: 1 }));
+        assert!(matches!(full(&[0, 0], false), Found::NeedMore));
+        assert!(matches!(full(&[0, 0], true), Found::Padding { resume: 1 }));
         assert!(matches!(
             full(&[0, 0, 0, 0, 6], true),
-            Scan::Damage {
+            Found::Damage {
                 from: 1,
                 resume: 3,
                 cause: Cause::ZeroRun { offset: 101 }
@@ -356,14 +359,14 @@ mod tests {
         ));
         assert!(matches!(
             full(&[0, 6, 1, 0], true),
-            Scan::Damage {
+            Found::Damage {
                 cause: Cause::InvalidField { .. },
                 ..
             }
         ));
         assert!(matches!(
             full(&[0, 0x86, 0, 0], true),
-            Scan::Damage {
+            Found::Damage {
                 cause: Cause::Varint { .. },
                 ..
             }
@@ -371,20 +374,20 @@ mod tests {
         let huge = [0, 6, 0xfe, 0xff, 0xff, 0xff, 0x0f, 1, 0];
         assert!(matches!(
             full(&huge, true),
-            Scan::Damage {
+            Found::Damage {
                 cause: Cause::TooLarge { .. },
                 ..
             }
         ));
         assert!(matches!(
             full(&[7, 7, 0], true),
-            Scan::Damage {
+            Found::Damage {
                 from: 0,
                 resume: 2,
                 ..
             }
         ));
-        assert!(matches!(full(&[0], true), Scan::End));
-        assert!(matches!(full(&[], true), Scan::End));
+        assert!(matches!(full(&[0], true), Found::End));
+        assert!(matches!(full(&[], true), Found::End));
     }
 }

@@ -14,11 +14,11 @@
 
 use std::ops::Range;
 
-use crate::block::{self, types, BlockKind, Place, Scratch};
+use crate::block::{self, types, BlockType, Place, Scratch};
 use crate::codec::Decompressor;
 use crate::decoder::Block;
-use crate::frame::{self, Check, Scan};
-use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
+use crate::frame::{self, Check, Found};
+use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::varint;
 
 /// One block as an [`Index`] lists it.
@@ -27,11 +27,11 @@ pub struct IndexEntry {
     /// Absolute offset of the block's opening sync byte.
     pub offset: u64,
     /// What the block holds.
-    pub kind: BlockKind,
+    pub block_type: BlockType,
     /// Bytes after the opening sync byte up to and including the closing one, as in
     /// [`BlockInfo::size`](crate::BlockInfo::size): the next block opens at `offset + size`.
     pub size: u64,
-    /// Records in a data block; 0 for other kinds.
+    /// Records in a data block; 0 for other types.
     pub records: u64,
     /// The ordinal of the block's first record among the records the index counts (the sum of
     /// `records` of the entries before it).
@@ -45,7 +45,7 @@ impl IndexEntry {
     }
 }
 
-/// The index of a file: its blocks' offsets, kinds, sizes and record counts, read from the
+/// The index of a file: its blocks' offsets, types, sizes and record counts, read from the
 /// index block a writer puts at the end of the file.
 ///
 /// Lookups are binary searches. The entries cover the blocks from [`start`](Self::start) up to
@@ -53,7 +53,7 @@ impl IndexEntry {
 /// blocks, 0 being the first record written after `start`.
 ///
 /// ```
-/// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+/// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
 /// for i in 0..1000 {
 ///     writer.write_record(format!("event {i}").as_bytes())?;
 /// }
@@ -90,10 +90,10 @@ impl Index {
             return None;
         }
         let start = memchr::memrchr(0, rest)?;
-        let max_block_size = DEFAULT_MAX_BLOCK_SIZE;
-        let limit = crate::cobs::max_encoded_len(max_block_size) as u64 + 1;
-        let f = match frame::scan(bytes, start, 0, true, limit, Check::Full, 0) {
-            Scan::Frame(f) if f.kind == types::INDEX && f.end == rest.len() => f,
+        let max_body_size = DEFAULT_MAX_BODY_SIZE;
+        let limit = crate::cobs::max_encoded_len(max_body_size) as u64 + 1;
+        let f = match frame::read_at(bytes, start, 0, true, limit, Check::Full, 0) {
+            Found::Frame(f) if f.block_type == types::INDEX && f.end == rest.len() => f,
             _ => return None,
         };
         let mut scratch = Scratch::default();
@@ -103,10 +103,10 @@ impl Index {
         };
         let body = block::decode(
             &bytes[f.type_field.clone()],
-            BlockKind::Index,
+            BlockType::Index,
             &bytes[f.body.clone()],
             place,
-            max_block_size,
+            max_body_size,
             &mut scratch,
             &mut Decompressor::default(),
         )
@@ -117,7 +117,7 @@ impl Index {
     /// The index an index block holds, as a full read returns it; `None` for other blocks and
     /// for an index whose span reaches back before the start of the input.
     pub fn from_block(block: &Block<'_>) -> Option<Index> {
-        (block.info().kind == BlockKind::Index)
+        (block.info().block_type == BlockType::Index)
             .then(|| Index::parse(block.payload(), block.info().offset))
             .flatten()
     }
@@ -126,11 +126,15 @@ impl Index {
     fn parse(payload: &[u8], offset: u64) -> Option<Index> {
         let mut entries = Vec::new();
         let (mut at, mut records) = (0u64, 0u64);
-        let span = block::parse_index_payload(payload, |kind, size, items| {
-            let records_here = if kind == BlockKind::Data { items } else { 0 };
+        let span = block::parse_index_payload(payload, |block_type, size, items| {
+            let records_here = if block_type == BlockType::Data {
+                items
+            } else {
+                0
+            };
             entries.push(IndexEntry {
                 offset: at,
-                kind,
+                block_type,
                 size,
                 records: records_here,
                 first_record: records,
@@ -230,11 +234,11 @@ impl IndexBuilder {
         if !self.enabled {
             return;
         }
-        let Ok((kind, _)) = varint::read(block) else {
+        let Ok((block_type, _)) = varint::read(block) else {
             // Not a block this writer encoded: an index would be wrong.
             return self.disable();
         };
-        varint::write(kind, &mut self.entries);
+        varint::write(block_type, &mut self.entries);
         varint::write(block.len() as i64, &mut self.entries);
         varint::write(items as i64, &mut self.entries);
         self.count += 1;
@@ -248,8 +252,8 @@ impl IndexBuilder {
     }
 
     /// The index block's payload, if the writer is to write one and it fits in a block body
-    /// of `max_block_size` bytes.
-    pub fn payload(&self, max_block_size: usize) -> Option<Vec<u8>> {
+    /// of `max_body_size` bytes.
+    pub fn payload(&self, max_body_size: usize) -> Option<Vec<u8>> {
         if !self.enabled {
             return None;
         }
@@ -257,6 +261,6 @@ impl IndexBuilder {
         varint::write(self.count as i64, &mut payload);
         varint::write(self.span as i64, &mut payload);
         payload.extend_from_slice(&self.entries);
-        (payload.len() + block::ENVELOPE_LEN <= max_block_size).then_some(payload)
+        (payload.len() + block::ENVELOPE_LEN <= max_body_size).then_some(payload)
     }
 }

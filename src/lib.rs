@@ -13,7 +13,7 @@
 //! use cobsfile::{Error, ReaderBuilder, Writer, WriterBuilder};
 //!
 //! // Write 3 blocks of 100 records each.
-//! let mut writer = WriterBuilder::new().block_size(1000).build(Vec::new())?;
+//! let mut writer = WriterBuilder::new().block_target(1000).build(Vec::new())?;
 //! writer.write_metadata([("source", "example")])?;
 //! for i in 0..300 {
 //!     writer.write_record(format!("event {i:03}").as_bytes())?;
@@ -49,7 +49,7 @@
 //!   frame scan, decoding, dictionaries, damage merging and range bounds;
 //! - [`Reader`] drives a decoder over a slice, a [`MappedFile`] or any `io::Read`;
 //!   [`ReaderBuilder::threads`] decodes on worker threads settled by the same decoder, and
-//!   [`ReaderBuilder::scan`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
+//!   [`ReaderBuilder::read_ranges`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
 //!   each a decoder, on several threads with the result of one reader;
 //! - [`verify`] reports a file's intact and damaged ranges ([`Report`]); [`recover`] writes
 //!   every intact block into a new file; [`Index`] finds the index block a writer ends a file
@@ -77,10 +77,10 @@ mod limits;
 mod mapped;
 mod parallel;
 pub mod pipe;
+mod range;
 mod reader;
 mod recover;
 mod report;
-mod scan;
 #[cfg(target_os = "linux")]
 mod sigbus;
 mod source;
@@ -89,25 +89,25 @@ mod verify;
 mod writer;
 
 pub use appender::{Appender, AppenderBuilder, Durability, Opened};
-pub use block::{BlockKind, Entries, Records, FORMAT_VERSION, MAGIC};
+pub use block::{BlockType, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 pub use error::{Cause, Error, Result};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
 pub use limits::{
-    Limits, DEFAULT_MAX_BLOCK_SIZE, DEFAULT_MAX_DICTIONARIES, DEFAULT_MAX_DICTIONARY_BYTES,
+    Limits, DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_DICTIONARIES, DEFAULT_MAX_DICTIONARY_BYTES,
 };
 pub use mapped::{open, MappedFile, MetadataScan};
+pub use range::RangeSink;
 pub use reader::{
     Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
 pub use report::{BlockCounts, Damage, Held, Report};
-pub use scan::ScanSink;
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
-pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_SIZE};
+pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};
 
 /// The README's Rust example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]

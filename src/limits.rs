@@ -8,7 +8,7 @@
 use crate::cobs;
 
 /// The default maximum decoded size of a block body: 64 MiB.
-pub const DEFAULT_MAX_BLOCK_SIZE: usize = 64 << 20;
+pub const DEFAULT_MAX_BODY_SIZE: usize = 64 << 20;
 
 /// The default number of distinct dictionaries a reader keeps from one input: 1024.
 pub const DEFAULT_MAX_DICTIONARIES: usize = 1024;
@@ -17,33 +17,33 @@ pub const DEFAULT_MAX_DICTIONARIES: usize = 1024;
 pub const DEFAULT_MAX_DICTIONARY_BYTES: u64 = 128 << 20;
 
 /// The bounds a reader enforces; set them with [`ReaderBuilder::limits`] (or
-/// [`ReaderBuilder::max_block_size`] for the first).
+/// [`ReaderBuilder::max_body_size`] for the first).
 ///
 /// What each bounds, and what a reader reports when an input exceeds it:
 ///
 /// | limit | bounds | over it |
 /// |---|---|---|
-/// | [`max_block_size`](Self::max_block_size) | the decoded body (and so the framed length, spec 10, and a stream reader's window) | the block is unreadable: [`Cause::TooLarge`] or [`Cause::BodyTooLarge`] |
+/// | [`max_body_size`](Self::max_body_size) | the decoded body (and so the framed length, spec 10, and a stream reader's window) | the block is unreadable: [`Cause::TooLarge`] or [`Cause::BodyTooLarge`] |
 /// | [`max_dictionaries`](Self::max_dictionaries) | distinct dictionaries kept from the input | the dictionary block is unreadable: [`Cause::Limit`] |
 /// | [`max_dictionary_bytes`](Self::max_dictionary_bytes) | their bytes, together | the same |
 ///
 /// Dictionaries given to the reader ([`ReaderBuilder::dictionary`]) are not counted.
 ///
 /// ```
-/// let limits = cobsfile::Limits::default().max_block_size(1 << 20).max_dictionaries(4);
+/// let limits = cobsfile::Limits::default().max_body_size(1 << 20).max_dictionaries(4);
 /// let reader = cobsfile::ReaderBuilder::new().limits(limits).from_slice(&[]);
 /// # drop(reader);
 /// ```
 ///
 /// [`ReaderBuilder::limits`]: crate::ReaderBuilder::limits
-/// [`ReaderBuilder::max_block_size`]: crate::ReaderBuilder::max_block_size
+/// [`ReaderBuilder::max_body_size`]: crate::ReaderBuilder::max_body_size
 /// [`ReaderBuilder::dictionary`]: crate::ReaderBuilder::dictionary
 /// [`Cause::TooLarge`]: crate::Cause::TooLarge
 /// [`Cause::BodyTooLarge`]: crate::Cause::BodyTooLarge
 /// [`Cause::Limit`]: crate::Cause::Limit
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    pub(crate) max_block_size: usize,
+    pub(crate) max_body_size: usize,
     pub(crate) max_dictionaries: usize,
     pub(crate) max_dictionary_bytes: u64,
 }
@@ -51,7 +51,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+            max_body_size: DEFAULT_MAX_BODY_SIZE,
             max_dictionaries: DEFAULT_MAX_DICTIONARIES,
             max_dictionary_bytes: DEFAULT_MAX_DICTIONARY_BYTES,
         }
@@ -60,10 +60,10 @@ impl Default for Limits {
 
 impl Limits {
     /// The largest decoded block body accepted (default 64 MiB), capped at `isize::MAX`.
-    pub fn max_block_size(mut self, bytes: usize) -> Self {
+    pub fn max_body_size(mut self, bytes: usize) -> Self {
         // No body can be larger than `isize::MAX` bytes; a larger limit (`usize::MAX` for "no
         // limit") would overflow the encoded length computed from it.
-        self.max_block_size = bytes.min(isize::MAX as usize);
+        self.max_body_size = bytes.min(isize::MAX as usize);
         self
     }
 
@@ -80,13 +80,13 @@ impl Limits {
     }
 
     /// The largest decoded block body accepted.
-    pub fn block_size(&self) -> usize {
-        self.max_block_size
+    pub fn body_limit(&self) -> usize {
+        self.max_body_size
     }
 
     /// The largest acceptable length field (spec 10): the COBS bound of the largest body, plus
     /// the closing sync byte.
     pub fn max_length(&self) -> u64 {
-        cobs::max_encoded_len(self.max_block_size) as u64 + 1
+        cobs::max_encoded_len(self.max_body_size) as u64 + 1
     }
 }

@@ -200,7 +200,7 @@ impl MappedFile {
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(1000).build(Vec::new())?;
     /// writer.write_metadata([("schema", "event-v1")])?;
     /// for i in 0..1000 {
     ///     writer.write_record(format!("event {i}").as_bytes())?;
@@ -211,7 +211,7 @@ impl MappedFile {
     ///
     /// let file = cobsfile::open(&path)?;
     /// let found: Vec<_> = file
-    ///     .metadata_with(&cobsfile::ReaderBuilder::new().max_block_size(1 << 20))
+    ///     .metadata_with(&cobsfile::ReaderBuilder::new().max_body_size(1 << 20))
     ///     .collect::<Result<_, _>>()?;
     /// assert_eq!(found.len(), 2);
     /// assert_eq!(found[0].get("schema"), Some(&b"event-v1"[..]));

@@ -26,7 +26,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 
-use crate::block::{self, types, BlockKind, Body, Place, Scratch};
+use crate::block::{self, types, BlockType, Body, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::decoder::{decode_block, BlockInfo, Decoder, Event, Input, Step};
 use crate::error::{Cause, Result};
@@ -268,17 +268,17 @@ impl Encoders {
         room
     }
 
-    /// Encodes an uncompressed block of type `kind` on this thread and queues it behind the
+    /// Encodes an uncompressed block of type `block_type` on this thread and queues it behind the
     /// blocks in flight, so blocks reach `inner` in the order they were written.
     pub fn write_block<W: Write>(
         &mut self,
-        kind: i64,
+        block_type: i64,
         payload: &[u8],
         inner: &mut W,
         index: &mut IndexBuilder,
     ) -> Result<()> {
         let mut out = self.free_outs.pop().unwrap_or_default();
-        let start = match block::encode(kind, payload, None, &mut out) {
+        let start = match block::encode(block_type, payload, None, &mut out) {
             Ok(start) => start,
             Err(e) => {
                 self.free_outs.push(out);
@@ -355,7 +355,7 @@ pub(crate) struct DecodeJob {
     encoded: Vec<u8>,
     type_field: Range<usize>,
     body: Range<usize>,
-    kind: BlockKind,
+    block_type: BlockType,
     place: Place,
     /// The frame's size after its opening sync byte.
     size: u64,
@@ -379,7 +379,7 @@ impl DecodeJob {
 
 /// A decoding worker's state.
 struct DecodeState {
-    max_block_size: usize,
+    max_body_size: usize,
     decompressor: Decompressor,
     /// The dictionaries found in the file, in file order, shared with the reader's thread.
     registry: Arc<Mutex<Vec<Dictionary>>>,
@@ -400,11 +400,11 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
     }
     job.result = Some(decode_block(
         &job.encoded[job.type_field.clone()],
-        job.kind,
+        job.block_type,
         &job.encoded[job.body.clone()],
         job.place,
         job.size,
-        state.max_block_size,
+        state.max_body_size,
         &mut job.scratch,
         &mut state.decompressor,
     ));
@@ -490,11 +490,11 @@ impl Decoders {
     /// the absolute offset `at`.
     pub fn new(threads: usize, decoder: &Decoder, at: u64) -> io::Result<Self> {
         let limits = decoder.limits();
-        let max_block_size = limits.block_size();
+        let max_body_size = limits.body_limit();
         let registry = Arc::new(Mutex::new(Vec::new()));
         let states = (0..threads)
             .map(|_| DecodeState {
-                max_block_size,
+                max_body_size,
                 decompressor: decompressor_with(limits, &decoder.dictionaries),
                 registry: Arc::clone(&registry),
                 added: 0,
@@ -540,7 +540,7 @@ impl Decoders {
         }
         loop {
             while !self.scanned && self.frames < self.limit {
-                match decoder.scan(input, Check::Full) {
+                match decoder.next_frame(input, Check::Full) {
                     Event::Damage { start, cause } => {
                         self.push_damage(start, cause, decoder.position())
                     }
@@ -611,7 +611,7 @@ impl Decoders {
                 encoded: Vec::new(),
                 type_field: 0..0,
                 body: 0..0,
-                kind: BlockKind::Data,
+                block_type: BlockType::Data,
                 place: Place {
                     offset: 0,
                     body_offset: 0,
@@ -623,7 +623,7 @@ impl Decoders {
                 result: None,
             })
         });
-        job.kind = BlockKind::from_type(f.kind);
+        job.block_type = BlockType::from_type(f.block_type);
         job.place = Place {
             offset: input.offset + f.start as u64,
             body_offset: input.offset + f.body.start as u64,
@@ -631,7 +631,7 @@ impl Decoders {
         job.size = (f.end - f.start) as u64;
         job.end = input.offset + f.end as u64;
         self.frames += 1;
-        if job.kind == BlockKind::Dictionary {
+        if job.block_type == BlockType::Dictionary {
             job.result = Some(decoder.decode_frame(input, f, Some(&mut job.scratch)));
             let new = &decoder.dictionaries[self.known..];
             if !new.is_empty() {
@@ -672,7 +672,7 @@ mod tests {
 
     fn file(blocks: usize) -> Vec<u8> {
         let mut writer = WriterBuilder::new()
-            .block_size(100)
+            .block_target(100)
             .build(Vec::new())
             .unwrap();
         for i in 0..blocks {
@@ -704,7 +704,7 @@ mod tests {
     #[test]
     fn a_writer_keeps_a_bounded_number_of_blocks_in_flight() {
         let mut writer = WriterBuilder::new()
-            .block_size(100)
+            .block_target(100)
             .threads(3)
             .build(Vec::new())
             .unwrap();

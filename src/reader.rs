@@ -10,7 +10,7 @@
 use std::io::{self, Read};
 use std::ops::Range;
 
-use crate::block::{self, BlockKind, Entries};
+use crate::block::{self, BlockType, Entries};
 use crate::codec::Dictionary;
 use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 use crate::error::{Error, Result};
@@ -18,8 +18,8 @@ use crate::frame;
 use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::Decoders;
+use crate::range::{self, RangeSink};
 use crate::report::Report;
-use crate::scan::{self, ScanSink};
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -33,7 +33,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 ///
 /// ```
 /// let reader = cobsfile::ReaderBuilder::new()
-///     .max_block_size(1 << 20)
+///     .max_body_size(1 << 20)
 ///     .from_slice(&[]);
 /// # drop(reader);
 /// ```
@@ -65,13 +65,13 @@ impl ReaderBuilder {
     /// The largest decoded block body the reader accepts (default 64 MiB). Larger blocks are
     /// reported as damage without being read into memory, so a hostile length field cannot
     /// make the reader allocate more than about this much.
-    pub fn max_block_size(mut self, bytes: usize) -> Self {
-        self.limits = self.limits.max_block_size(bytes);
+    pub fn max_body_size(mut self, bytes: usize) -> Self {
+        self.limits = self.limits.max_body_size(bytes);
         self
     }
 
     /// Every bound the reader enforces (see [`Limits`]); replaces an earlier
-    /// [`max_block_size`](Self::max_block_size).
+    /// [`max_body_size`](Self::max_body_size).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -100,7 +100,7 @@ impl ReaderBuilder {
     /// order; [`Reader::metadata`] skips data blocks on the calling thread as always.
     ///
     /// ```
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(1000).build(Vec::new())?;
     /// for i in 0..1000 {
     ///     writer.write_record(format!("event {i}").as_bytes())?;
     /// }
@@ -120,7 +120,7 @@ impl ReaderBuilder {
         self
     }
 
-    /// The smallest range a [`scan`](Self::scan) on several threads gives one thread
+    /// The smallest range a [`read_ranges`](Self::read_ranges) on several threads gives one thread
     /// (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
     /// input when that is larger, up to 16 MiB. Smaller ranges balance the threads better and
     /// cost a reader's setup each.
@@ -174,7 +174,7 @@ impl ReaderBuilder {
     /// full read keeps, in the same order and within the same limits.
     ///
     /// ```
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
     /// for i in 0..1000 {
     ///     writer.write_record(format!("event {i}").as_bytes())?;
     /// }
@@ -218,7 +218,7 @@ impl ReaderBuilder {
     /// returns them, lost ones not counted. On an undamaged file the two agree.
     ///
     /// ```
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(64).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(64).build(Vec::new())?;
     /// for i in 0..100 {
     ///     writer.write_record(format!("record {i}").as_bytes())?;
     /// }
@@ -251,19 +251,19 @@ impl ReaderBuilder {
     /// per thread, each read by a
     /// [range reader](Self::from_slice_range) on a worker thread, which calls `on_block` for
     /// its blocks in order on a value of its own (`T::default()` to start, or one the sink
-    /// [recycles](ScanSink::recycle)). The calling thread
-    /// hands the values to [`ScanSink::part`] in range order and each damaged range, whole,
-    /// to [`ScanSink::damage`]; at most 2 ranges per thread wait for it. So the blocks,
+    /// [recycles](RangeSink::recycle)). The calling thread
+    /// hands the values to [`RangeSink::part`] in range order and each damaged range, whole,
+    /// to [`RangeSink::damage`]; at most 2 ranges per thread wait for it. So the blocks,
     /// their order, the damage and the report are those of one reader over the whole slice,
     /// while the work scales with threads. With 0 or 1 threads it all runs on the calling
-    /// thread, in one range. A sink that breaks stops the scan; the report then covers what
+    /// thread, in one range. A sink that breaks stops the read; the report then covers what
     /// was read. Fails when the input declares a newer format version, after the blocks
     /// before that header went to the sink, as with one reader.
     ///
     /// ```
     /// use std::ops::ControlFlow;
     ///
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(1000).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(1000).build(Vec::new())?;
     /// for i in 0..10_000 {
     ///     writer.write_record(format!("event {i}").as_bytes())?;
     /// }
@@ -271,14 +271,14 @@ impl ReaderBuilder {
     ///
     /// // Count the bytes of the records on 2 threads, range by range.
     /// struct Total(u64);
-    /// impl cobsfile::ScanSink<u64> for Total {
+    /// impl cobsfile::RangeSink<u64> for Total {
     ///     fn part(&mut self, bytes: u64) -> ControlFlow<()> {
     ///         self.0 += bytes;
     ///         ControlFlow::Continue(())
     ///     }
     /// }
     /// let mut total = Total(0);
-    /// let report = cobsfile::ReaderBuilder::new().threads(2).scan(
+    /// let report = cobsfile::ReaderBuilder::new().threads(2).read_ranges(
     ///     &file,
     ///     |bytes: &mut u64, block| *bytes += block.records().map(|r| r.len() as u64).sum::<u64>(),
     ///     &mut total,
@@ -288,21 +288,21 @@ impl ReaderBuilder {
     /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
-    pub fn scan<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
+    pub fn read_ranges<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
     where
         T: Default + Send,
         F: Fn(&mut T, &Block<'_>) + Sync,
-        K: ScanSink<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
     {
-        match self.scan_until_stopped(bytes, on_block, sink)? {
+        match self.read_ranges_until_stopped(bytes, on_block, sink)? {
             (report, None) => Ok(report),
             (_, Some(stopped)) => Err(stopped),
         }
     }
 
-    /// [`scan`](Self::scan), which also gives the report of what was read before a header of
+    /// [`read_ranges`](Self::read_ranges), which also gives the report of what was read before a header of
     /// a newer version stopped it, with the error that says so.
-    pub(crate) fn scan_until_stopped<T, F, K>(
+    pub(crate) fn read_ranges_until_stopped<T, F, K>(
         &self,
         bytes: &[u8],
         on_block: F,
@@ -311,23 +311,23 @@ impl ReaderBuilder {
     where
         T: Default + Send,
         F: Fn(&mut T, &Block<'_>) + Sync,
-        K: ScanSink<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
     {
         let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
-        let plan = scan::Plan {
+        let plan = range::Plan {
             threads: self.threads,
             min_split: self.min_split,
             decoder: &decoder,
         };
-        scan::scan(&plan, bytes, on_block, sink)
+        range::read(&plan, bytes, on_block, sink)
     }
 
     /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see
-    /// [`scan`](Self::scan)): the same report as one reader gives, and when the file ends
+    /// [`read_ranges`](Self::read_ranges)): the same report as one reader gives, and when the file ends
     /// with a usable index, what each damaged range held ([`Report::attribute`]).
     ///
     /// ```
-    /// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
     /// for i in 0..1000 {
     ///     writer.write_record(format!("event {i}").as_bytes())?;
     /// }
@@ -338,7 +338,7 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
-        let mut report = self.scan(bytes, |_: &mut (), _| {}, &mut scan::Discard)?;
+        let mut report = self.read_ranges(bytes, |_: &mut (), _| {}, &mut range::Discard)?;
         if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
             report.attribute(&index);
         }
@@ -639,8 +639,8 @@ impl<S: Source> Reader<S> {
             Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
             other => unreachable!("served by next_step: {other:?}"),
         };
-        match info.kind {
-            BlockKind::Data => {
+        match info.block_type {
+            BlockType::Data => {
                 let items = info.items.unwrap_or(0);
                 if self.skip >= items {
                     self.skip -= items;
@@ -650,8 +650,8 @@ impl<S: Source> Reader<S> {
                     self.skip_in_cursor();
                 }
             }
-            BlockKind::Unknown(_) => self.decoder.count_unknown(),
-            BlockKind::Header | BlockKind::Metadata | BlockKind::Dictionary | BlockKind::Index => {}
+            BlockType::Unknown(_) => self.decoder.count_unknown(),
+            BlockType::Header | BlockType::Metadata | BlockType::Dictionary | BlockType::Index => {}
         }
         Some(Ok(info))
     }
@@ -727,10 +727,10 @@ fn seek<'a>(
             Err(Error::Damaged { .. }) => continue,
             Err(_) => return None,
         };
-        match info.kind {
-            BlockKind::Data => {
+        match info.block_type {
+            BlockType::Data => {
                 let listed = index.block_at(info.offset)?;
-                if listed.kind != BlockKind::Data || info.items != Some(listed.records) {
+                if listed.block_type != BlockType::Data || info.items != Some(listed.records) {
                     return None;
                 }
                 if info.offset == target.offset {
@@ -742,7 +742,7 @@ fn seek<'a>(
                 return Some(from_target());
             }
             // Every data block from the target on is lost.
-            BlockKind::Index if info.offset == index.offset() => return Some(from_target()),
+            BlockType::Index if info.offset == index.offset() => return Some(from_target()),
             _ => {}
         }
     }
@@ -806,7 +806,7 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
                 Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
                 other => unreachable!("served by next_step: {other:?}"),
             };
-            if info.kind == BlockKind::Metadata {
+            if info.block_type == BlockType::Metadata {
                 let (buffer, payload) = reader.decoder.current().expect("the block just read");
                 let entries = Entries::new(&buffer[payload])
                     .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.to_vec()))

@@ -9,14 +9,14 @@
 use std::io::{self, Write};
 use std::ops::{ControlFlow, Range};
 
-use crate::block::{self, types, BlockKind};
+use crate::block::{self, types, BlockType};
 use crate::decoder::Block;
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexBuilder};
-use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
+use crate::limits::DEFAULT_MAX_BODY_SIZE;
+use crate::range::RangeSink;
 use crate::reader::ReaderBuilder;
 use crate::report::Report;
-use crate::scan::ScanSink;
 
 /// What [`recover`] wrote, and what the input held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,10 +67,10 @@ impl Recovery {
 /// before it are recovered and the file is finished, and [`Recovery::newer_version`] says where
 /// the read stopped.
 /// With [`ReaderBuilder::threads`], blocks are checked on that many threads (see
-/// [`ReaderBuilder::scan`]); the output is the same.
+/// [`ReaderBuilder::read_ranges`]); the output is the same.
 ///
 /// ```
-/// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+/// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
 /// for i in 0..100 {
 ///     writer.write_record(format!("event {i}").as_bytes())?;
 /// }
@@ -103,7 +103,8 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     copier.index.push(&header[1..], 0);
     // A header of a newer version stops the read there (spec 8.1): the blocks before it are
     // recovered and the file finished; what follows it is not read (spec 9.5).
-    let (mut report, stopped) = options.scan_until_stopped(bytes, copy_range, &mut copier)?;
+    let (mut report, stopped) =
+        options.read_ranges_until_stopped(bytes, copy_range, &mut copier)?;
     let newer_version = match stopped {
         None => None,
         Some(Error::UnsupportedVersion {
@@ -114,7 +115,7 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     if let Some(e) = copier.failed {
         return Err(e.into());
     }
-    if let Some(payload) = copier.index.payload(DEFAULT_MAX_BLOCK_SIZE) {
+    if let Some(payload) = copier.index.payload(DEFAULT_MAX_BODY_SIZE) {
         let mut block = Vec::new();
         let start = block::encode(types::INDEX, &payload, None, &mut block)?;
         copier.out.write_all(&block[start..])?;
@@ -138,16 +139,16 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
 /// closing one. Header and index blocks are not copied: the output has its own.
 fn copy_range(ranges: &mut Vec<(Range<usize>, u64)>, block: &Block<'_>) {
     let info = block.info();
-    let records = match info.kind {
-        BlockKind::Header | BlockKind::Index => return,
-        BlockKind::Data => info.items.unwrap_or(0),
+    let records = match info.block_type {
+        BlockType::Header | BlockType::Index => return,
+        BlockType::Data => info.items.unwrap_or(0),
         _ => 0,
     };
     let start = info.offset as usize + 1;
     ranges.push((start..start + info.size as usize, records));
 }
 
-/// Writes the blocks a scan found, in order.
+/// Writes the blocks a read found, in order.
 struct Copier<'a, W> {
     bytes: &'a [u8],
     out: W,
@@ -158,7 +159,7 @@ struct Copier<'a, W> {
     failed: Option<io::Error>,
 }
 
-impl<W: Write> ScanSink<Vec<(Range<usize>, u64)>> for Copier<'_, W> {
+impl<W: Write> RangeSink<Vec<(Range<usize>, u64)>> for Copier<'_, W> {
     fn part(&mut self, ranges: Vec<(Range<usize>, u64)>) -> ControlFlow<()> {
         for (range, records) in ranges {
             let len = range.len() as u64;

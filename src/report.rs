@@ -1,10 +1,10 @@
-//! What a full read found: intact blocks and records by kind, and damaged ranges (spec 9.5).
+//! What a full read found: intact blocks and records by type, and damaged ranges (spec 9.5).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 
-use crate::block::BlockKind;
+use crate::block::BlockType;
 use crate::decoder::BlockInfo;
 use crate::error::{Cause, Error, Result};
 use crate::index::Index;
@@ -26,7 +26,7 @@ pub struct Damage {
 /// them: the blocks that open in the range (or at the sync byte just before it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Held {
-    /// Blocks of every kind.
+    /// Blocks of every type.
     pub blocks: u64,
     /// Data blocks among them.
     pub data_blocks: u64,
@@ -57,7 +57,7 @@ impl fmt::Display for Damage {
     }
 }
 
-/// Intact blocks counted by kind.
+/// Intact blocks counted by type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlockCounts {
     /// Header blocks (one per file; more after files were concatenated).
@@ -86,14 +86,14 @@ impl BlockCounts {
     }
 
     /// Counts one intact block.
-    fn add(&mut self, kind: BlockKind) {
-        match kind {
-            BlockKind::Header => self.header += 1,
-            BlockKind::Metadata => self.metadata += 1,
-            BlockKind::Data => self.data += 1,
-            BlockKind::Dictionary => self.dictionary += 1,
-            BlockKind::Index => self.index += 1,
-            BlockKind::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
+    fn add(&mut self, block_type: BlockType) {
+        match block_type {
+            BlockType::Header => self.header += 1,
+            BlockType::Metadata => self.metadata += 1,
+            BlockType::Data => self.data += 1,
+            BlockType::Dictionary => self.dictionary += 1,
+            BlockType::Index => self.index += 1,
+            BlockType::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
         }
     }
 }
@@ -101,7 +101,7 @@ impl BlockCounts {
 /// What a full read of a file found: its intact blocks and records, and its damaged ranges.
 ///
 /// ```
-/// let mut writer = cobsfile::WriterBuilder::new().block_size(100).build(Vec::new())?;
+/// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
 /// for i in 0..100 {
 ///     writer.write_record(format!("event {i}").as_bytes())?;
 /// }
@@ -120,7 +120,7 @@ impl BlockCounts {
 pub struct Report {
     /// The input's length in bytes.
     pub len: u64,
-    /// Intact blocks by kind.
+    /// Intact blocks by type.
     pub blocks: BlockCounts,
     /// Records in intact data blocks.
     pub records: u64,
@@ -185,12 +185,12 @@ impl Report {
                 .take_while(|e| e.offset < d.range.end)
             {
                 held.blocks += 1;
-                match e.kind {
-                    BlockKind::Data => {
+                match e.block_type {
+                    BlockType::Data => {
                         held.data_blocks += 1;
                         held.records += e.records;
                     }
-                    BlockKind::Metadata => held.metadata_blocks += 1,
+                    BlockType::Metadata => held.metadata_blocks += 1,
                     _ => {}
                 }
             }
@@ -200,8 +200,8 @@ impl Report {
 
     /// Counts an intact block.
     pub(crate) fn add_block(&mut self, info: &BlockInfo) {
-        self.blocks.add(info.kind);
-        if info.kind == BlockKind::Data {
+        self.blocks.add(info.block_type);
+        if info.block_type == BlockType::Data {
             self.records += info.items.unwrap_or(0);
         }
         self.block_bytes += info.size;

@@ -2,32 +2,32 @@
 
 use std::io::Write;
 
-use crate::block::{self, types, BlockKind, ENVELOPE_LEN};
+use crate::block::{self, types, BlockType, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
-use crate::limits::DEFAULT_MAX_BLOCK_SIZE;
+use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::parallel::Encoders;
 use crate::pipe;
 use crate::varint;
 
 /// The default target of record bytes per data block: 256 KiB (see BENCHMARKS.md).
-pub const DEFAULT_BLOCK_SIZE: usize = 256 * 1024;
+pub const DEFAULT_BLOCK_TARGET: usize = 256 * 1024;
 
 /// Options for writers.
 ///
 /// ```
 /// let mut file = Vec::new();
 /// let writer = cobsfile::WriterBuilder::new()
-///     .block_size(64 * 1024)
+///     .block_target(64 * 1024)
 ///     .build(&mut file)?;
 /// writer.finish()?;
 /// # Ok::<(), cobsfile::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct WriterBuilder {
-    block_size: usize,
-    max_block_size: usize,
+    block_target: usize,
+    max_body_size: usize,
     compression: Compression,
     dictionary: Option<(Dictionary, bool)>,
     threads: usize,
@@ -48,11 +48,11 @@ impl Default for WriterBuilder {
 }
 
 impl WriterBuilder {
-    /// Default options: blocks of [`DEFAULT_BLOCK_SIZE`], at most [`DEFAULT_MAX_BLOCK_SIZE`].
+    /// Default options: blocks of [`DEFAULT_BLOCK_TARGET`], at most [`DEFAULT_MAX_BODY_SIZE`].
     pub fn new() -> Self {
         WriterBuilder {
-            block_size: DEFAULT_BLOCK_SIZE,
-            max_block_size: DEFAULT_MAX_BLOCK_SIZE,
+            block_target: DEFAULT_BLOCK_TARGET,
+            max_body_size: DEFAULT_MAX_BODY_SIZE,
             compression: Compression::None,
             dictionary: None,
             threads: 0,
@@ -66,15 +66,15 @@ impl WriterBuilder {
     /// (default 256 KiB). A block is closed before a record that would take it past the
     /// target (or its body past the maximum block size); a record larger than the target gets
     /// a block of its own.
-    pub fn block_size(mut self, bytes: usize) -> Self {
-        self.block_size = bytes.max(1);
+    pub fn block_target(mut self, bytes: usize) -> Self {
+        self.block_target = bytes.max(1);
         self
     }
 
     /// The largest block body the writer produces (default 64 MiB): records that would not
     /// fit are refused with [`Error::RecordTooLarge`]. Keep it at or below the readers' limit.
-    pub fn max_block_size(mut self, bytes: usize) -> Self {
-        self.max_block_size = bytes;
+    pub fn max_body_size(mut self, bytes: usize) -> Self {
+        self.max_body_size = bytes;
         self
     }
 
@@ -191,7 +191,7 @@ impl WriterBuilder {
     /// dictionary block when a dictionary is to be embedded).
     pub fn build<W: Write>(mut self, inner: W) -> Result<Writer<W>> {
         if let Some(limit) = self.atomic_limit {
-            self.max_block_size = self.max_block_size.min(pipe::max_body_len(limit));
+            self.max_body_size = self.max_body_size.min(pipe::max_body_len(limit));
             self.index = false;
         }
         let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
@@ -288,7 +288,7 @@ impl<W: Write> Writer<W> {
     /// The largest record this writer accepts.
     pub fn max_record_len(&self) -> usize {
         self.options
-            .max_block_size
+            .max_body_size
             .saturating_sub(ENVELOPE_LEN + 2 * varint::MAX_LEN)
     }
 
@@ -305,14 +305,14 @@ impl<W: Write> Writer<W> {
         let body =
             ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending() + framed;
         if self.count > 0
-            && (self.pending() + framed > self.options.block_size
-                || body > self.options.max_block_size)
+            && (self.pending() + framed > self.options.block_target
+                || body > self.options.max_body_size)
         {
             self.close_block()?;
         }
         block::put_bytes(record, &mut self.records);
         self.count += 1;
-        if self.pending() >= self.options.block_size {
+        if self.pending() >= self.options.block_target {
             self.close_block()?;
         }
         Ok(())
@@ -332,7 +332,7 @@ impl<W: Write> Writer<W> {
         self.close_block()?;
         let mut payload = Vec::new();
         block::metadata_payload(entries, &mut payload)?;
-        if payload.len() + ENVELOPE_LEN > self.options.max_block_size {
+        if payload.len() + ENVELOPE_LEN > self.options.max_body_size {
             return Err(Error::InvalidMetadata(format!(
                 "{} bytes of metadata exceed the maximum block size",
                 payload.len()
@@ -346,13 +346,13 @@ impl<W: Write> Writer<W> {
     /// them. Negative type ids are left to applications; positive ids above the defined ones
     /// are reserved for future versions (see spec/FORMAT.md). Defined types are refused.
     pub fn write_raw_block(&mut self, type_id: i64, payload: &[u8]) -> Result<()> {
-        if !matches!(BlockKind::from_type(type_id), BlockKind::Unknown(id) if id != 0) {
+        if !matches!(BlockType::from_type(type_id), BlockType::Unknown(id) if id != 0) {
             return Err(Error::InvalidBlockType(type_id));
         }
-        if payload.len() + ENVELOPE_LEN > self.options.max_block_size {
+        if payload.len() + ENVELOPE_LEN > self.options.max_body_size {
             return Err(Error::RecordTooLarge {
                 len: payload.len(),
-                max: self.options.max_block_size.saturating_sub(ENVELOPE_LEN),
+                max: self.options.max_body_size.saturating_sub(ENVELOPE_LEN),
             });
         }
         self.close_block()?;
@@ -360,15 +360,15 @@ impl<W: Write> Writer<W> {
     }
 
     /// Writes one uncompressed block (behind the blocks in flight).
-    fn write_block(&mut self, kind: i64, payload: &[u8]) -> Result<()> {
+    fn write_block(&mut self, block_type: i64, payload: &[u8]) -> Result<()> {
         if let Some(encoders) = &mut self.encoders {
             let inner = self
                 .inner
                 .as_mut()
                 .expect("inner writer present until finish");
-            return encoders.write_block(kind, payload, inner, &mut self.index);
+            return encoders.write_block(block_type, payload, inner, &mut self.index);
         }
-        let start = block::encode(kind, payload, None, &mut self.out)?;
+        let start = block::encode(block_type, payload, None, &mut self.out)?;
         self.write_out(start, 0)
     }
 
@@ -401,7 +401,7 @@ impl<W: Write> Writer<W> {
         self.close_block()?;
         // The index lists the blocks as written: every block in flight first.
         self.drain()?;
-        if let Some(payload) = self.index.payload(self.options.max_block_size) {
+        if let Some(payload) = self.index.payload(self.options.max_body_size) {
             self.index.disable();
             self.write_block(types::INDEX, &payload)?;
         }

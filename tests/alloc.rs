@@ -24,7 +24,7 @@ fn writing_allocates_nothing_per_record_once_warm() {
     let records: Vec<Vec<u8>> = (0..20_000).map(record).collect();
     for (index, most) in [(false, 0), (true, 3)] {
         let mut writer = WriterBuilder::new()
-            .block_size(16 * 1024)
+            .block_target(16 * 1024)
             .index(index)
             .build(Discard)
             .unwrap();
@@ -40,7 +40,7 @@ fn writing_allocates_nothing_per_record_once_warm() {
 
 fn reading_allocates_nothing_per_record_once_warm() {
     let mut writer = WriterBuilder::new()
-        .block_size(16 * 1024)
+        .block_target(16 * 1024)
         .build(Vec::new())
         .unwrap();
     for i in 0..20_000 {
@@ -65,7 +65,7 @@ fn zstd_contexts_are_reused_not_made_per_block() {
     let dictionary = Dictionary::train(&records[..2000], 8192).unwrap();
     for dict in [None, Some(dictionary)] {
         let mut builder = WriterBuilder::new()
-            .block_size(16 * 1024)
+            .block_target(16 * 1024)
             .compression(Compression::zstd(3).unwrap());
         if let Some(d) = &dict {
             builder = builder.dictionary(d.clone(), true);

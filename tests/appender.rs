@@ -24,7 +24,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use cobsfile::{Appender, AppenderBuilder, BlockKind, Durability, Error, Opened, ReaderBuilder};
+use cobsfile::{Appender, AppenderBuilder, BlockType, Durability, Error, Opened, ReaderBuilder};
 use common::{header_payload, raw_block, Rng, TempFile};
 
 // ---------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ struct ChildSpec {
     /// Records to append (`u64::MAX`: until killed).
     count: u64,
     durability: Durability,
-    block_size: usize,
+    block_target: usize,
     /// Record payloads up to this many bytes.
     max_len: usize,
     /// Records appended between reports of durability (with `Fsync` and `Group`).
@@ -101,7 +101,7 @@ impl ChildSpec {
             start: 0,
             count: u64::MAX,
             durability,
-            block_size: cobsfile::DEFAULT_BLOCK_SIZE,
+            block_target: cobsfile::DEFAULT_BLOCK_TARGET,
             max_len: 4096,
             batch: 1,
             barrier: false,
@@ -124,7 +124,7 @@ impl ChildSpec {
             self.writer,
             self.start,
             self.count,
-            self.block_size,
+            self.block_target,
             self.max_len,
             self.batch,
             self.barrier,
@@ -143,7 +143,7 @@ impl ChildSpec {
                 "writer" => out.writer = number() as u8,
                 "start" => out.start = number(),
                 "count" => out.count = number(),
-                "block" => out.block_size = number() as usize,
+                "block" => out.block_target = number() as usize,
                 "max" => out.max_len = number() as usize,
                 "batch" => out.batch = number(),
                 "barrier" => out.barrier = value == "true",
@@ -207,7 +207,7 @@ impl ChildSpec {
         }
         let mut log = AppenderBuilder::new()
             .durability(self.durability)
-            .block_size(self.block_size)
+            .block_target(self.block_target)
             .max_delay(Duration::from_millis(5))
             .open(&self.path)
             .expect("child: open");
@@ -613,7 +613,7 @@ fn group_commit_makes_every_record_durable() {
             interval: Duration::from_millis(5),
             bytes: 1 << 20,
         })
-        .block_size(4096)
+        .block_target(4096)
         .open(&file.0)
         .expect("open");
     for seq in 0..500 {
@@ -670,7 +670,7 @@ fn group_commit_starts_early_once_enough_bytes_wait() {
 /// `COBSFILE_SHARED_RECORDS` records per writer (default 20,000) from 4 processes started
 /// together on one file: the file reads without damage; every record comes back once, whole,
 /// in its writer's order; every block holds one writer's records.
-fn shared_appending(durability: Durability, block_size: usize) {
+fn shared_appending(durability: Durability, block_target: usize) {
     const WRITERS: u8 = 4;
     let count = env_or("COBSFILE_SHARED_RECORDS", 20_000);
     let file = missing_file();
@@ -678,7 +678,7 @@ fn shared_appending(durability: Durability, block_size: usize) {
         .map(|writer| {
             let mut spec = ChildSpec::new(&file.0, writer, durability);
             spec.count = count;
-            spec.block_size = block_size;
+            spec.block_target = block_target;
             spec.barrier = true;
             let mut child = spec.spawn();
             let said = listen(child.stdout.take().unwrap());
@@ -724,9 +724,9 @@ fn shared_appending(durability: Durability, block_size: usize) {
     let mut reader = ReaderBuilder::new().from_slice(&bytes);
     while let Some(block) = reader.next_block() {
         let block = block.expect("intact");
-        match block.info().kind {
-            BlockKind::Header => assert_eq!(block.info().offset, 0),
-            BlockKind::Data => {
+        match block.info().block_type {
+            BlockType::Header => assert_eq!(block.info().offset, 0),
+            BlockType::Data => {
                 let mut writers = block.records().map(|r| {
                     let (writer, seq) = check_record(r);
                     assert_eq!(seq, next[writer as usize], "writer {writer} out of order");

@@ -110,7 +110,7 @@ fn len32_keeps_binary_records_exact() {
         framed.extend_from_slice(r);
     }
     let packed = run(
-        bin().args(["pack", "--framing", "len32", "--block-size", "100"]),
+        bin().args(["pack", "--framing", "len32", "--block-target", "100"]),
         &framed,
     );
     assert!(packed.status.success(), "{}", stderr(&packed));
@@ -137,7 +137,7 @@ fn truncated_len32_input_fails_with_one_line() {
 fn damage_is_skipped_reported_and_exits_3() {
     let dir = scratch("damage");
     let sample = root().join("samples/events.jsonl");
-    let file = pack(&dir, &sample, &["--block-size", "65536"]);
+    let file = pack(&dir, &sample, &["--block-target", "65536"]);
     let mut bytes = std::fs::read(&file).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
@@ -188,7 +188,11 @@ fn not_a_cobsfile_is_one_line() {
 fn ls_json_lists_every_block() {
     let dir = scratch("ls");
     let sample = root().join("samples/events.jsonl");
-    let file = pack(&dir, &sample, &["--block-size", "100000", "--meta", "k=v"]);
+    let file = pack(
+        &dir,
+        &sample,
+        &["--block-target", "100000", "--meta", "k=v"],
+    );
     let out = run(bin().args(["ls", "--json"]).arg(&file), b"");
     assert_eq!(out.status.code(), Some(0));
     let rows = json_lines(&out);
@@ -355,7 +359,7 @@ fn zstd_pack_cat_and_dictionaries() {
                 "pack",
                 "--zstd",
                 "3",
-                "--block-size",
+                "--block-target",
                 "4096",
                 "--external-dict",
                 "--dict",
@@ -383,7 +387,7 @@ fn zstd_pack_cat_and_dictionaries() {
     let embedded = dir.join("emb.cobs");
     let out = run(
         bin()
-            .args(["pack", "--zstd", "3", "--block-size", "4096", "--dict"])
+            .args(["pack", "--zstd", "3", "--block-target", "4096", "--dict"])
             .arg(&dict)
             .arg("-o")
             .arg(&embedded)
@@ -424,11 +428,11 @@ fn cat_skip_and_limit() {
             .map(|l| format!("{l}\n"))
             .collect()
     };
-    let indexed = pack(&scratch("skip-index"), &sample, &["--block-size", "4096"]);
+    let indexed = pack(&scratch("skip-index"), &sample, &["--block-target", "4096"]);
     let plain = pack(
         &scratch("skip-plain"),
         &sample,
-        &["--block-size", "4096", "--no-index"],
+        &["--block-target", "4096", "--no-index"],
     );
     assert!(std::fs::metadata(&plain).unwrap().len() < std::fs::metadata(&indexed).unwrap().len());
     let stdin = std::fs::read(&indexed).unwrap();
@@ -489,7 +493,7 @@ fn cat_skip_over_damage() {
         ("skip-damage-index", None),
         ("skip-damage-plain", Some("--no-index")),
     ] {
-        let mut args = vec!["--block-size", "4096"];
+        let mut args = vec!["--block-target", "4096"];
         args.extend(extra);
         let file = pack(&scratch(name), &sample, &args);
         // A byte in the middle of the third block.
@@ -527,7 +531,7 @@ fn cat_skip_over_damage() {
 /// application's type.
 fn written_file() -> Vec<u8> {
     let mut writer = cobsfile::WriterBuilder::new()
-        .block_size(200)
+        .block_target(200)
         .build(Vec::new())
         .unwrap();
     writer
@@ -1077,17 +1081,17 @@ fn pack_append_beside_other_writers_does_not_call_their_blocks_torn() {
     );
 }
 
-/// A `--max-block-size` too small for every block of a valid file says so, not "not a cobsfile"
+/// A `--max-body-size` too small for every block of a valid file says so, not "not a cobsfile"
 /// (issue 11, finding 9).
 #[test]
-fn a_max_block_size_too_small_for_every_block_says_so() {
+fn a_max_body_size_too_small_for_every_block_says_so() {
     let file = root().join("spec/vectors/one-record.cobs");
     for command in ["cat", "verify", "ls", "meta"] {
         for limit in ["0", "5"] {
             let out = run(
                 bin()
                     .arg(command)
-                    .args(["--max-block-size", limit])
+                    .args(["--max-body-size", limit])
                     .arg(&file),
                 b"",
             );
@@ -1168,12 +1172,10 @@ fn pack_atomic_pipe_writes_blocks_of_at_most_pipe_buf() {
         .map(Result::unwrap)
         .collect();
     assert!(blocks.len() > 20);
-    assert!(
-        blocks
-            .iter()
-            .all(|b| b.size <= cobsfile::pipe::PIPE_BUF as u64
-                && b.kind != cobsfile::BlockKind::Index)
-    );
+    assert!(blocks
+        .iter()
+        .all(|b| b.size <= cobsfile::pipe::PIPE_BUF as u64
+            && b.block_type != cobsfile::BlockType::Index));
     let out = run(bin().args(["cat", "-"]), &file);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(out.stdout, input);
@@ -1346,7 +1348,7 @@ impl Drop for Following {
 fn log_writer(path: &Path) -> cobsfile::Writer<std::fs::File> {
     let file = std::fs::File::create(path).unwrap();
     cobsfile::WriterBuilder::new()
-        .block_size(1)
+        .block_target(1)
         .build(file)
         .unwrap()
 }
@@ -1478,7 +1480,7 @@ fn numbered_lines() -> Vec<String> {
 /// Writes `lines` as a log at `path` in 64 KiB blocks, without an index.
 fn write_numbered(path: &Path, lines: &[String]) -> cobsfile::Writer<std::fs::File> {
     let mut writer = cobsfile::WriterBuilder::new()
-        .block_size(64 << 10)
+        .block_target(64 << 10)
         .index(false)
         .build(std::fs::File::create(path).unwrap())
         .unwrap();

@@ -40,7 +40,7 @@
 
 mod common;
 
-use cobsfile::{BlockKind, Cause, Error, ReaderBuilder};
+use cobsfile::{BlockType, Cause, Error, ReaderBuilder};
 use common::*;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -90,8 +90,8 @@ impl std::fmt::Debug for Clean {
 }
 
 impl Clean {
-    fn new(ops: &[Op], block_size: usize) -> Self {
-        let file = write_file(ops, Options::block_size(block_size));
+    fn new(ops: &[Op], block_target: usize) -> Self {
+        let file = write_file(ops, Options::block_target(block_target));
         let o = read_via(&file, &ReaderBuilder::new(), Via::Slice);
         assert!(o.errors().next().is_none());
         let blocks: Vec<Blk> = o.ok_blocks().cloned().collect();
@@ -165,7 +165,7 @@ fn clean_strategy() -> impl Strategy<Value = Clean> {
         ),
         prop_oneof![1usize..8, 8usize..64, 64usize..300],
     )
-        .prop_map(|(ops, block_size)| Clean::new(&ops, block_size))
+        .prop_map(|(ops, block_target)| Clean::new(&ops, block_target))
 }
 
 /// Reads `damaged` with the slice and stream readers (and now and then the mapped one), which
@@ -180,8 +180,8 @@ fn read_damaged(clean: &Clean, damaged: &[u8], seed: u64) -> Observed {
     let got: Vec<Blk> = o.ok_blocks().cloned().collect();
     let expected = clean.content_oracle(damaged);
     if got != expected {
-        let brief = |b: &[Blk]| -> Vec<(u64, u64, BlockKind)> {
-            b.iter().map(|b| (b.offset, b.size, b.kind)).collect()
+        let brief = |b: &[Blk]| -> Vec<(u64, u64, BlockType)> {
+            b.iter().map(|b| (b.offset, b.size, b.block_type)).collect()
         };
         panic!(
             "content oracle: got blocks {:?}\nexpected {:?}\nerrors {:?}",
@@ -391,12 +391,12 @@ proptest! {
         seed: u64,
     ) {
         let mut damaged = clean.file.clone();
-        for (kind, at, bytes) in &edits {
+        for (block_type, at, bytes) in &edits {
             if damaged.is_empty() {
                 break;
             }
             let p = at.index(damaged.len());
-            match kind {
+            match block_type {
                 0 => damaged[p] ^= bytes[0] | 1,
                 1 => {
                     let end = (p + bytes.len()).min(damaged.len());
@@ -453,8 +453,8 @@ fn truncation_everywhere() {
         }
     }
     ops.push(Op::Record(record_bytes(300, Content::ZeroFree, 99)));
-    for block_size in [1, 10, 40] {
-        let clean = Clean::new(&ops, block_size);
+    for block_target in [1, 10, 40] {
+        let clean = Clean::new(&ops, block_target);
         for n in 0..=clean.file.len() {
             check_truncation(&clean, n, n as u64 * 7919);
         }
@@ -490,8 +490,8 @@ fn garbage_before_and_after() {
 
 /// Bounds the streaming reader's buffer: the largest frame the limit admits (type and length
 /// varints, the encoded body, sync bytes) plus one read of 256 KiB.
-fn stream_bound(max_block_size: usize) -> usize {
-    let max_length = max_block_size + max_block_size / 254 + 2;
+fn stream_bound(max_body_size: usize) -> usize {
+    let max_length = max_body_size + max_body_size / 254 + 2;
     max_length + 2 * varint_max() + 2 + 256 * 1024
 }
 
@@ -508,7 +508,7 @@ fn stream_with_bound(
     max_chunk: usize,
 ) -> Vec<Result<Blk, Fault>> {
     let mut reader = ReaderBuilder::new()
-        .max_block_size(max)
+        .max_body_size(max)
         .from_read(ChunkedReader::new(bytes, seed, max_chunk));
     let mut out = Vec::new();
     while let Some(item) = reader.next_block() {
@@ -543,7 +543,7 @@ proptest! {
         garbage in garbage_strategy(),
         before in any::<bool>(),
         after in any::<bool>(),
-        max in prop_oneof![Just(cobsfile::DEFAULT_MAX_BLOCK_SIZE), 5usize..300],
+        max in prop_oneof![Just(cobsfile::DEFAULT_MAX_BODY_SIZE), 5usize..300],
         seed: u64,
     ) {
         let ops: Vec<Op> = (0..3).map(|i| Op::Record(vec![i + 1; 3])).collect();
@@ -556,7 +556,7 @@ proptest! {
         if after {
             bytes.extend_from_slice(&clean.file);
         }
-        let o = read_all_ways(&bytes, &ReaderBuilder::new().max_block_size(max), seed, seed % 16 == 0);
+        let o = read_all_ways(&bytes, &ReaderBuilder::new().max_body_size(max), seed, seed % 16 == 0);
         if max >= 100 {
             let got: Vec<Blk> = o.ok_blocks().cloned().collect();
             prop_assert_eq!(got, clean.content_oracle(&bytes));
@@ -675,8 +675,8 @@ fn hostile_header_fields() {
             file.push(0);
         }
         file.extend(&good);
-        for max in [cobsfile::DEFAULT_MAX_BLOCK_SIZE, 4096] {
-            let o = read_all_ways(&file, &ReaderBuilder::new().max_block_size(max), 11, true);
+        for max in [cobsfile::DEFAULT_MAX_BODY_SIZE, 4096] {
+            let o = read_all_ways(&file, &ReaderBuilder::new().max_body_size(max), 11, true);
             assert_eq!(o.records, [b"good", b"good"], "{name}");
             let errors: Vec<&Fault> = o.errors().collect();
             assert_eq!(errors.len(), 1, "{name}: {errors:?}");
@@ -714,7 +714,7 @@ fn stream_memory_stays_bounded() {
     claims.extend_from_slice(&zero_free);
     claims.push(0);
 
-    let tail = write_file(&[Op::Record(b"tail".to_vec())], Options::block_size(10));
+    let tail = write_file(&[Op::Record(b"tail".to_vec())], Options::block_target(10));
     for (name, input) in [
         ("random", [&garbage[..], &tail].concat()),
         ("zero-free", [&zero_free[..], &tail].concat()),
@@ -724,7 +724,7 @@ fn stream_memory_stays_bounded() {
         for max_chunk in [1 << 16, 700] {
             // The skipping scan of metadata() holds a skipped block whole: bounded alike.
             let mut reader = ReaderBuilder::new()
-                .max_block_size(MAX)
+                .max_body_size(MAX)
                 .from_read(ChunkedReader::new(&input, 9, max_chunk));
             let metadata: Vec<_> = reader.metadata().collect();
             assert!(metadata.iter().any(Result::is_err), "{name}");
@@ -756,11 +756,7 @@ fn stream_memory_stays_bounded() {
                 assert!(too_large, "the big block is refused by its length");
             }
             // The slice reader agrees.
-            let slice = read_via(
-                &input,
-                &ReaderBuilder::new().max_block_size(MAX),
-                Via::Slice,
-            );
+            let slice = read_via(&input, &ReaderBuilder::new().max_body_size(MAX), Via::Slice);
             assert_eq!(
                 slice.blocks,
                 items

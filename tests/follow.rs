@@ -113,7 +113,7 @@ fn append(path: &Path, bytes: &[u8]) {
 /// A file of the header and one data block per record, without an index.
 fn file_of(records: &[&str]) -> Vec<u8> {
     let mut writer = WriterBuilder::new()
-        .block_size(1)
+        .block_target(1)
         .index(false)
         .build(Vec::new())
         .unwrap();
@@ -140,7 +140,7 @@ fn records_arrive_in_order_as_a_writer_appends() {
     let writing = path.clone();
     let writer = std::thread::spawn(move || {
         let file = OpenOptions::new().append(true).open(&writing).unwrap();
-        let mut writer = WriterBuilder::new().block_size(64).build(file).unwrap();
+        let mut writer = WriterBuilder::new().block_target(64).build(file).unwrap();
         for i in 0..500 {
             writer
                 .write_record(format!("event {i}").as_bytes())
@@ -509,7 +509,7 @@ fn rotation_reads_the_old_file_to_its_end_then_the_new_one() {
     let path = dir.path("log.cobs");
     let old_writer = File::create(&path).unwrap();
     let mut writer = WriterBuilder::new()
-        .block_size(1)
+        .block_target(1)
         .build(old_writer)
         .unwrap();
     writer.write_record(b"old 1").unwrap();

@@ -7,8 +7,8 @@ mod common;
 use std::ops::ControlFlow;
 
 use cobsfile::{
-    AppenderBuilder, Block, Cause, Compression, Dictionary, Error, Limits, ReaderBuilder, ScanSink,
-    WriterBuilder,
+    AppenderBuilder, Block, Cause, Compression, Dictionary, Error, Limits, RangeSink,
+    ReaderBuilder, WriterBuilder,
 };
 use common::{data_payload, header_payload, raw_block, raw_block_with, TempFile};
 
@@ -43,11 +43,11 @@ fn read_stream(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<Stri
     (records, errors.iter().map(|e| e.to_string()).collect())
 }
 
-/// The records `ReaderBuilder::scan` gives in order, and its damage reports.
+/// The records `ReaderBuilder::read_ranges` gives in order, and its damage reports.
 fn read_scan(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String>) {
     #[derive(Default)]
     struct Sink(Vec<Vec<u8>>, Vec<String>);
-    impl ScanSink<Vec<Vec<u8>>> for Sink {
+    impl RangeSink<Vec<Vec<u8>>> for Sink {
         fn part(&mut self, part: Vec<Vec<u8>>) -> ControlFlow<()> {
             self.0.extend(part);
             ControlFlow::Continue(())
@@ -61,7 +61,9 @@ fn read_scan(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String
     let collect = |records: &mut Vec<Vec<u8>>, block: &Block<'_>| {
         records.extend(block.records().map(<[u8]>::to_vec));
     };
-    options.scan(bytes, collect, &mut sink).expect("scan");
+    options
+        .read_ranges(bytes, collect, &mut sink)
+        .expect("scan");
     (sink.0, sink.1)
 }
 
@@ -78,7 +80,7 @@ fn lying_length_before_dictionary() -> Vec<u8> {
         .collect();
     let dictionary = Dictionary::new(records[..50].concat());
     let mut writer = WriterBuilder::new()
-        .block_size(2000)
+        .block_target(2000)
         .compression(Compression::zstd(3).unwrap())
         .dictionary(dictionary, true)
         .index(false)
@@ -267,7 +269,8 @@ fn finding_6_a_dictionary_flood_is_bounded_and_reported_once() {
         while let Some(block) = reader.next_block() {
             match block {
                 Ok(block) => {
-                    dictionaries += u32::from(block.info().kind == cobsfile::BlockKind::Dictionary)
+                    dictionaries +=
+                        u32::from(block.info().block_type == cobsfile::BlockType::Dictionary)
                 }
                 Err(e) => errors.push(e),
             }
@@ -349,9 +352,9 @@ fn finding_9_a_dictionary_zstd_cannot_load_is_reported_at_its_block() {
 fn finding_1_a_sound_block_over_the_default_limit_is_never_cut() {
     let log = TempFile::with_contents(b"");
     std::fs::remove_file(&log.0).unwrap();
-    let big = vec![b'x'; cobsfile::DEFAULT_MAX_BLOCK_SIZE + 1024];
+    let big = vec![b'x'; cobsfile::DEFAULT_MAX_BODY_SIZE + 1024];
     let mut appender = AppenderBuilder::new()
-        .max_block_size(2 * cobsfile::DEFAULT_MAX_BLOCK_SIZE)
+        .max_body_size(2 * cobsfile::DEFAULT_MAX_BODY_SIZE)
         .durability(cobsfile::Durability::Fsync)
         .open(&log.0)
         .unwrap();
@@ -366,7 +369,7 @@ fn finding_1_a_sound_block_over_the_default_limit_is_never_cut() {
     appender.append(b"small").unwrap();
     appender.close().unwrap();
     let bytes = std::fs::read(&log.0).unwrap();
-    let options = ReaderBuilder::new().max_block_size(2 * cobsfile::DEFAULT_MAX_BLOCK_SIZE);
+    let options = ReaderBuilder::new().max_body_size(2 * cobsfile::DEFAULT_MAX_BODY_SIZE);
     let (records, errors) = options.from_slice(&bytes).read_all();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(records, [big, b"small".to_vec()]);

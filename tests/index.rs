@@ -3,13 +3,21 @@
 
 mod common;
 
-use cobsfile::{BlockKind, Compression, Error, Index, ReaderBuilder, WriterBuilder};
+use cobsfile::{BlockType, Compression, Error, Index, ReaderBuilder, WriterBuilder};
 use common::{config, raw_block, Rng};
 use proptest::prelude::*;
 
 /// A file of `records` records of random small sizes, with a metadata block every so often.
-fn file_with(records: usize, block_size: usize, threads: usize, zstd: bool, seed: u64) -> Vec<u8> {
-    let mut builder = WriterBuilder::new().block_size(block_size).threads(threads);
+fn file_with(
+    records: usize,
+    block_target: usize,
+    threads: usize,
+    zstd: bool,
+    seed: u64,
+) -> Vec<u8> {
+    let mut builder = WriterBuilder::new()
+        .block_target(block_target)
+        .threads(threads);
     if zstd {
         builder = builder.compression(Compression::zstd(1).unwrap());
     }
@@ -67,14 +75,14 @@ proptest! {
     #[test]
     fn seeking_gives_the_records_of_a_full_read(
         records in 0usize..600,
-        block_size in 1usize..400,
+        block_target in 1usize..400,
         writer_threads in prop_oneof![Just(0usize), Just(2)],
         reader_threads in prop_oneof![Just(0usize), Just(2)],
         zstd: bool,
         k_fraction in 0.0f64..1.1,
         seed: u64,
     ) {
-        let file = file_with(records, block_size, writer_threads, zstd, seed);
+        let file = file_with(records, block_target, writer_threads, zstd, seed);
         let options = ReaderBuilder::new().threads(reader_threads);
         let (full, errors, _) = read(options.from_slice(&file));
         prop_assert!(errors.is_empty());
@@ -102,12 +110,12 @@ proptest! {
     #[test]
     fn a_damaged_index_changes_no_record(
         records in 1usize..300,
-        block_size in 1usize..300,
+        block_target in 1usize..300,
         flips in prop::collection::vec((any::<u64>(), 1u8..=255), 1..4),
         k_fraction in 0.0f64..1.1,
         seed: u64,
     ) {
-        let clean = file_with(records, block_size, 0, false, seed);
+        let clean = file_with(records, block_target, 0, false, seed);
         let index = Index::find(&clean).unwrap();
         let options = ReaderBuilder::new();
         let (full, _, _) = read(options.from_slice(&clean));
@@ -173,8 +181,8 @@ proptest! {
         cobsfile::varint::write(entries.len() as i64, &mut payload);
         let span: i64 = entries.iter().map(|e| e.1).fold(0i64, i64::wrapping_add);
         cobsfile::varint::write(span.wrapping_add(span_delta), &mut payload);
-        for (kind, size, items) in &entries {
-            for v in [*kind, *size, *items] {
+        for (block_type, size, items) in &entries {
+            for v in [*block_type, *size, *items] {
                 cobsfile::varint::write(v, &mut payload);
             }
         }
@@ -197,7 +205,7 @@ fn the_index_lists_the_blocks_a_reader_sees() {
     let dictionary = cobsfile::Dictionary::train(&samples, 4096).unwrap();
     for threads in [0, 2] {
         let mut writer = WriterBuilder::new()
-            .block_size(1000)
+            .block_target(1000)
             .compression(Compression::zstd(3).unwrap())
             .dictionary(dictionary.clone(), true)
             .threads(threads)
@@ -217,26 +225,26 @@ fn the_index_lists_the_blocks_a_reader_sees() {
             .map(Result::unwrap)
             .collect();
         let (last, before) = blocks.split_last().unwrap();
-        assert_eq!(last.kind, BlockKind::Index);
+        assert_eq!(last.block_type, BlockType::Index);
         assert_eq!(last.items, Some(before.len() as u64));
         let index = Index::find(&file).unwrap();
         assert_eq!(index.offset(), last.offset);
         assert_eq!(index.len(), before.len());
         let mut first_record = 0;
         for (entry, block) in index.entries().iter().zip(before) {
-            let records = match block.kind {
-                BlockKind::Data => block.items.unwrap(),
+            let records = match block.block_type {
+                BlockType::Data => block.items.unwrap(),
                 _ => 0,
             };
             assert_eq!(
-                (entry.offset, entry.kind, entry.size, entry.records),
-                (block.offset, block.kind, block.size, records)
+                (entry.offset, entry.block_type, entry.size, entry.records),
+                (block.offset, block.block_type, block.size, records)
             );
             assert_eq!(entry.first_record, first_record);
             first_record += records;
         }
         assert_eq!(index.records(), 500);
-        assert_eq!(before[1].kind, BlockKind::Dictionary);
+        assert_eq!(before[1].block_type, BlockType::Dictionary);
         // A seek far into the file finds the embedded dictionary before its range.
         let mut reader = ReaderBuilder::new().from_slice_at_record(&file, 400);
         assert_eq!(reader.next_record().unwrap().unwrap(), &samples[400][..]);
@@ -251,7 +259,7 @@ fn the_index_lists_the_blocks_a_reader_sees() {
         assert_eq!(index.block_at_or_after(index.offset()), None);
         // The same file without an index reads the same.
         let mut writer = WriterBuilder::new()
-            .block_size(1000)
+            .block_target(1000)
             .index(false)
             .build(Vec::new())
             .unwrap();
@@ -264,7 +272,7 @@ fn the_index_lists_the_blocks_a_reader_sees() {
 /// each data block.
 fn ten_blocks() -> (Vec<u8>, Vec<u64>) {
     let mut writer = WriterBuilder::new()
-        .block_size(30)
+        .block_target(30)
         .build(Vec::new())
         .unwrap();
     for i in 0..100 {
@@ -275,7 +283,7 @@ fn ten_blocks() -> (Vec<u8>, Vec<u64>) {
     let offsets: Vec<u64> = index
         .entries()
         .iter()
-        .filter(|e| e.kind == BlockKind::Data)
+        .filter(|e| e.block_type == BlockType::Data)
         .map(|e| e.offset)
         .collect();
     assert_eq!(offsets.len(), 10);
@@ -383,8 +391,12 @@ fn a_lying_index_is_not_trusted() {
     cobsfile::varint::write((index.offset() - index.start()) as i64, &mut payload);
     for e in index.entries() {
         // Every data block claims 11 records.
-        let records = if e.kind == BlockKind::Data { 11 } else { 0 };
-        for v in [e.kind.type_id(), e.size as i64, records] {
+        let records = if e.block_type == BlockType::Data {
+            11
+        } else {
+            0
+        };
+        for v in [e.block_type.type_id(), e.size as i64, records] {
             cobsfile::varint::write(v, &mut payload);
         }
     }

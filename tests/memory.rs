@@ -8,7 +8,7 @@ mod counting;
 
 use std::ops::ControlFlow;
 
-use cobsfile::{Block, Compression, ReaderBuilder, ScanSink, WriterBuilder};
+use cobsfile::{Block, Compression, RangeSink, ReaderBuilder, WriterBuilder};
 use counting::{live_bytes, peak_bytes, reset_peak};
 
 const RECORD: usize = 4 << 20;
@@ -21,7 +21,7 @@ struct Drain {
     records: usize,
 }
 
-impl ScanSink<Vec<u8>> for Drain {
+impl RangeSink<Vec<u8>> for Drain {
     fn part(&mut self, part: Vec<u8>) -> ControlFlow<()> {
         self.records += part.len() / RECORD;
         ControlFlow::Continue(())
@@ -56,7 +56,7 @@ fn reading_holds_a_bounded_number_of_blocks() {
         let before = live_bytes();
         reset_peak();
         let mut sink = Drain::default();
-        let report = options.scan(&file, format, &mut sink).unwrap();
+        let report = options.read_ranges(&file, format, &mut sink).unwrap();
         let peak = peak_bytes() - before;
         assert_eq!(sink.records, RECORDS);
         assert!(report.is_clean());

@@ -4,13 +4,13 @@
 
 mod common;
 
-use cobsfile::{BlockInfo, BlockKind, Error, MappedFile, Metadata, ReaderBuilder, WriterBuilder};
+use cobsfile::{BlockInfo, BlockType, Error, MappedFile, Metadata, ReaderBuilder, WriterBuilder};
 use common::{record_bytes, Content, TempFile};
 
 /// 48 data blocks of about 4 KiB, a metadata block before every 8th.
 fn sample() -> Vec<u8> {
     let mut writer = WriterBuilder::new()
-        .block_size(4096)
+        .block_target(4096)
         .build(Vec::new())
         .expect("build");
     for block in 0..48u64 {
@@ -34,7 +34,7 @@ fn full_read(bytes: &[u8]) -> Vec<Metadata> {
     let mut found = Vec::new();
     while let Some(item) = reader.next_block() {
         let Ok(block) = item else { continue };
-        if block.info().kind == BlockKind::Metadata {
+        if block.info().block_type == BlockType::Metadata {
             found.push(Metadata {
                 offset: block.info().offset,
                 entries: block
@@ -72,7 +72,7 @@ fn data_blocks(bytes: &[u8]) -> Vec<BlockInfo> {
         .from_slice(bytes)
         .blocks()
         .filter_map(Result::ok)
-        .filter(|b| b.kind == BlockKind::Data)
+        .filter(|b| b.block_type == BlockType::Data)
         .collect()
 }
 

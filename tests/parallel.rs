@@ -102,8 +102,10 @@ fn codec_strategy() -> impl Strategy<Value = Codec> {
     ]
 }
 
-fn builder(codec: Codec, block_size: usize, threads: usize) -> WriterBuilder {
-    let builder = WriterBuilder::new().block_size(block_size).threads(threads);
+fn builder(codec: Codec, block_target: usize, threads: usize) -> WriterBuilder {
+    let builder = WriterBuilder::new()
+        .block_target(block_target)
+        .threads(threads);
     match codec {
         Codec::None => builder,
         Codec::Zstd(level) => builder.compression(Compression::zstd(level).unwrap()),
@@ -138,8 +140,8 @@ fn apply<W: Write>(writer: &mut cobsfile::Writer<W>, ops: &[Op]) {
 }
 
 /// Every `write` call the writer made, and the number of flushes.
-fn writes(ops: &[Op], codec: Codec, block_size: usize, threads: usize) -> (Vec<Vec<u8>>, usize) {
-    let mut writer = builder(codec, block_size, threads)
+fn writes(ops: &[Op], codec: Codec, block_target: usize, threads: usize) -> (Vec<Vec<u8>>, usize) {
+    let mut writer = builder(codec, block_target, threads)
         .build(RecordingWriter::default())
         .unwrap();
     apply(&mut writer, ops);
@@ -147,8 +149,8 @@ fn writes(ops: &[Op], codec: Codec, block_size: usize, threads: usize) -> (Vec<V
     (inner.writes, inner.flushes)
 }
 
-fn write_file(ops: &[Op], codec: Codec, block_size: usize) -> Vec<u8> {
-    let mut writer = builder(codec, block_size, 0).build(Vec::new()).unwrap();
+fn write_file(ops: &[Op], codec: Codec, block_target: usize) -> Vec<u8> {
+    let mut writer = builder(codec, block_target, 0).build(Vec::new()).unwrap();
     apply(&mut writer, ops);
     writer.finish().unwrap()
 }
@@ -383,12 +385,12 @@ proptest! {
     fn the_parallel_writer_writes_what_one_thread_writes(
         ops in prop::collection::vec(op_strategy(), 0..80),
         codec in codec_strategy(),
-        block_size in prop_oneof![Just(1usize), Just(300), Just(4096), Just(20_000)],
+        block_target in prop_oneof![Just(1usize), Just(300), Just(4096), Just(20_000)],
     ) {
-        let expected = writes(&ops, codec, block_size, 0);
-        prop_assert_eq!(&writes(&ops, codec, block_size, 1), &expected);
+        let expected = writes(&ops, codec, block_target, 0);
+        prop_assert_eq!(&writes(&ops, codec, block_target, 1), &expected);
         for threads in 2..=4 {
-            let got = writes(&ops, codec, block_size, threads);
+            let got = writes(&ops, codec, block_target, threads);
             prop_assert!(got == expected, "{} threads write differently", threads);
         }
     }
@@ -428,7 +430,7 @@ impl Write for Counting {
 fn the_writer_keeps_at_most_two_blocks_per_thread_in_flight() {
     for threads in [2, 3, 4] {
         let mut writer = WriterBuilder::new()
-            .block_size(100)
+            .block_target(100)
             .threads(threads)
             .build(Counting { writes: 0 })
             .unwrap();
@@ -531,19 +533,19 @@ proptest! {
     fn the_parallel_reader_reads_what_one_thread_reads(
         ops in prop::collection::vec(op_strategy(), 0..60),
         codec in codec_strategy(),
-        block_size in prop_oneof![Just(1usize), Just(500), Just(4096)],
+        block_target in prop_oneof![Just(1usize), Just(500), Just(4096)],
         given in any::<bool>(),
         small_limit in prop::bool::weighted(0.1),
         damage_kind in damage_strategy(),
         seed in any::<u64>(),
     ) {
-        let file = damage(write_file(&ops, codec, block_size), &damage_kind);
+        let file = damage(write_file(&ops, codec, block_target), &damage_kind);
         let mut options = ReaderBuilder::new();
         if given {
             options = options.dictionary(dictionary().clone());
         }
         if small_limit {
-            options = options.max_block_size(3000);
+            options = options.max_body_size(3000);
         }
         assert_same_as_sequential(&file, &options, seed);
     }
@@ -684,7 +686,7 @@ fn a_damaged_dictionary_block_is_not_used() {
         .nth(1)
         .unwrap()
         .unwrap();
-    assert_eq!(info.kind, cobsfile::BlockKind::Dictionary);
+    assert_eq!(info.block_type, cobsfile::BlockType::Dictionary);
     file[(info.offset + info.size / 2) as usize] ^= 0x10;
     let (records, errors) = ReaderBuilder::new().threads(2).from_slice(&file).read_all();
     assert!(records.is_empty());

@@ -22,7 +22,7 @@ fn record(i: usize) -> Vec<u8> {
 fn builder(compression: Compression, dictionary: Option<&Dictionary>) -> WriterBuilder {
     // Without the index, whose growing buffer `tests/alloc.rs` bounds on its own.
     let builder = WriterBuilder::new()
-        .block_size(16 * 1024)
+        .block_target(16 * 1024)
         .index(false)
         .compression(compression);
     match dictionary {

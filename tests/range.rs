@@ -69,17 +69,17 @@ fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
         ),
         prop_oneof![1usize..8, 8usize..64, 64usize..300],
     )
-        .prop_map(|(ops, block_size)| write_file(&ops, Options::block_size(block_size)))
+        .prop_map(|(ops, block_target)| write_file(&ops, Options::block_target(block_target)))
 }
 
 /// Damage applied to a file: flips, zeroed bytes, inserted and deleted bytes.
 fn damage(file: &mut Vec<u8>, edits: &[(u64, u8, u8)]) {
-    for &(at, kind, value) in edits {
+    for &(at, block_type, value) in edits {
         if file.is_empty() {
             return;
         }
         let at = (at % file.len() as u64) as usize;
-        match kind % 5 {
+        match block_type % 5 {
             0 | 1 => file[at] ^= value.max(1),
             2 => file[at] = 0,
             3 => file.insert(at, value),
@@ -113,7 +113,7 @@ fn every_split_point_of_a_small_file() {
     let ops: Vec<Op> = (0..40u64)
         .map(|i| Op::Record(record_bytes(i as usize % 23, Content::Random, i)))
         .collect();
-    let mut file = write_file(&ops, Options::block_size(30));
+    let mut file = write_file(&ops, Options::block_target(30));
     file[50] ^= 0x10;
     let options = ReaderBuilder::new();
     let expected = whole(&file, &options);
@@ -134,7 +134,7 @@ fn ranges_find_the_embedded_dictionary() {
         .collect();
     let dictionary = Dictionary::train(&samples, 4096).expect("train");
     let mut writer = WriterBuilder::new()
-        .block_size(2000)
+        .block_target(2000)
         .compression(Compression::Zstd { level: 3 })
         .dictionary(dictionary, true)
         .build(Vec::new())
@@ -161,7 +161,7 @@ struct Collect {
     spare: Option<Vec<Vec<u8>>>,
 }
 
-impl cobsfile::ScanSink<Vec<Vec<u8>>> for Collect {
+impl cobsfile::RangeSink<Vec<Vec<u8>>> for Collect {
     fn part(&mut self, mut records: Vec<Vec<u8>>) -> std::ops::ControlFlow<()> {
         self.records.append(&mut records);
         self.spare = Some(records);
@@ -196,7 +196,7 @@ proptest! {
         let many = ReaderBuilder::new().threads(threads).min_split(min_split);
         let mut sink = Collect::default();
         let report = many
-            .scan(
+            .read_ranges(
                 &file,
                 |out: &mut Vec<Vec<u8>>, block| out.extend(block.records().map(<[u8]>::to_vec)),
                 &mut sink,
@@ -222,7 +222,7 @@ fn mapped_ranges() {
     let ops: Vec<Op> = (0..300u64)
         .map(|i| Op::Record(record_bytes(i as usize % 50, Content::ZeroRich, i)))
         .collect();
-    let file = write_file(&ops, Options::block_size(100));
+    let file = write_file(&ops, Options::block_target(100));
     let tmp = TempFile::with_contents(&file);
     let mapped = cobsfile::open(&tmp.0).unwrap();
     let half = file.len() as u64 / 2;
@@ -278,7 +278,7 @@ fn scan_returns_after_its_workers_exit() {
     }
 
     let mut writer = WriterBuilder::new()
-        .block_size(256)
+        .block_target(256)
         .build(Vec::new())
         .unwrap();
     for i in 0..2000 {
@@ -291,7 +291,7 @@ fn scan_returns_after_its_workers_exit() {
     ReaderBuilder::new()
         .threads(2)
         .min_split(1024)
-        .scan(
+        .read_ranges(
             &file,
             |out: &mut Vec<Vec<u8>>, block| {
                 HELD.with(|_| ());

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use cobsfile::{BlockKind, Compression, Dictionary, ReaderBuilder, Report, WriterBuilder};
+use cobsfile::{BlockType, Compression, Dictionary, ReaderBuilder, Report, WriterBuilder};
 use common::Rng;
 use common::*;
 use proptest::prelude::*;
@@ -71,7 +71,7 @@ enum Item {
 #[derive(Debug, Clone)]
 struct Plan {
     items: Vec<Item>,
-    block_size: usize,
+    block_target: usize,
     codec: Codec,
 }
 
@@ -128,7 +128,7 @@ fn record(len: usize, content: u8, seed: u64) -> Vec<u8> {
 impl Plan {
     /// Writes the file.
     fn write(&self) -> Vec<u8> {
-        let mut builder = WriterBuilder::new().block_size(self.block_size);
+        let mut builder = WriterBuilder::new().block_target(self.block_target);
         match self.codec {
             Codec::None => {}
             Codec::Zstd(level) => builder = builder.compression(Compression::Zstd { level }),
@@ -180,7 +180,7 @@ impl Plan {
                 }
             })
             .collect();
-        let block_size = match rng.below(3) {
+        let block_target = match rng.below(3) {
             0 => 1 + rng.below(8),
             1 => 8 + rng.below(56),
             _ => 64 + rng.below(300),
@@ -194,7 +194,7 @@ impl Plan {
         };
         Plan {
             items,
-            block_size,
+            block_target,
             codec,
         }
     }
@@ -254,9 +254,9 @@ fn plan_strategy() -> impl Strategy<Value = Plan> {
             1 => prop::sample::select(vec![-3, 1, 3]).prop_map(Codec::External),
         ],
     )
-        .prop_map(|(items, block_size, codec)| Plan {
+        .prop_map(|(items, block_target, codec)| Plan {
             items,
-            block_size,
+            block_target,
             codec,
         })
 }
@@ -335,8 +335,8 @@ impl Clean {
         assert_eq!(records, plan.records());
         let raw: Vec<(i64, Vec<u8>)> = blocks
             .iter()
-            .filter_map(|b| match b.kind {
-                BlockKind::Unknown(t) => Some((t, b.payload.clone())),
+            .filter_map(|b| match b.block_type {
+                BlockType::Unknown(t) => Some((t, b.payload.clone())),
                 _ => None,
             })
             .collect();
@@ -541,8 +541,8 @@ fn random_bytes(rng: &mut Rng, max: u64) -> Vec<u8> {
         .collect()
 }
 
-fn random_damage(rng: &mut Rng, kind: u64) -> Damage {
-    match kind {
+fn random_damage(rng: &mut Rng, block_type: u64) -> Damage {
+    match block_type {
         0 => Damage::Flips(
             (0..1 + rng.below(4))
                 .map(|_| (rng.next_u64(), 1 + rng.below(255) as u8))
@@ -587,9 +587,9 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
             to
         }),
         any::<u64>().prop_map(|at| Damage::Truncate { at }),
-        (items_strategy(30), 1usize..100).prop_map(|(items, block_size)| Damage::Append(Plan {
+        (items_strategy(30), 1usize..100).prop_map(|(items, block_target)| Damage::Append(Plan {
             items,
-            block_size,
+            block_target,
             codec: Codec::None,
         })),
         prop_oneof![Just(b"garbage\n".to_vec()), bytes()].prop_map(Damage::Prepend),
@@ -616,11 +616,11 @@ fn full_read(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Blk>, Vec<Fault>) {
 }
 
 /// What a block holds, wherever it is: kind, records, entries, payload.
-type BlockContent<'a> = (BlockKind, &'a [Vec<u8>], &'a [(String, Vec<u8>)], &'a [u8]);
+type BlockContent<'a> = (BlockType, &'a [Vec<u8>], &'a [(String, Vec<u8>)], &'a [u8]);
 
 /// What a block holds, wherever it is.
 fn content(b: &Blk) -> BlockContent<'_> {
-    (b.kind, &b.records, &b.entries, &b.payload)
+    (b.block_type, &b.records, &b.entries, &b.payload)
 }
 
 fn contents<'a>(blocks: &[&'a Blk]) -> Vec<BlockContent<'a>> {
@@ -638,7 +638,7 @@ fn check_read(case: &Case, damaged: &[u8]) -> (Vec<Blk>, Vec<Fault>) {
     let by_offset: HashMap<u64, &Blk> = blocks.iter().map(|b| (b.offset, b)).collect();
     let first_dictionary = blocks
         .iter()
-        .find(|b| b.kind == BlockKind::Dictionary)
+        .find(|b| b.block_type == BlockType::Dictionary)
         .map(|b| b.offset);
     let mut expected = Vec::new();
     for (q, clean) in case.untouched() {
@@ -691,7 +691,7 @@ fn check_read(case: &Case, damaged: &[u8]) -> (Vec<Blk>, Vec<Fault>) {
         assert!(
             ok,
             "block at {} ({:?}, {} bytes) is no clean block: {case:?}",
-            b.offset, b.kind, b.size
+            b.offset, b.block_type, b.size
         );
         REENCODED.fetch_add(1, Ordering::Relaxed);
     }
@@ -742,14 +742,14 @@ fn check_verify(bytes: &[u8], options: &ReaderBuilder, blocks: &[Blk], errors: &
     let records: u64 = blocks.iter().map(|b| b.records.len() as u64).sum();
     assert_eq!(report.records, records);
     assert_eq!(report.blocks.total(), blocks.len() as u64);
-    let count = |k: BlockKind| blocks.iter().filter(|b| b.kind == k).count() as u64;
-    assert_eq!(report.blocks.header, count(BlockKind::Header));
-    assert_eq!(report.blocks.metadata, count(BlockKind::Metadata));
-    assert_eq!(report.blocks.data, count(BlockKind::Data));
-    assert_eq!(report.blocks.dictionary, count(BlockKind::Dictionary));
+    let count = |k: BlockType| blocks.iter().filter(|b| b.block_type == k).count() as u64;
+    assert_eq!(report.blocks.header, count(BlockType::Header));
+    assert_eq!(report.blocks.metadata, count(BlockType::Metadata));
+    assert_eq!(report.blocks.data, count(BlockType::Data));
+    assert_eq!(report.blocks.dictionary, count(BlockType::Dictionary));
     let mut unknown = BTreeMap::new();
     for b in blocks {
-        if let BlockKind::Unknown(t) = b.kind {
+        if let BlockType::Unknown(t) = b.block_type {
             *unknown.entry(t).or_insert(0u64) += 1;
         }
     }
@@ -877,7 +877,7 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
     assert_eq!(recovery.is_lossless(), report.is_clean());
     let kept: Vec<&Blk> = blocks
         .iter()
-        .filter(|b| !matches!(b.kind, BlockKind::Header | BlockKind::Index))
+        .filter(|b| !matches!(b.block_type, BlockType::Header | BlockType::Index))
         .collect();
     // The header, the kept blocks, a fresh index.
     assert_eq!(recovery.blocks, 2 + kept.len() as u64);
@@ -910,24 +910,24 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
         errors.is_empty(),
         "recovered file damaged: {errors:?}\n{case:?}"
     );
-    assert_eq!(again[0].kind, BlockKind::Header);
+    assert_eq!(again[0].block_type, BlockType::Header);
     assert_eq!(again[0].offset, 0);
-    assert_eq!(again.last().map(|b| b.kind), Some(BlockKind::Index));
+    assert_eq!(again.last().map(|b| b.block_type), Some(BlockType::Index));
     let again_kept: Vec<&Blk> = again[1..again.len() - 1].iter().collect();
     assert!(again_kept
         .iter()
-        .all(|b| !matches!(b.kind, BlockKind::Header | BlockKind::Index)));
+        .all(|b| !matches!(b.block_type, BlockType::Header | BlockType::Index)));
     for (entry, block) in index.entries().iter().zip(&again) {
         assert_eq!(
-            (entry.offset, entry.kind, entry.size),
-            (block.offset, block.kind, block.size)
+            (entry.offset, entry.block_type, entry.size),
+            (block.offset, block.block_type, block.size)
         );
     }
     assert_eq!(contents(&again_kept), contents(&kept));
     for (a, k) in again_kept.iter().zip(&kept) {
         assert_eq!(a.size, k.size);
         assert_eq!(a.codec, k.codec);
-        if matches!(k.kind, BlockKind::Unknown(_)) {
+        if matches!(k.block_type, BlockType::Unknown(_)) {
             assert_eq!(
                 out[a.offset as usize..=(a.offset + a.size) as usize],
                 damaged[k.offset as usize..=(k.offset + k.size) as usize],
@@ -953,7 +953,7 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
         .collect();
     let damaged_metadata: Vec<Vec<(String, Vec<u8>)>> = blocks
         .iter()
-        .filter(|b| b.kind == BlockKind::Metadata)
+        .filter(|b| b.block_type == BlockType::Metadata)
         .map(|b| b.entries.clone())
         .collect();
     assert_eq!(metadata, damaged_metadata);
@@ -1090,9 +1090,9 @@ fn torture() {
         let plan = Plan::random(&mut rng, 40, 60);
         let damages: Vec<Damage> = (0..1 + rng.below(3))
             .map(|_| {
-                let kind = rng.below(8);
-                kinds[kind as usize] += 1;
-                random_damage(&mut rng, kind)
+                let block_type = rng.below(8);
+                kinds[block_type as usize] += 1;
+                random_damage(&mut rng, block_type)
             })
             .collect();
         let case = Case::new(&plan, damages);
@@ -1168,7 +1168,7 @@ fn empty_and_header_only_inputs() {
 fn a_newer_version_stops_recovery() {
     let v1 = Plan {
         items: vec![Item::Record(b"before".to_vec())],
-        block_size: 10,
+        block_target: 10,
         codec: Codec::None,
     }
     .write();
@@ -1209,13 +1209,13 @@ fn a_lost_dictionary_block() {
         .collect();
     let file = Plan {
         items: items.clone(),
-        block_size: 300,
+        block_target: 300,
         codec: Codec::Embedded(3),
     }
     .write();
     let (blocks, errors) = full_read(&file, &ReaderBuilder::new());
     assert!(errors.is_empty());
-    assert_eq!(blocks[1].kind, BlockKind::Dictionary);
+    assert_eq!(blocks[1].block_type, BlockType::Dictionary);
     let compressed = blocks.iter().filter(|b| b.codec == "zstd+dict").count();
     assert!(compressed > 5, "{compressed} blocks use the dictionary");
     let mut damaged = file.clone();
@@ -1275,7 +1275,7 @@ fn concatenated_files_with_different_dictionaries() {
     };
     let write = |dictionary: Dictionary, records: &[Vec<u8>]| {
         let mut writer = WriterBuilder::new()
-            .block_size(200)
+            .block_target(200)
             .compression(Compression::Zstd { level: 3 })
             .dictionary(dictionary, true)
             .build(Vec::new())
@@ -1320,7 +1320,7 @@ fn a_change_a_zstd_frame_decodes_away_reads_as_written() {
         items: (0..6)
             .map(|i| Item::Record(text_record(20 + i, i as u64)))
             .collect(),
-        block_size: 20,
+        block_target: 20,
         codec: Codec::Embedded(1),
     };
     let options = ReaderBuilder::new();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use cobsfile::{varint, BlockKind, ReaderBuilder, WriterBuilder};
+use cobsfile::{varint, BlockType, ReaderBuilder, WriterBuilder};
 use common::*;
 use proptest::prelude::*;
 
@@ -66,7 +66,7 @@ fn len_for_framed(framed: i64) -> usize {
         .unwrap_or(0)
 }
 
-fn realize(specs: &[OpSpec], block_size: usize) -> Vec<Op> {
+fn realize(specs: &[OpSpec], block_target: usize) -> Vec<Op> {
     specs
         .iter()
         .map(|spec| match spec {
@@ -75,10 +75,10 @@ fn realize(specs: &[OpSpec], block_size: usize) -> Vec<Op> {
                     Len::Abs(n) => n,
                     // Near-block records only for blocks up to 64 KiB here; the MiB cases are
                     // in `large_records_round_trip`.
-                    Len::NearBlock(d) if block_size <= 70_000 => {
-                        len_for_framed(block_size as i64 + d)
+                    Len::NearBlock(d) if block_target <= 70_000 => {
+                        len_for_framed(block_target as i64 + d)
                     }
-                    Len::NearBlock(d) => (block_size % 3000) + d.unsigned_abs() as usize,
+                    Len::NearBlock(d) => (block_target % 3000) + d.unsigned_abs() as usize,
                 };
                 Op::Record(record_bytes(len, *content, *seed))
             }
@@ -114,13 +114,13 @@ fn model(ops: &[Op], options: Options) -> Vec<Expect> {
                 let framed = varint::encoded_len(r.len() as i64) + r.len();
                 let body = 1 + varint::encoded_len(open.len() as i64 + 1) + bytes + framed + 4;
                 if !open.is_empty()
-                    && (bytes + framed > options.block_size || body > options.max_block_size)
+                    && (bytes + framed > options.block_target || body > options.max_body_size)
                 {
                     close(&mut open, &mut bytes, &mut out);
                 }
                 open.push(r.clone());
                 bytes += framed;
-                if bytes >= options.block_size {
+                if bytes >= options.block_target {
                     close(&mut open, &mut bytes, &mut out);
                 }
             }
@@ -174,7 +174,7 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
     // block's closing sync byte is the file's last byte (no padding from a writer).
     let blocks: Vec<&Blk> = o.ok_blocks().collect();
     assert_eq!(blocks[0].offset, 0);
-    assert_eq!(blocks[0].kind, BlockKind::Header);
+    assert_eq!(blocks[0].block_type, BlockType::Header);
     assert_eq!(blocks[0].version, Some(cobsfile::FORMAT_VERSION));
     for pair in blocks.windows(2) {
         assert_eq!(pair[1].offset, pair[0].offset + pair[0].size);
@@ -191,7 +191,7 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
     // Record counts add up.
     let counted: u64 = blocks
         .iter()
-        .filter(|b| b.kind == BlockKind::Data)
+        .filter(|b| b.block_type == BlockType::Data)
         .map(|b| b.items.unwrap())
         .sum();
     assert_eq!(counted, written.len() as u64);
@@ -200,10 +200,10 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
     // single record, never holds zero records, and no body exceeds the maximum block size.
     for b in &blocks {
         assert!(
-            b.payload.len() + 5 <= options.max_block_size,
+            b.payload.len() + 5 <= options.max_body_size,
             "body over the maximum"
         );
-        if b.kind == BlockKind::Data {
+        if b.block_type == BlockType::Data {
             let bytes: usize = b
                 .records
                 .iter()
@@ -211,11 +211,11 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
                 .sum();
             assert!(!b.records.is_empty(), "empty data block");
             assert!(
-                b.records.len() == 1 || bytes <= options.block_size,
+                b.records.len() == 1 || bytes <= options.block_target,
                 "block at {} holds {} records of {bytes} bytes, target {}",
                 b.offset,
                 b.records.len(),
-                options.block_size
+                options.block_target
             );
         }
     }
@@ -223,19 +223,19 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
     // The last block is the index, listing every block before it as a reader sees it (unless
     // it would not fit in a block).
     let blocks = match blocks.split_last() {
-        Some((last, before)) if last.kind == BlockKind::Index => {
+        Some((last, before)) if last.block_type == BlockType::Index => {
             check_index(file, last, before);
             before
         }
         _ => {
             // The index's body: codec, count, span, an entry per block, CRC.
             let len = |n: u64| varint::encoded_len(n as i64);
-            let type_len = |b: &Blk| varint::encoded_len(b.kind.type_id());
+            let type_len = |b: &Blk| varint::encoded_len(b.block_type.type_id());
             let span: u64 = blocks.iter().map(|b| b.size).sum();
             let entries: usize = blocks
                 .iter()
                 .map(|b| {
-                    let records = if b.kind == BlockKind::Data {
+                    let records = if b.block_type == BlockType::Data {
                         b.items.unwrap()
                     } else {
                         0
@@ -245,7 +245,7 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
                 .sum();
             let body = 1 + len(blocks.len() as u64) + len(span) + entries + 4;
             assert!(
-                body > options.max_block_size,
+                body > options.max_body_size,
                 "no index after {} blocks",
                 blocks.len()
             );
@@ -256,9 +256,9 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
     // Exactly the blocks the writer's rules call for.
     let layout: Vec<Expect> = blocks[1..]
         .iter()
-        .map(|b| match b.kind {
-            BlockKind::Data => Expect::Data(b.records.clone()),
-            BlockKind::Metadata => Expect::Metadata(b.entries.clone()),
+        .map(|b| match b.block_type {
+            BlockType::Data => Expect::Data(b.records.clone()),
+            BlockType::Metadata => Expect::Metadata(b.entries.clone()),
             other => panic!("unexpected {other:?} block"),
         })
         .collect();
@@ -287,7 +287,7 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
 fn round_trip(ops: &[Op], options: Options, seed: u64) {
     let file = write_file(ops, options);
     check_write_calls(ops, options, &file);
-    let reader = ReaderBuilder::new().max_block_size(options.max_block_size);
+    let reader = ReaderBuilder::new().max_body_size(options.max_body_size);
     let slice = read_via(&file, &reader, Via::Slice);
     check_clean(&file, ops, options, &slice);
     for via in [
@@ -300,7 +300,7 @@ fn round_trip(ops: &[Op], options: Options, seed: u64) {
         let other = read_via(&file, &reader, via);
         assert_eq!(other, slice, "{via:?} disagrees with the slice reader");
     }
-    if options.max_block_size == cobsfile::DEFAULT_MAX_BLOCK_SIZE {
+    if options.max_body_size == cobsfile::DEFAULT_MAX_BODY_SIZE {
         // `cobsfile::open(path)?.reader()`, the shorthand, with default options.
         let temp = TempFile::with_contents(&file);
         let mapped = cobsfile::open(&temp.0).unwrap();
@@ -317,17 +317,17 @@ fn check_index(file: &[u8], index_block: &Blk, blocks: &[&Blk]) {
     let listed: Vec<_> = index
         .entries()
         .iter()
-        .map(|e| (e.offset, e.kind, e.size, e.records))
+        .map(|e| (e.offset, e.block_type, e.size, e.records))
         .collect();
     let seen: Vec<_> = blocks
         .iter()
         .map(|b| {
-            let records = if b.kind == BlockKind::Data {
+            let records = if b.block_type == BlockType::Data {
                 b.items.unwrap()
             } else {
                 0
             };
-            (b.offset, b.kind, b.size, records)
+            (b.offset, b.block_type, b.size, records)
         })
         .collect();
     assert_eq!(listed, seen, "the index lists the blocks a reader sees");
@@ -352,7 +352,7 @@ fn check_write_calls(ops: &[Op], options: Options, file: &[u8]) {
     assert_eq!(
         out.writes.concat(),
         file,
-        "output depends on the kind of Write"
+        "output depends on the block_type of Write"
     );
     let mut header = vec![0];
     header.extend(raw_block(1, &header_payload(1)));
@@ -389,9 +389,9 @@ proptest! {
 
     /// Arbitrary records and metadata at arbitrary block sizes.
     #[test]
-    fn records_and_metadata_round_trip((specs, block_size, seed) in ops_strategy()) {
-        let ops = realize(&specs, block_size);
-        round_trip(&ops, Options::block_size(block_size), seed);
+    fn records_and_metadata_round_trip((specs, block_target, seed) in ops_strategy()) {
+        let ops = realize(&specs, block_target);
+        round_trip(&ops, Options::block_target(block_target), seed);
     }
 
     /// Many small records, including empty ones, at small block sizes: many blocks.
@@ -399,7 +399,7 @@ proptest! {
     fn many_small_records_round_trip(
         lens in prop::collection::vec(0usize..12, 0..400),
         content in content_strategy(),
-        block_size in 1usize..64,
+        block_target in 1usize..64,
         seed: u64,
     ) {
         let ops: Vec<Op> = lens
@@ -407,20 +407,20 @@ proptest! {
             .enumerate()
             .map(|(i, &len)| Op::Record(record_bytes(len, content, seed ^ i as u64)))
             .collect();
-        round_trip(&ops, Options::block_size(block_size), seed);
+        round_trip(&ops, Options::block_target(block_target), seed);
     }
 
     /// The writer's maximum block size is a hard limit, whatever the target: a reader limited
     /// to the same size reads every block.
     #[test]
-    fn max_block_size_is_respected(
-        max_block_size in 64usize..3000,
-        block_size in prop_oneof![1usize..4000, Just(1 << 20)],
+    fn max_body_size_is_respected(
+        max_body_size in 64usize..3000,
+        block_target in prop_oneof![1usize..4000, Just(1 << 20)],
         lens in prop::collection::vec(any::<prop::sample::Index>(), 1..60),
         content in content_strategy(),
         seed: u64,
     ) {
-        let options = Options { block_size, max_block_size };
+        let options = Options { block_target, max_body_size };
         let max_record = options.builder().build(Vec::new()).unwrap().max_record_len();
         let ops: Vec<Op> = lens
             .iter()
@@ -445,14 +445,14 @@ proptest! {
             ],
             1..6,
         ),
-        block_size in prop_oneof![Just(1usize << 20), 1usize..=(1 << 20)],
+        block_target in prop_oneof![Just(1usize << 20), 1usize..=(1 << 20)],
         seed: u64,
     ) {
         let ops: Vec<Op> = specs
             .iter()
             .map(|&(len, content, seed)| Op::Record(record_bytes(len, content, seed)))
             .collect();
-        round_trip(&ops, Options::block_size(block_size), seed);
+        round_trip(&ops, Options::block_target(block_target), seed);
     }
 }
 
@@ -473,7 +473,7 @@ fn empty_file_and_empty_writer() {
             0x31, 0xed, 0xe8, 0x56, 0x00
         ]
     );
-    round_trip(&[], Options::block_size(100), 1);
+    round_trip(&[], Options::block_target(100), 1);
     // A zero-byte input is empty and clean for every reader.
     let o = read_all_ways(&[], &ReaderBuilder::new(), 7, true);
     assert!(o.blocks.is_empty() && o.records.is_empty() && o.metadata.is_empty());
@@ -481,10 +481,10 @@ fn empty_file_and_empty_writer() {
 
 #[test]
 fn empty_records_round_trip() {
-    for block_size in [1, 2, 3, 100] {
+    for block_target in [1, 2, 3, 100] {
         for n in [1, 2, 3, 200, 1000] {
             let ops = vec![Op::Record(Vec::new()); n];
-            round_trip(&ops, Options::block_size(block_size), n as u64);
+            round_trip(&ops, Options::block_target(block_target), n as u64);
         }
     }
 }
@@ -502,8 +502,12 @@ fn cobs_run_edges_round_trip() {
         *r.last_mut().unwrap() = 0;
         ops.push(Op::Record(r));
     }
-    for block_size in [1, 250, 251, 252, 253, 254, 255, 256, 257, 258, 1 << 20] {
-        round_trip(&ops, Options::block_size(block_size), block_size as u64);
+    for block_target in [1, 250, 251, 252, 253, 254, 255, 256, 257, 258, 1 << 20] {
+        round_trip(
+            &ops,
+            Options::block_target(block_target),
+            block_target as u64,
+        );
     }
 }
 
@@ -536,19 +540,19 @@ fn unknown_block_types_are_skipped() {
         o.errors().collect::<Vec<_>>()
     );
     assert_eq!(o.records, [&b"before"[..], b"", b"after"]);
-    let kinds: Vec<BlockKind> = o.ok_blocks().map(|b| b.kind).collect();
+    let kinds: Vec<BlockType> = o.ok_blocks().map(|b| b.block_type).collect();
     assert_eq!(
         kinds,
         [
-            BlockKind::Header,
-            BlockKind::Data,
-            BlockKind::Unknown(6),
-            BlockKind::Unknown(-1),
-            BlockKind::Unknown(1 << 40),
-            BlockKind::Unknown(i64::MIN),
-            BlockKind::Unknown(i64::MAX),
-            BlockKind::Metadata,
-            BlockKind::Data
+            BlockType::Header,
+            BlockType::Data,
+            BlockType::Unknown(6),
+            BlockType::Unknown(-1),
+            BlockType::Unknown(1 << 40),
+            BlockType::Unknown(i64::MIN),
+            BlockType::Unknown(i64::MAX),
+            BlockType::Metadata,
+            BlockType::Data
         ]
     );
     let payloads: Vec<&[u8]> = o.ok_blocks().map(|b| b.payload.as_slice()).collect();
@@ -574,8 +578,8 @@ fn unknown_block_types_are_skipped() {
 #[test]
 fn a_record_too_large_is_refused_and_the_writer_goes_on() {
     let options = Options {
-        block_size: 10,
-        max_block_size: 100,
+        block_target: 10,
+        max_body_size: 100,
     };
     let mut writer = options.builder().build(Vec::new()).unwrap();
     let max = writer.max_record_len();
@@ -583,7 +587,7 @@ fn a_record_too_large_is_refused_and_the_writer_goes_on() {
     writer.write_record(&vec![0; max]).unwrap();
     writer.write_record(b"x").unwrap();
     let file = writer.finish().unwrap();
-    let o = read_all_ways(&file, &ReaderBuilder::new().max_block_size(100), 5, true);
+    let o = read_all_ways(&file, &ReaderBuilder::new().max_body_size(100), 5, true);
     assert!(o.errors().next().is_none());
     assert_eq!(o.records, [vec![0; max], b"x".to_vec()]);
 }
@@ -599,7 +603,7 @@ fn a_large_block_in_one_byte_reads() {
         Op::Record(record),
         Op::Record(b"after".to_vec()),
     ];
-    let file = write_file(&ops, Options::block_size(1 << 22));
+    let file = write_file(&ops, Options::block_target(1 << 22));
     let o = read_via(
         &file,
         &ReaderBuilder::new(),
@@ -608,19 +612,19 @@ fn a_large_block_in_one_byte_reads() {
             max_chunk: 1,
         },
     );
-    check_clean(&file, &ops, Options::block_size(1 << 22), &o);
+    check_clean(&file, &ops, Options::block_target(1 << 22), &o);
 }
 
-/// `max_block_size(usize::MAX)`, "no limit", used to overflow computing the length limit.
+/// `max_body_size(usize::MAX)`, "no limit", used to overflow computing the length limit.
 #[test]
 fn no_read_limit() {
     let ops = [Op::Record(b"x".to_vec()), Op::Record(vec![0; 70_000])];
-    let file = write_file(&ops, Options::block_size(10));
+    let file = write_file(&ops, Options::block_target(10));
     let o = read_all_ways(
         &file,
-        &ReaderBuilder::new().max_block_size(usize::MAX),
+        &ReaderBuilder::new().max_body_size(usize::MAX),
         4,
         true,
     );
-    check_clean(&file, &ops, Options::block_size(10), &o);
+    check_clean(&file, &ops, Options::block_target(10), &o);
 }

@@ -32,7 +32,7 @@ const RECORDS: usize = 20_000;
 /// A file of `RECORDS` records in 16 KiB blocks (about 7 MB, hundreds of pages).
 fn written_file() -> TempFile {
     let mut writer = WriterBuilder::new()
-        .block_size(16 << 10)
+        .block_target(16 << 10)
         .build(Vec::new())
         .unwrap();
     for i in 0..RECORDS {
@@ -112,7 +112,7 @@ fn read_through_a_cut(options: &ReaderBuilder) {
 /// A small log (about 70 KB, 17 pages) for many mappings at once.
 fn small_file() -> TempFile {
     let mut writer = WriterBuilder::new()
-        .block_size(4096)
+        .block_target(4096)
         .build(Vec::new())
         .unwrap();
     for i in 0..300 {

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Strings are printable ASCII with `\xNN` for every other byte, `"` and `\`.
-//! Directives: `% block-size N` (writer option), `% compression LEVEL` (zstd),
+//! Directives: `% block-target N` (writer option), `% compression LEVEL` (zstd),
 //! `% dictionary "BYTES" embed|external` (the writer's dictionary), `% reader-dictionary
 //! "BYTES"` (a dictionary given to the readers), `% from NAME OP...` (this vector is NAME with
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
@@ -35,7 +35,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use cobsfile::{
-    BlockKind, Cause, Compression, Dictionary, Error, Index, Reader, ReaderBuilder, Source,
+    BlockType, Cause, Compression, Dictionary, Error, Index, Reader, ReaderBuilder, Source,
     WriterBuilder,
 };
 
@@ -140,36 +140,35 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
             }
             Err(other) => panic!("unexpected error {other}"),
         };
-        match block.info().kind {
-            BlockKind::Header => lines.push(format!("header {}", block.version().unwrap())),
-            BlockKind::Metadata => {
+        match block.info().block_type {
+            BlockType::Header => lines.push(format!("header {}", block.version().unwrap())),
+            BlockType::Metadata => {
                 let mut line = String::from("metadata");
                 for (key, value) in block.entries() {
                     line.push_str(&format!(" {} {}", esc(key.as_bytes()), esc(value)));
                 }
                 lines.push(line);
             }
-            BlockKind::Data => {
+            BlockType::Data => {
                 lines.push(format!("data {}", block.info().items.unwrap()));
                 lines.extend(block.records().map(|r| format!("record {}", esc(r))));
             }
-            BlockKind::Dictionary => {
+            BlockType::Dictionary => {
                 let id = cobsfile::dictionary_id(block.payload());
                 lines.push(format!("dictionary {id:016x} {}", esc(block.payload())));
             }
-            BlockKind::Index => {
+            BlockType::Index => {
                 let index = Index::from_block(&block).expect("a consistent index");
                 let span = index.offset() - index.start();
                 lines.push(format!("index {} {span}", index.len()));
                 lines.extend(
-                    index
-                        .entries()
-                        .iter()
-                        .map(|e| format!("entry {} {} {}", e.kind.type_id(), e.size, e.records)),
+                    index.entries().iter().map(|e| {
+                        format!("entry {} {} {}", e.block_type.type_id(), e.size, e.records)
+                    }),
                 );
             }
-            BlockKind::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
-            other => panic!("a kind this test does not know: {other:?}"),
+            BlockType::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
+            other => panic!("a block_type this test does not know: {other:?}"),
         }
     }
     lines
@@ -232,9 +231,9 @@ fn build(v: &Vector) -> Vec<u8> {
     if let Some(version) = directive(v, "header-version") {
         return header_block(num(&version[0]));
     }
-    let block_size = directive(v, "block-size").map_or(1 << 20, |w| num(&w[0]) as usize);
+    let block_target = directive(v, "block-target").map_or(1 << 20, |w| num(&w[0]) as usize);
     let index = v.lines.iter().any(|l| l.starts_with("index "));
-    let mut builder = WriterBuilder::new().block_size(block_size).index(index);
+    let mut builder = WriterBuilder::new().block_target(block_target).index(index);
     if let Some(level) = directive(v, "compression") {
         builder = builder.compression(Compression::zstd(num(&level[0]) as i32).unwrap());
     }
@@ -310,11 +309,11 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
                 // A block built by hand after the last byte, which must be a sync byte: type,
                 // length, COBS(fields, stored payload, CRC of type field, fields and plain
                 // payload), 0x00.
-                let kind = arg() as i64;
+                let block_type = arg() as i64;
                 let mut field = || ops.next().expect("block field").clone();
                 let (fields, stored, plain) = (field(), field(), field());
                 assert_eq!(bytes.last(), Some(&0), "append-block after a sync byte");
-                bytes.extend(raw_block(kind, &fields, &stored, &plain));
+                bytes.extend(raw_block(block_type, &fields, &stored, &plain));
             }
             "prepend" => {
                 let mut prefix = ops.next().expect("prefix").clone();
@@ -329,9 +328,9 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
 
 /// A block from its type field to its closing sync byte, built from the format description
 /// alone (sections 4, 6 and 7), so that a vector can hold what no writer writes.
-fn raw_block(kind: i64, fields: &[u8], stored: &[u8], plain: &[u8]) -> Vec<u8> {
+fn raw_block(block_type: i64, fields: &[u8], stored: &[u8], plain: &[u8]) -> Vec<u8> {
     let mut type_field = Vec::new();
-    cobsfile::varint::write(kind, &mut type_field);
+    cobsfile::varint::write(block_type, &mut type_field);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field);
     crc.update(fields);

@@ -31,7 +31,7 @@ fn dictionary() -> Dictionary {
 }
 
 fn write(records: &[Vec<u8>], level: Option<i32>, dict: Option<(&Dictionary, bool)>) -> Vec<u8> {
-    let mut builder = WriterBuilder::new().block_size(4096);
+    let mut builder = WriterBuilder::new().block_target(4096);
     if let Some(level) = level {
         builder = builder.compression(Compression::zstd(level).unwrap());
     }
@@ -205,8 +205,8 @@ fn zstd_fields(size: i64) -> Vec<u8> {
     fields
 }
 
-fn single_cause(file: &[u8], max_block_size: usize) -> Cause {
-    let builder = ReaderBuilder::new().max_block_size(max_block_size);
+fn single_cause(file: &[u8], max_body_size: usize) -> Cause {
+    let builder = ReaderBuilder::new().max_body_size(max_body_size);
     let (records, errors) = read_every_way(file, &builder);
     assert_eq!(records, vec![b"after".to_vec()], "{errors:?}");
     assert_eq!(errors.len(), 1, "{errors:?}");

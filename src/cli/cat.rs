@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cobsfile::{
-    Block, Damage, Error, FollowEvent, FollowerBuilder, MappedFile, Reader, ScanSink, Source,
+    Block, Damage, Error, FollowEvent, FollowerBuilder, MappedFile, RangeSink, Reader, Source,
 };
 
 use super::input::{self, ReadJob};
@@ -150,7 +150,7 @@ fn run_follow(args: &Args) -> Result<Outcome, Failure> {
 }
 
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see
-/// `ReaderBuilder::scan`), each formatting its records into a buffer that this thread
+/// `ReaderBuilder::read_ranges`), each formatting its records into a buffer that this thread
 /// writes out in order.
 fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     let name = input::name(&args.file);
@@ -178,7 +178,7 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     let report = args
         .read
         .builder()?
-        .scan(file.bytes(), format, &mut sink)
+        .read_ranges(file.bytes(), format, &mut sink)
         .map_err(|e| Failure::at(&name, e))?;
     if let Some(failure) = sink.failed {
         return Err(failure);
@@ -220,7 +220,7 @@ struct Sink<W> {
     spare: Option<Part>,
 }
 
-impl<W: Write> ScanSink<Part> for Sink<W> {
+impl<W: Write> RangeSink<Part> for Sink<W> {
     fn recycle(&mut self) -> Option<Part> {
         self.spare.take()
     }

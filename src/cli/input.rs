@@ -67,11 +67,11 @@ pub fn open(path: &Path) -> Result<Input, Failure> {
     let name = name(path);
     let fail = |e| Failure::at(&name, e);
     let file = File::open(path).map_err(fail)?;
-    let kind = file.metadata().map_err(fail)?.file_type();
-    if kind.is_dir() {
+    let file_type = file.metadata().map_err(fail)?.file_type();
+    if file_type.is_dir() {
         return Err(Failure::at(&name, "is a directory"));
     }
-    if !kind.is_file() {
+    if !file_type.is_file() {
         return Ok(Input::Stream(Box::new(file)));
     }
     Ok(Input::Mapped(

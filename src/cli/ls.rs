@@ -17,7 +17,7 @@ pub struct Ls {
 /// One row of the listing.
 struct Row {
     offset: u64,
-    kind: String,
+    block_type: String,
     size: u64,
     items: Option<u64>,
     codec: &'static str,
@@ -28,7 +28,7 @@ impl Row {
     fn block(info: &BlockInfo) -> Self {
         Row {
             offset: info.offset,
-            kind: info.kind.name(),
+            block_type: info.block_type.name(),
             size: info.size,
             items: info.items,
             codec: info.codec,
@@ -39,7 +39,7 @@ impl Row {
     fn damage(start: u64, end: u64, err: &Error) -> Self {
         Row {
             offset: start,
-            kind: "damaged".into(),
+            block_type: "damaged".into(),
             size: end - start,
             items: None,
             codec: "-",
@@ -51,7 +51,7 @@ impl Row {
         if json {
             let row = json!({
                 "offset": self.offset,
-                "type": self.kind,
+                "type": self.block_type,
                 "size": self.size,
                 "records": self.items,
                 "codec": self.codec,
@@ -63,7 +63,7 @@ impl Row {
         writeln!(
             out,
             "{:>12}  {:<12}  {:>10}  {:>8}  {:<9}  {}",
-            self.offset, self.kind, self.size, items, self.codec, self.status
+            self.offset, self.block_type, self.size, items, self.codec, self.status
         )
     }
 }

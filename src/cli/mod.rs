@@ -80,8 +80,9 @@ impl From<io::Error> for Failure {
 #[derive(Debug, clap::Args)]
 pub struct ReadOptions {
     /// Largest block body to accept, in bytes; larger blocks are reported as damage.
-    #[arg(long, value_name = "BYTES", default_value_t = cobsfile::DEFAULT_MAX_BLOCK_SIZE)]
-    pub max_block_size: usize,
+    #[arg(long, value_name = "BYTES", default_value_t = cobsfile::DEFAULT_MAX_BODY_SIZE,
+          visible_alias = "max-block-size")]
+    pub max_body_size: usize,
     /// A zstd dictionary for blocks compressed with it (repeatable); dictionaries the file
     /// embeds are found on their own.
     #[arg(long = "dict", value_name = "FILE")]
@@ -94,7 +95,7 @@ pub struct ReadOptions {
 impl ReadOptions {
     fn builder(&self) -> Result<cobsfile::ReaderBuilder, Failure> {
         let mut builder = cobsfile::ReaderBuilder::new()
-            .max_block_size(self.max_block_size)
+            .max_body_size(self.max_body_size)
             .threads(self.threads);
         for path in &self.dictionaries {
             builder = builder.dictionary(load_dictionary(path)?);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use cobsfile::{AppenderBuilder, Compression, Durability, WriterBuilder, DEFAULT_BLOCK_SIZE};
+use cobsfile::{AppenderBuilder, Compression, Durability, WriterBuilder, DEFAULT_BLOCK_TARGET};
 
 use super::framing::FramingError;
 use super::progress::Progress;
@@ -30,9 +30,11 @@ pub struct Args {
     #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append",
           default_value = "none")]
     durability: Durability,
-    /// Target bytes of records per data block.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BLOCK_SIZE)]
-    block_size: usize,
+    /// Target bytes of records per data block (the block target): larger blocks compress
+    /// better, and damage costs the whole block it hits.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BLOCK_TARGET,
+          visible_alias = "block-size")]
+    block_target: usize,
     /// A metadata entry, written in one metadata block after the header; repeatable.
     #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = parse_meta)]
     meta: Vec<(String, String)>,
@@ -128,7 +130,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         resize_pipe(bytes, args.output.as_ref());
     }
     let mut builder = WriterBuilder::new()
-        .block_size(args.block_size)
+        .block_target(args.block_target)
         .threads(args.threads)
         .index(!args.no_index);
     if args.atomic_pipe {
@@ -192,7 +194,7 @@ fn append(
     let name = log.display().to_string();
     let fail = |e| Failure::at(&name, e);
     let mut builder = AppenderBuilder::new()
-        .block_size(args.block_size)
+        .block_target(args.block_target)
         .threads(args.threads)
         .durability(args.durability);
     if let Some(level) = args.zstd {

@@ -62,12 +62,12 @@ pub fn not_a_cobsfile(name: &str, report: &Report) -> Result<(), Failure> {
 }
 
 /// What a command says of an input in which nothing is intact: not a cobsfile, or, when
-/// blocks were refused for their size (`over_limit`), a `--max-block-size` too small for it.
+/// blocks were refused for their size (`over_limit`), a `--max-body-size` too small for it.
 pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
     match over_limit {
         Some(cause) => Failure::at(
             name,
-            format!("no block fits within --max-block-size ({cause}); raise it to read this file"),
+            format!("no block fits within --max-body-size ({cause}); raise it to read this file"),
         ),
         None => Failure::at(name, "not a cobsfile: no intact block found"),
     }

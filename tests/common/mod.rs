@@ -7,7 +7,7 @@
 use std::io::{self, Read, Write};
 
 use cobsfile::{
-    varint, BlockKind, Cause, Error, Metadata, Reader, ReaderBuilder, Source, WriterBuilder,
+    varint, BlockType, Cause, Error, Metadata, Reader, ReaderBuilder, Source, WriterBuilder,
 };
 use proptest::prelude::*;
 
@@ -143,22 +143,22 @@ pub fn metadata_strategy() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
 /// The writer options of a test file.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    pub block_size: usize,
-    pub max_block_size: usize,
+    pub block_target: usize,
+    pub max_body_size: usize,
 }
 
 impl Options {
-    pub fn block_size(block_size: usize) -> Self {
+    pub fn block_target(block_target: usize) -> Self {
         Options {
-            block_size,
-            max_block_size: cobsfile::DEFAULT_MAX_BLOCK_SIZE,
+            block_target,
+            max_body_size: cobsfile::DEFAULT_MAX_BODY_SIZE,
         }
     }
 
     pub fn builder(&self) -> WriterBuilder {
         WriterBuilder::new()
-            .block_size(self.block_size)
-            .max_block_size(self.max_block_size)
+            .block_target(self.block_target)
+            .max_body_size(self.max_body_size)
     }
 }
 
@@ -353,7 +353,7 @@ pub fn known_cause(cause: &Cause) -> bool {
 pub struct Blk {
     pub offset: u64,
     pub size: u64,
-    pub kind: BlockKind,
+    pub block_type: BlockType,
     pub items: Option<u64>,
     pub codec: &'static str,
     pub payload_size: u64,
@@ -370,7 +370,7 @@ impl Blk {
         Blk {
             offset: info.offset,
             size: info.size,
-            kind: info.kind,
+            block_type: info.block_type,
             items: info.items,
             codec: info.codec,
             payload_size: info.payload_size,
@@ -619,7 +619,7 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
             b.as_ref()
                 .map(|b| cobsfile::BlockInfo {
                     offset: b.offset,
-                    kind: b.kind,
+                    block_type: b.block_type,
                     size: b.size,
                     items: b.items,
                     codec: b.codec,
@@ -632,22 +632,22 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
 
     // Block contents are consistent with their info.
     for b in o.ok_blocks() {
-        match b.kind {
-            BlockKind::Data => {
+        match b.block_type {
+            BlockType::Data => {
                 assert_eq!(b.items, Some(b.records.len() as u64));
                 assert!(b.entries.is_empty());
             }
-            BlockKind::Metadata => {
+            BlockType::Metadata => {
                 assert_eq!(b.items, Some(b.entries.len() as u64));
                 assert!(b.records.is_empty());
             }
-            BlockKind::Header => {
+            BlockType::Header => {
                 assert_eq!(b.version, Some(cobsfile::FORMAT_VERSION));
                 assert_eq!(b.items, None);
             }
-            BlockKind::Index => assert!(b.items.is_some(), "an index block counts its entries"),
-            BlockKind::Dictionary | BlockKind::Unknown(_) => assert_eq!(b.items, None),
-            _ => unreachable!("a kind this test does not know"),
+            BlockType::Index => assert!(b.items.is_some(), "an index block counts its entries"),
+            BlockType::Dictionary | BlockType::Unknown(_) => assert_eq!(b.items, None),
+            _ => unreachable!("a block_type this test does not know"),
         }
     }
 
@@ -665,7 +665,7 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
     // not reported, so errors differ).
     let metadata_blocks: Vec<Metadata> = o
         .ok_blocks()
-        .filter(|b| b.kind == BlockKind::Metadata)
+        .filter(|b| b.block_type == BlockType::Metadata)
         .map(|b| Metadata {
             offset: b.offset,
             entries: b.entries.clone(),
@@ -705,7 +705,7 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
     assert_eq!(o.record_stats.damaged_bytes, damaged_bytes);
     let unknown = o
         .ok_blocks()
-        .filter(|b| matches!(b.kind, BlockKind::Unknown(_)))
+        .filter(|b| matches!(b.block_type, BlockType::Unknown(_)))
         .count();
     assert_eq!(o.record_stats.unknown_blocks, unknown as u64);
 }

@@ -14,7 +14,7 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use cobsfile::{Compression, ReaderBuilder, ScanSink, WriterBuilder};
+use cobsfile::{Compression, RangeSink, ReaderBuilder, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
@@ -50,7 +50,7 @@ fn read(file: &[u8]) -> (u64, u64) {
 /// Sums what the ranges counted.
 struct Sum(u64, u64);
 
-impl ScanSink<(u64, u64)> for Sum {
+impl RangeSink<(u64, u64)> for Sum {
     fn part(&mut self, (records, bytes): (u64, u64)) -> ControlFlow<()> {
         self.0 += records;
         self.1 += bytes;
@@ -63,7 +63,7 @@ fn scan(file: &[u8], threads: usize) -> (u64, u64) {
     let mut sum = Sum(0, 0);
     ReaderBuilder::new()
         .threads(threads)
-        .scan(
+        .read_ranges(
             file,
             |(records, bytes): &mut (u64, u64), block| {
                 for record in block.records() {
@@ -82,7 +82,7 @@ fn main() {
     let mut threads = Vec::new();
     for arg in std::env::args().skip(1) {
         match Kind::ALL.iter().find(|k| k.name() == arg) {
-            Some(&kind) => kinds.push(kind),
+            Some(&block_type) => kinds.push(block_type),
             None => threads.push(arg.parse::<usize>().expect("a corpus name or thread count")),
         }
     }
@@ -96,8 +96,8 @@ fn main() {
         "cores: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    for kind in kinds {
-        let corpus = Corpus::generate(kind, corpus::corpus_bytes());
+    for block_type in kinds {
+        let corpus = Corpus::generate(block_type, corpus::corpus_bytes());
         println!("\n{}", corpus.describe());
         let expected = (corpus.len() as u64, corpus.data.len() as u64);
         for (name, compression) in [

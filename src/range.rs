@@ -1,4 +1,4 @@
-//! Whole-slice scans split into byte ranges read on several threads.
+//! Range reads (spec 9.4): a whole slice split into byte ranges read on several threads.
 //!
 //! A slice is cut into adjacent ranges and each range is read by its own [`Reader`] (see
 //! [`ReaderBuilder::from_slice_range`](crate::ReaderBuilder::from_slice_range)): every intact block is seen by exactly one range, in
@@ -17,10 +17,10 @@ use crate::error::{Error, Result};
 use crate::frame;
 use crate::report::{Damage, Report};
 
-/// A sink that keeps nothing (a scan for its report alone).
+/// A sink that keeps nothing (a range read for its report alone).
 pub(crate) struct Discard;
 
-impl ScanSink<()> for Discard {
+impl RangeSink<()> for Discard {
     fn part(&mut self, (): ()) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
@@ -31,17 +31,17 @@ impl ScanSink<()> for Discard {
 /// flight, whatever the blocks' sizes or compression ratio.
 const PART_BUDGET: u64 = 1 << 20;
 
-/// Ranges per thread in a scan: enough that threads finishing early find more work.
+/// Ranges per thread in a range read: enough that threads finishing early find more work.
 const SPLITS_PER_THREAD: u64 = 8;
 
-/// The largest range a scan gives a thread (unless `min_split` is larger): what a range
+/// The largest range a range read gives a thread (unless `min_split` is larger): what a range
 /// yields waits in memory for the calling thread, and smaller ranges keep it in the caches
 /// and the allocator's reach (measured: `cat --threads 2` of 1 GiB ran 2.5x slower with
 /// ranges of 67 MiB).
 const MAX_SPLIT: u64 = 16 << 20;
 
-/// Where the results of a [`ReaderBuilder::scan`](crate::ReaderBuilder::scan) go, on the calling thread and in order.
-pub trait ScanSink<T> {
+/// Where the results of a [`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges) go, on the calling thread and in order.
+pub trait RangeSink<T> {
     /// Takes the result of the next range (its blocks in file order).
     fn part(&mut self, part: T) -> ControlFlow<()>;
 
@@ -71,7 +71,7 @@ struct Part<T> {
     last_damaged: bool,
     /// The range's reader is done: this is its last part.
     last: bool,
-    /// An error that ends the scan (a newer format version).
+    /// An error that ends the range read (a newer format version).
     error: Option<Error>,
 }
 
@@ -160,7 +160,7 @@ fn read_part<T>(
     part
 }
 
-/// Ranges the scan of `len` bytes on `threads` threads uses.
+/// Ranges a range read of `len` bytes on `threads` threads uses.
 fn splits(len: u64, threads: usize, min_split: u64) -> Vec<std::ops::Range<u64>> {
     if threads <= 1 {
         return std::iter::once(0..u64::MAX).collect();
@@ -206,7 +206,7 @@ impl<T> Shared<T> {
     }
 }
 
-/// Marks the scan stopped if a worker unwinds, so the calling thread does not wait for a
+/// Marks the range read stopped if a worker unwinds, so the calling thread does not wait for a
 /// result that will never come.
 struct StopOnUnwind<'a, T>(&'a Mutex<Shared<T>>, &'a Condvar);
 
@@ -221,7 +221,7 @@ impl<T> Drop for StopOnUnwind<'_, T> {
     }
 }
 
-/// How a scan reads: on how many threads, in ranges of at least how many bytes, and with
+/// How a range read reads: on how many threads, in ranges of at least how many bytes, and with
 /// decoders made how (for a range's first sync byte and end), with the reader's limits and
 /// dictionaries.
 pub(crate) struct Plan<'a> {
@@ -231,10 +231,10 @@ pub(crate) struct Plan<'a> {
 }
 
 /// Reads every block of `bytes` as `plan` says; see
-/// [`ReaderBuilder::scan`](crate::ReaderBuilder::scan). Returns the report of what was read,
+/// [`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges). Returns the report of what was read,
 /// and the error that stopped the read if one did (a header of a newer version): the blocks
 /// before it went to the sink, as with one reader.
-pub(crate) fn scan<T, F, K>(
+pub(crate) fn read<T, F, K>(
     plan: &Plan<'_>,
     bytes: &[u8],
     on_block: F,
@@ -243,7 +243,7 @@ pub(crate) fn scan<T, F, K>(
 where
     T: Default + Send,
     F: Fn(&mut T, &Block<'_>) + Sync,
-    K: ScanSink<T> + ?Sized,
+    K: RangeSink<T> + ?Sized,
 {
     let ranges = splits(bytes.len() as u64, plan.threads, plan.min_split);
     let threads = plan.threads.clamp(1, ranges.len());
@@ -372,7 +372,7 @@ where
         changed.notify_all();
         // Join each worker by hand: `scope` returns once the workers' closures are done,
         // but before their threads have run their thread-local destructors and exited,
-        // so memory those free would still be live after `scan` returned (LeakSanitizer
+        // so memory those free would still be live after `read` returned (LeakSanitizer
         // saw it: fuzz/regressions/scan/worker-exit-after-return). A join waits for the
         // thread's exit; a worker's panic goes on to the caller, as `scope` would send it.
         for worker in workers {
@@ -396,8 +396,8 @@ struct Merged {
 }
 
 impl Merged {
-    /// Adds the next range's result; stops at an error that ends the scan.
-    fn take<T, K: ScanSink<T> + ?Sized>(
+    /// Adds the next range's result; stops at an error that ends the range read.
+    fn take<T, K: RangeSink<T> + ?Sized>(
         &mut self,
         part: Part<T>,
         sink: &mut K,
@@ -450,7 +450,7 @@ impl Merged {
     }
 
     /// Gives the sink the damaged ranges up to `settled` it has not had.
-    fn sink_damage<T, K: ScanSink<T> + ?Sized>(
+    fn sink_damage<T, K: RangeSink<T> + ?Sized>(
         &mut self,
         settled: usize,
         sink: &mut K,
@@ -463,7 +463,7 @@ impl Merged {
     }
 
     /// The report, once every damaged range went to the sink.
-    fn finish<T, K: ScanSink<T> + ?Sized>(mut self, len: usize, sink: &mut K) -> Result<Report> {
+    fn finish<T, K: RangeSink<T> + ?Sized>(mut self, len: usize, sink: &mut K) -> Result<Report> {
         let _ = self.sink_damage(self.report.damaged.len(), sink);
         self.report.len = len as u64;
         Ok(self.report)
