@@ -4,6 +4,8 @@ alone (spec sections 3-8), on stdout:
     python3 benches/hostile_inputs.py flood  > flood.cobs    # 100,000 distinct dictionary blocks
     python3 benches/hostile_inputs.py claims > claims.cobs   # 45,000 zstd blocks claiming 64 MiB
 
+An optional second argument sets the number of blocks (the fuzz regressions' small floods).
+
 Each ends with one data block holding the record "after". `claims` needs the zstd command.
 """
 import zlib, struct, sys
@@ -35,9 +37,10 @@ def data(recs):
     for r in recs: p+=varint(len(r))+r
     return p
 kind=sys.argv[1]
+count=int(sys.argv[2]) if len(sys.argv)>2 else None
 out=bytearray(start)
 if kind=='flood':
-    for i in range(100000):
+    for i in range(count or 100000):
         d=b'dictionary'+struct.pack('<I',i)
         out+=block(4,b'\x00',d,d)
     out+=block(3,b'\x00',data([b'after']),data([b'after']))
@@ -47,7 +50,7 @@ elif kind=='claims':
     import subprocess
     frame=subprocess.run(['zstd','-q','-1','--no-check','-c'],input=payload,capture_output=True).stdout
     fields=varint(1)+varint(64<<20)
-    for i in range(45000):
+    for i in range(count or 45000):
         out+=block(3,fields,frame,payload)
     out+=block(3,b'\x00',data([b'after']),data([b'after']))
 sys.stdout.buffer.write(out)

@@ -20,7 +20,7 @@ tick=$(getconf CLK_TCK)
 # -max_total_time is only a backstop against a process that stops using CPU: far beyond the
 # budget, since beside other busy processes a run can get a small share of a core (a run
 # with 4 times its budget as backstop once stopped at 72 % of it).
-"$bin" "corpus/$target" -artifact_prefix="artifacts/$target/" -timeout=10 \
+"$bin" "corpus/$target" -artifact_prefix="artifacts/$target/" -timeout=10 -rss_limit_mb=1024 \
     -print_final_stats=1 -max_total_time=$((budget * 50)) >"$log" 2>&1 &
 pid=$!
 

@@ -14,11 +14,12 @@ use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cobsfile::{
     cobs, varint, Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability,
-    Error, Index, RangeSink, ReaderBuilder, WriterBuilder,
+    Error, Index, Limits, RangeSink, ReaderBuilder, WriterBuilder,
 };
 
 // The tests' temporary file, shared by path: the harness depends on std and the library only.
@@ -30,6 +31,12 @@ use temp_file::TempFile;
 const SLICE_MAX_BLOCK: usize = 1 << 16;
 /// The largest block the streaming reader accepts here.
 const STREAM_MAX_BLOCK: usize = 1 << 12;
+/// The dictionaries a reader here keeps from its input, by count and bytes together: small, so
+/// that a flood of dictionary blocks (issue 11, finding 6) meets them within a fuzzer's input.
+const MAX_DICTIONARIES: usize = 8;
+const MAX_DICTIONARY_BYTES: usize = 16 * 1024;
+/// What the kept dictionaries may cost a reader: their bytes, and a map entry each.
+const DICTIONARY_MEMORY: usize = MAX_DICTIONARY_BYTES + MAX_DICTIONARIES * 256;
 /// What a streaming reader asks of its input at a time (`source.rs`).
 const READ_CHUNK: usize = 256 * 1024;
 /// Allocations a reader may hold besides its block buffers: small vectors, error strings.
@@ -68,9 +75,9 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// scan reports damage inside the input, and the mapped reader and a reader on 2 threads see
 /// exactly what it sees.
 pub fn read_slice(data: &[u8]) {
-    let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
+    let options = slice_options();
     let (summary, peak) = measure(|| summarize(&mut options.from_slice(data)));
-    let bound = 4 * SLICE_MAX_BLOCK + SLACK;
+    let bound = 4 * SLICE_MAX_BLOCK + DICTIONARY_MEMORY + SLACK;
     assert!(
         peak <= bound,
         "the slice reader held {peak} bytes at once, over its bound of {bound}"
@@ -90,7 +97,18 @@ pub fn read_slice(data: &[u8]) {
         }
     }
 
-    let threaded = options.clone().threads(2).from_slice(data).read_all();
+    let threads = 2;
+    let (threaded_summary, peak) =
+        measure_all(|| summarize(&mut options.clone().threads(threads).from_slice(data)));
+    assert_eq!(threaded_summary, summary);
+    // Each worker decodes at most 2 frames ahead of the caller (`parallel.rs`), and the
+    // caller's decoder keeps the dictionaries.
+    let bound = (2 * threads + 4) * SLICE_MAX_BLOCK + DICTIONARY_MEMORY + (threads + 1) * SLACK;
+    assert!(
+        peak <= bound,
+        "the reader on {threads} threads held {peak} bytes at once, over its bound of {bound}"
+    );
+    let threaded = options.clone().threads(threads).from_slice(data).read_all();
     assert_eq!(threaded.0, records, "2 threads read other records");
     assert_eq!(
         faults(&threaded.1),
@@ -117,7 +135,7 @@ pub fn read_slice(data: &[u8]) {
 /// the slice reader's records, as many damaged ranges, each inside the input, and its window
 /// and peak memory stay under the bounds its block limit sets, however long the input.
 pub fn read_stream(data: &[u8]) {
-    let options = ReaderBuilder::new().max_body_size(STREAM_MAX_BLOCK);
+    let options = limited(STREAM_MAX_BLOCK);
     let (slice_records, slice_errors) = options.from_slice(data).read_all();
     let window = 2 * STREAM_MAX_BLOCK + READ_CHUNK + 64;
     let seed = fnv(data);
@@ -131,7 +149,7 @@ pub fn read_stream(data: &[u8]) {
         capacity <= window,
         "stream window of {capacity} bytes, over its bound of {window}"
     );
-    let bound = WINDOW_GROWTH * window + 3 * STREAM_MAX_BLOCK + SLACK;
+    let bound = WINDOW_GROWTH * window + 3 * STREAM_MAX_BLOCK + DICTIONARY_MEMORY + SLACK;
     assert!(
         peak <= bound,
         "the streaming reader held {peak} bytes at once, over its bound of {bound}"
@@ -478,8 +496,9 @@ pub fn scan(data: &[u8]) {
         [a, rest @ ..] => (1 + u64::from(*a), rest),
         [] => (1, data),
     };
-    let single = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
-    let threaded = single.clone().threads(2).min_split(split);
+    let single = slice_options();
+    let threads = 2;
+    let threaded = single.clone().threads(threads).min_split(split);
     let expected = match cobsfile::verify(&mut single.from_slice(bytes)) {
         Ok(mut report) => {
             if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
@@ -507,6 +526,26 @@ pub fn scan(data: &[u8]) {
         .expect("scan");
     let (records, _) = single.from_slice(bytes).read_all();
     assert_eq!(sink.records, records, "scan collected other records");
+
+    // What range reads hold at once, the sink keeping nothing: each range's reader at most a
+    // few blocks and the dictionaries before and in its range (issue 11, finding 5), and the
+    // calling thread the parts in flight, whatever the input's compression ratio.
+    let (counted, peak) = measure_all(|| {
+        let mut total = CountSink::default();
+        threaded
+            .read_ranges(
+                bytes,
+                |n: &mut u64, block| *n += block.records().count() as u64,
+                &mut total,
+            )
+            .map(|_| total.0)
+    });
+    assert_eq!(counted.expect("range reads"), records.len() as u64);
+    let bound = (threads + 1) * (4 * SLICE_MAX_BLOCK + DICTIONARY_MEMORY + SLACK);
+    assert!(
+        peak <= bound,
+        "range reads on {threads} threads held {peak} bytes at once, over its bound of {bound}"
+    );
     assert_eq!(report.records, records.len() as u64);
     let reported: Vec<_> = sink.damage.iter().map(|d| d.range.clone()).collect();
     let expected: Vec<_> = report.damaged.iter().map(|d| d.range.clone()).collect();
@@ -1408,6 +1447,32 @@ impl Read for Chunked<'_> {
     }
 }
 
+/// A reader's options here: blocks up to `max_body`, few dictionaries.
+fn limited(max_body: usize) -> ReaderBuilder {
+    ReaderBuilder::new().limits(
+        Limits::default()
+            .max_body_size(max_body)
+            .max_dictionaries(MAX_DICTIONARIES)
+            .max_dictionary_bytes(MAX_DICTIONARY_BYTES as u64),
+    )
+}
+
+/// The slice, mapped and range readers' options here.
+fn slice_options() -> ReaderBuilder {
+    limited(SLICE_MAX_BLOCK)
+}
+
+/// A range sink that adds up counts and keeps nothing else.
+#[derive(Default)]
+struct CountSink(u64);
+
+impl RangeSink<u64> for CountSink {
+    fn part(&mut self, part: u64) -> ControlFlow<()> {
+        self.0 += part;
+        ControlFlow::Continue(())
+    }
+}
+
 fn fnv(data: &[u8]) -> u64 {
     fnv_from(0xcbf2_9ce4_8422_2325, data)
 }
@@ -1420,9 +1485,14 @@ fn fnv_from(mut h: u64, data: &[u8]) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Memory: a global allocator that counts, per thread, the bytes live and their peak.
+// Memory: a global allocator that counts the bytes live and their peak, per thread and in the
+// whole process.
 
 struct Measuring;
+
+/// Bytes live in the process, and their peak since `measure_all` last reset it.
+static LIVE_ALL: AtomicUsize = AtomicUsize::new(0);
+static PEAK_ALL: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static LIVE: Cell<usize> = const { Cell::new(0) };
@@ -1430,6 +1500,8 @@ thread_local! {
 }
 
 fn grow(bytes: usize) {
+    let now = LIVE_ALL.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK_ALL.fetch_max(now, Ordering::Relaxed);
     let _ = LIVE.try_with(|live| {
         let now = live.get() + bytes;
         live.set(now);
@@ -1438,12 +1510,13 @@ fn grow(bytes: usize) {
 }
 
 fn shrink(bytes: usize) {
+    LIVE_ALL.fetch_sub(bytes, Ordering::Relaxed);
     // Memory freed on another thread than the one that allocated it saturates at 0.
     let _ = LIVE.try_with(|live| live.set(live.get().saturating_sub(bytes)));
 }
 
-// SAFETY: delegates every call to the system allocator unchanged; only counts bytes in
-// thread-locals that need no allocation (const-initialized `Cell`s without destructors).
+// SAFETY: delegates every call to the system allocator unchanged; only counts bytes in atomics
+// and in thread-locals that need no allocation (const-initialized `Cell`s without destructors).
 unsafe impl GlobalAlloc for Measuring {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         grow(layout.size());
@@ -1478,5 +1551,17 @@ fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
     PEAK.with(|p| p.set(base));
     let result = f();
     let peak = PEAK.with(Cell::get);
+    (result, peak.saturating_sub(base))
+}
+
+/// Runs `f` and returns its result and the most bytes the whole process had allocated at once
+/// meanwhile, beyond what it had when `f` started: the memory of readers that run on worker
+/// threads. Only meaningful where nothing else allocates at the same time: a fuzz target's
+/// process, and `tests/fuzz_corpus.rs`, whose one test runs alone in its binary.
+fn measure_all<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE_ALL.load(Ordering::Relaxed);
+    PEAK_ALL.store(base, Ordering::Relaxed);
+    let result = f();
+    let peak = PEAK_ALL.load(Ordering::Relaxed);
     (result, peak.saturating_sub(base))
 }
