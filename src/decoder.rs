@@ -391,6 +391,15 @@ impl Decoder {
         ))
     }
 
+    /// The buffer the last decoded block lies in, whether or not it is still current: what a
+    /// driver's cursor into that block reads from (the cursor is emptied whenever the block
+    /// stops being current, so it never reads a stale block). Cheaper than
+    /// [`current`](Self::current) in the per-record loop.
+    #[inline]
+    pub(crate) fn buffer(&self) -> &[u8] {
+        self.scratch.buffer()
+    }
+
     /// The decoded buffer and where the last announced block's payload lies in it.
     pub(crate) fn current(&self) -> Option<(&[u8], Range<usize>)> {
         let (_, body) = self.current.as_ref()?;

@@ -556,18 +556,18 @@ impl<S: Source> Reader<S> {
     }
 
     /// Takes the next record's range from the cursor.
+    #[inline]
     pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
-        let (buffer, _) = self.decoder.current()?;
-        let item = block::next_string(buffer.get(self.cursor.clone())?)?;
+        let item = block::next_string(self.decoder.buffer().get(self.cursor.clone())?)?;
         let range = self.cursor.start + item.start..self.cursor.start + item.end;
         self.cursor.start = range.end;
         Some(range)
     }
 
     /// The bytes of a record whose range [`next_in_cursor`](Self::next_in_cursor) gave.
+    #[inline]
     pub(crate) fn record(&self, range: Range<usize>) -> &[u8] {
-        let (buffer, _) = self.decoder.current().expect("a current block");
-        &buffer[range]
+        &self.decoder.buffer()[range]
     }
 
     /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).
