@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::mapped;
 use crate::reader::{ReaderBuilder, StreamReader};
 
 /// The first wait after the file stopped growing; each further wait doubles it.
@@ -205,6 +206,10 @@ impl Follower {
         if !meta.is_file() {
             return Err(Error::NotARegularFile);
         }
+        // While the follower reads a file, this crate's appenders fence a torn tail rather
+        // than cut it (spec 9.7, 11.1 rule 4): a cut tail grown back between two looks would
+        // cost the blocks appended over the bytes already read.
+        mapped::share(&file);
         let start = if options.from_end {
             // A block's frame is at most its encoded length plus two varints (as a reader's).
             let limit = options.reader.get_limits().max_length() + 31;
@@ -409,7 +414,11 @@ impl Follower {
         let file = File::open(&self.path).ok()?;
         let meta = file.metadata().ok()?;
         let id = FileId::of(&meta);
-        (meta.is_file() && id != self.id).then_some((file, id))
+        let replaced = meta.is_file() && id != self.id;
+        if replaced {
+            mapped::share(&file);
+        }
+        replaced.then_some((file, id))
     }
 }
 

@@ -302,10 +302,11 @@ impl Drop for MetadataScan<'_> {
     }
 }
 
-/// Takes a shared lock on `file` (see [`MappedFile`]), waiting while an appender holds the
-/// exclusive one. Where the file system has no locks, goes on without: reading matters more,
-/// and an appender there cannot lock the file either, so it cannot open it to cut it.
-fn share(file: &File) {
+/// Takes a shared lock on `file` (see [`MappedFile`]; the follower takes one too), waiting
+/// while an appender holds the exclusive one. Where the file system has no locks, goes on
+/// without: reading matters more, and an appender there cannot lock the file either, so it
+/// cannot open it to cut it.
+pub(crate) fn share(file: &File) {
     // Windows refuses to shrink a mapped file by itself, and its locks are mandatory: a
     // shared lock there would keep appenders from writing.
     if cfg!(unix) {

@@ -321,18 +321,66 @@ fn log_with_a_long_torn_tail(path: &Path, records: &[&str]) -> Vec<u8> {
     bytes
 }
 
-/// An appender alone on the log at `path`, which cuts its torn tail off, appending `count`
-/// records (one block each).
-fn append_alone(path: &Path, count: usize) {
+/// A writer that does not see the follower's shared lock (a program that ignores locks, or a
+/// file system without them) cuts the log at `path` back to its first `intact` bytes, and an
+/// appender then appends `count` records (one block each). This crate's appender itself
+/// fences rather than cuts while a follower reads (`an_appender_fences_a_tail_a_follower_reads`).
+fn cut_and_append(path: &Path, intact: usize, count: usize) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(intact as u64)
+        .unwrap();
     let mut appender = AppenderBuilder::new()
         .durability(Durability::Flush)
         .open(path)
         .unwrap();
-    assert!(appender.opened().truncated, "{:?}", appender.opened());
+    assert_eq!(appender.opened().torn, None, "{:?}", appender.opened());
     for i in 0..count {
         appender.append(format!("after {i}").as_bytes()).unwrap();
     }
     appender.close().unwrap();
+}
+
+#[test]
+fn an_appender_fences_a_tail_a_follower_reads() {
+    // The follower holds a shared lock, so an appender does not have the log alone and fences
+    // the torn tail rather than cutting it (spec 9.7): the follower reports the torn block
+    // once and returns every record appended, whenever it looks.
+    let dir = Scratch::new("fence-followed");
+    let path = dir.path("log.cobs");
+    let bytes = log_with_a_long_torn_tail(&path, &["before"]);
+    let intact = file_of(&["before"]).len() as u64;
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["before".into()]));
+    assert_eq!(ready(&mut follower), []);
+
+    let mut appender = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(&path)
+        .unwrap();
+    let opened = appender.opened();
+    assert!(!opened.exclusive && !opened.truncated, "{opened:?}");
+    assert_eq!(opened.torn, Some(intact..bytes.len() as u64));
+    for i in 0..20 {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    appender.close().unwrap();
+    let got = take(&mut follower, 21);
+    assert!(
+        matches!(got[0], Got::Damaged { start, .. } if start == intact),
+        "{got:?}"
+    );
+    assert_eq!(got[1..], records((0..20).map(|i| format!("after {i}"))));
+    drop(follower);
+
+    // Without a follower, the appender has the log alone again and cuts a torn tail.
+    let mut torn = std::fs::read(&path).unwrap();
+    torn.extend_from_slice(&fenced_block("torn")[..6]);
+    std::fs::write(&path, &torn).unwrap();
+    let appender = AppenderBuilder::new().open(&path).unwrap();
+    assert!(appender.opened().truncated, "{:?}", appender.opened());
 }
 
 #[test]
@@ -350,7 +398,7 @@ fn a_torn_tail_cut_and_appended_to_between_two_looks_loses_nothing() {
         "a block cut off at the end is waited for"
     );
 
-    append_alone(&path, 20);
+    cut_and_append(&path, file_of(&["before"]).len(), 20);
     assert_eq!(
         take(&mut follower, 20),
         records((0..20).map(|i| format!("after {i}")))
@@ -362,23 +410,19 @@ fn a_torn_tail_cut_then_appended_to_is_dropped_without_a_report() {
     // The same, with the follower looking between the cut and the appends.
     let dir = Scratch::new("cut-look-append");
     let path = dir.path("log.cobs");
-    let bytes = log_with_a_long_torn_tail(&path, &["before"]);
+    log_with_a_long_torn_tail(&path, &["before"]);
     let mut follower = Follower::open(&path).unwrap();
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
 
-    let mut appender = AppenderBuilder::new()
-        .durability(Durability::Flush)
+    let intact = file_of(&["before"]).len();
+    std::fs::OpenOptions::new()
+        .write(true)
         .open(&path)
+        .unwrap()
+        .set_len(intact as u64)
         .unwrap();
-    assert_eq!(
-        appender.opened().torn,
-        Some(file_of(&["before"]).len() as u64..bytes.len() as u64)
-    );
     assert_eq!(ready(&mut follower), []);
-    for i in 0..20 {
-        appender.append(format!("after {i}").as_bytes()).unwrap();
-    }
-    appender.flush().unwrap();
+    cut_and_append(&path, intact, 20);
     assert_eq!(
         take(&mut follower, 20),
         records((0..20).map(|i| format!("after {i}")))
@@ -386,24 +430,24 @@ fn a_torn_tail_cut_then_appended_to_is_dropped_without_a_report() {
 }
 
 #[test]
-fn a_zero_filled_tail_cut_by_an_appender_is_dropped_without_a_report() {
+fn a_zero_filled_tail_cut_is_dropped_without_a_report() {
     // Zeros where a crash left an extent allocated but unwritten: damage the follower has not
     // reported yet, since it runs to the end. Cutting it is a cut tail, not a truncation, so
     // the records before it are not read again.
-    a_tail_cut_by_an_appender_is_dropped_without_a_report("cut-zeros", &[0; 4096]);
+    a_cut_tail_is_dropped_without_a_report("cut-zeros", &[0; 4096]);
 }
 
 #[test]
-fn a_torn_tail_after_padding_cut_by_an_appender_is_dropped_without_a_report() {
+fn a_torn_tail_after_padding_cut_is_dropped_without_a_report() {
     // An appender's block is fenced by its own sync byte: torn, it leaves that byte after the
     // last block's closing one, and the cut takes it too.
     let torn = &fenced_block(&"x".repeat(1000))[..600];
-    a_tail_cut_by_an_appender_is_dropped_without_a_report("cut-fenced", torn);
+    a_cut_tail_is_dropped_without_a_report("cut-fenced", torn);
 }
 
 /// A log of one record and `tail` after it, followed; an appender alone on it cuts the tail
 /// and appends three records, which the follower returns, with nothing reported for the tail.
-fn a_tail_cut_by_an_appender_is_dropped_without_a_report(name: &str, tail: &[u8]) {
+fn a_cut_tail_is_dropped_without_a_report(name: &str, tail: &[u8]) {
     let dir = Scratch::new(name);
     let path = dir.path("log.cobs");
     let mut bytes = file_of(&["before"]);
@@ -413,7 +457,7 @@ fn a_tail_cut_by_an_appender_is_dropped_without_a_report(name: &str, tail: &[u8]
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
     assert_eq!(ready(&mut follower), []);
 
-    append_alone(&path, 3);
+    cut_and_append(&path, file_of(&["before"]).len(), 3);
     assert_eq!(
         take(&mut follower, 3),
         records((0..3).map(|i| format!("after {i}")))
@@ -434,7 +478,7 @@ fn a_tail_cut_and_grown_past_its_old_end_between_two_looks_costs_the_first_block
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
     assert_eq!(ready(&mut follower), []);
 
-    append_alone(&path, 3);
+    cut_and_append(&path, fence as usize, 3);
     let got = take(&mut follower, 2);
     assert!(
         matches!(got[0], Got::Damaged { start, .. } if start == fence + 1),
