@@ -3,8 +3,8 @@
 //! default), next to a plain sequential read.
 //!
 //! ```text
-//! cargo run --release --example scan                          # all corpora, 1 and 2 threads
-//! COBSFILE_BENCH_MB=20 cargo run --release --example scan -- large-json 1 2 4
+//! cargo run --release --example ranges                          # all corpora, 1 and 2 threads
+//! COBSFILE_BENCH_MB=20 cargo run --release --example ranges -- large-json 1 2 4
 //! ```
 //!
 //! Each figure is the best of 5 runs, in MB/s of records (10^6 bytes of records per second,

@@ -5,8 +5,8 @@ For each target, `cargo fuzz coverage` builds it with LLVM source-based coverage
 every input of fuzz/corpus/<target> and fuzz/regressions/<target> once (no fuzzing). The
 profiles are merged, and `llvm-cov` reports lines, regions and functions of src/ reached
 by all targets together, then each target's own totals (of the whole library: a coverage
-build keeps every function of it). The command-line tool (src/cli/) is not part of the
-library and does not appear; its tests are tests/cli.rs.
+build keeps every function of it). The command-line tool (cli/src/) is not part of the
+library and does not appear; its tests are cli/tests/cli.rs.
 
 Needs llvm-cov and llvm-profdata of the toolchain's LLVM: `rustup component add llvm-tools`.
 

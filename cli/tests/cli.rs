@@ -8,8 +8,9 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cobsfile"))
 }
 
+/// The repository's root, where `samples/` and `spec/` are.
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 /// A scratch directory for one test.

@@ -1,5 +1,6 @@
-//! Commands of the `cobsfile` tool. Each command parses nothing itself and calls the library;
-//! this module maps outcomes to one line on stderr and an exit status.
+//! The `cobsfile` command-line tool: argument parsing and output formatting around the
+//! library. Each command parses nothing itself and calls the library; this module maps
+//! outcomes to one line on stderr and an exit status.
 //!
 //! Exit status: 0 success on clean input, 1 an error that stopped the command, 2 a usage error,
 //! 3 damage was skipped (the output holds every intact record).
@@ -175,4 +176,8 @@ pub fn quiet_broken_pipe(result: io::Result<()>) -> Result<bool, Failure> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(Failure(format!("writing output: {e}"))),
     }
+}
+
+fn main() -> ExitCode {
+    run()
 }
