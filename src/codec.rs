@@ -39,13 +39,20 @@ impl Compression {
     /// The zstd level `cobsfile pack --zstd` suggests when unsure: level 3 (see BENCHMARKS.md).
     pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
-    /// Zstd at `level`, checked against the range the linked zstd supports.
+    /// Zstd at `level`, checked against [`zstd_levels`](Self::zstd_levels).
     pub fn zstd(level: i32) -> Result<Self> {
-        let (min, max) = (zstd_safe::min_c_level(), zstd_safe::max_c_level());
-        if !(min..=max).contains(&level) {
+        let levels = Self::zstd_levels();
+        if !levels.contains(&level) {
+            let (min, max) = levels.into_inner();
             return Err(Error::InvalidLevel { level, min, max });
         }
         Ok(Compression::Zstd { level })
+    }
+
+    /// The zstd levels the linked zstd supports: negative ones fastest, 1 to 22 smaller and
+    /// slower.
+    pub fn zstd_levels() -> std::ops::RangeInclusive<i32> {
+        zstd_safe::min_c_level()..=zstd_safe::max_c_level()
     }
 }
 

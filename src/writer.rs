@@ -64,7 +64,7 @@ impl WriterBuilder {
 
     /// The target number of record bytes (each record plus its length prefix) per data block
     /// (default 256 KiB). A block is closed before a record that would take it past the
-    /// target (or its body past the maximum block size); a record larger than the target gets
+    /// target (or its body past the maximum body size); a record larger than the target gets
     /// a block of its own.
     pub fn block_target(mut self, bytes: usize) -> Self {
         self.block_target = bytes.max(1);

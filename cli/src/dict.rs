@@ -1,11 +1,12 @@
 //! `cobsfile dict`: zstd dictionaries.
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 
 use cobsfile::{Dictionary, DictionaryId};
 
+use super::output::Output;
 use super::{input, is_stdio, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Subcommand)]
@@ -16,15 +17,19 @@ pub enum Command {
 
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
-    /// Largest dictionary size in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 112_640)]
+    /// Largest dictionary size in bytes (K, M suffixes).
+    #[arg(long, value_name = "BYTES", default_value = "110K",
+          value_parser = super::args::bytes_in(256..=1 << 30))]
     size: usize,
     /// How records are delimited in the inputs.
     #[arg(long, value_enum, default_value = "lines")]
     framing: Framing,
-    /// Where to write the dictionary.
+    /// Where to write the dictionary (put in place only once complete).
     #[arg(short, long, value_name = "DICT")]
     output: PathBuf,
+    /// Replace DICT if it exists.
+    #[arg(short, long)]
+    force: bool,
     /// Files of sample records (`-` for stdin).
     #[arg(value_name = "INPUT", required = true)]
     inputs: Vec<PathBuf>,
@@ -35,6 +40,8 @@ const MAX_SAMPLE_BYTES: usize = 256 << 20;
 
 pub fn run(command: Command) -> Result<Outcome, Failure> {
     let Command::Train(args) = command;
+    let inputs: Vec<&std::path::Path> = args.inputs.iter().map(PathBuf::as_path).collect();
+    let output = Output::create(&args.output, args.force, &inputs)?;
     let mut samples: Vec<Vec<u8>> = Vec::new();
     let mut total = 0;
     for path in &args.inputs {
@@ -56,9 +63,13 @@ pub fn run(command: Command) -> Result<Outcome, Failure> {
             .map_err(|e| Failure::at(&name, e))?;
     }
     let dictionary = Dictionary::train(&samples, args.size)
-        .map_err(|e| Failure(format!("training on {} records failed: {e}", samples.len())))?;
-    let out = args.output.display().to_string();
-    std::fs::write(&args.output, dictionary.bytes()).map_err(|e| Failure::at(&out, e))?;
+        .map_err(|e| Failure::new(format!("training on {} records failed: {e}", samples.len())))?;
+    let out = output.name();
+    output
+        .file()
+        .write_all(dictionary.bytes())
+        .map_err(|e| Failure::at(&out, e))?;
+    output.persist()?;
     eprintln!(
         "cobsfile: {out}: dictionary {} of {} bytes from {} records",
         DictionaryId(dictionary.id()),

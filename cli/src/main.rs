@@ -5,12 +5,14 @@
 //! Exit status: 0 success on clean input, 1 an error that stopped the command, 2 a usage error,
 //! 3 damage was skipped (the output holds every intact record).
 
+mod args;
 mod cat;
 mod dict;
 mod framing;
 mod input;
 mod ls;
 mod meta;
+mod output;
 mod pack;
 mod progress;
 mod recover;
@@ -60,36 +62,57 @@ pub enum Outcome {
     Damaged,
 }
 
-/// An error that stops a command: one line naming what failed.
+/// An error that stops a command: one line naming what failed, and the exit status.
 #[derive(Debug)]
-pub struct Failure(pub String);
+pub struct Failure {
+    pub message: String,
+    /// 1, or 2 for a command line refused as given (as clap's usage errors).
+    pub status: u8,
+}
 
 impl Failure {
+    /// An error that stopped the command (exit 1).
+    pub fn new(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            status: 1,
+        }
+    }
+
     /// Names `path` in front of an error.
     pub fn at(path: &str, err: impl std::fmt::Display) -> Self {
-        Failure(format!("{path}: {err}"))
+        Failure::new(format!("{path}: {err}"))
+    }
+
+    /// A command line refused as given, before anything was read or written (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            status: 2,
+        }
     }
 }
 
 impl From<io::Error> for Failure {
     fn from(e: io::Error) -> Self {
-        Failure(e.to_string())
+        Failure::new(e.to_string())
     }
 }
 
 /// Options shared by the commands that read a cobsfile.
 #[derive(Debug, clap::Args)]
 pub struct ReadOptions {
-    /// Largest block body to accept, in bytes; larger blocks are reported as damage.
-    #[arg(long, value_name = "BYTES", default_value_t = cobsfile::DEFAULT_MAX_BODY_SIZE,
-          visible_alias = "max-block-size")]
+    /// Largest block body to accept, in bytes (K, M, G suffixes); larger blocks are reported
+    /// as damage. [default: 64M]
+    #[arg(long, value_name = "BYTES", default_value = "64M", hide_default_value = true,
+          value_parser = args::bytes_in(1..=isize::MAX as u64), visible_alias = "max-block-size")]
     pub max_body_size: usize,
     /// A zstd dictionary for blocks compressed with it (repeatable); dictionaries the file
     /// embeds are found on their own.
     #[arg(long = "dict", value_name = "FILE")]
     pub dictionaries: Vec<PathBuf>,
-    /// Decode blocks on N threads (files only; stdin is read on one).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Decode blocks on N threads (0: one per core; files only, stdin is read on one).
+    #[arg(long, value_name = "N", default_value = "1", value_parser = args::parse_threads)]
     pub threads: usize,
 }
 
@@ -162,9 +185,9 @@ pub fn run() -> ExitCode {
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Damaged) => ExitCode::from(3),
-        Err(Failure(message)) => {
+        Err(Failure { message, status }) => {
             eprintln!("cobsfile: {message}");
-            ExitCode::from(1)
+            ExitCode::from(status)
         }
     }
 }
@@ -174,7 +197,7 @@ pub fn quiet_broken_pipe(result: io::Result<()>) -> Result<bool, Failure> {
     match result {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(Failure(format!("writing output: {e}"))),
+        Err(e) => Err(Failure::new(format!("writing output: {e}"))),
     }
 }
 

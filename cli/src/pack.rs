@@ -7,17 +7,24 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use cobsfile::{AppenderBuilder, Compression, Durability, WriterBuilder, DEFAULT_BLOCK_TARGET};
+use cobsfile::{
+    AppenderBuilder, Compression, Dictionary, Durability, WriterBuilder, DEFAULT_BLOCK_TARGET,
+};
 
+use super::args;
 use super::framing::FramingError;
+use super::output::Output;
 use super::progress::Progress;
 use super::{input, is_stdio, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Output file (stdout when absent).
+    /// Output file (stdout when absent), put in place only once complete.
     #[arg(short, long, value_name = "OUT", conflicts_with = "append")]
     output: Option<PathBuf>,
+    /// Replace OUT if it exists.
+    #[arg(short, long, requires = "output")]
+    force: bool,
     /// Append to the log LOG instead, creating it if missing: a torn last block left by a
     /// crash is cut off (or, with other writers on the log, fenced off), the header is never
     /// written twice, and several processes may append to one log at once.
@@ -27,23 +34,23 @@ pub struct Args {
     /// second old; flush: each record is written before the next is read; fsync: each is
     /// written and synced; group:MS: written and synced together at most every MS
     /// milliseconds.
-    #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append",
-          default_value = "none")]
-    durability: Durability,
-    /// Target bytes of records per data block (the block target): larger blocks compress
-    /// better, and damage costs the whole block it hits.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BLOCK_TARGET,
-          visible_alias = "block-size")]
-    block_target: usize,
+    #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append")]
+    durability: Option<Durability>,
+    /// Target bytes of records per data block (the block target; K, M, G suffixes): larger
+    /// blocks compress better, and damage costs the whole block it hits. 1 puts each record
+    /// in a block of its own; at most the largest block body, 64 MiB. [default: 256K]
+    #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=BLOCK_TARGET_MAX),
+          visible_alias = "block-size", conflicts_with = "atomic_pipe")]
+    block_target: Option<usize>,
     /// A metadata entry, written in one metadata block after the header; repeatable.
     #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = parse_meta)]
     meta: Vec<(String, String)>,
     /// How records are delimited in the input.
     #[arg(long, value_enum, default_value = "lines")]
     framing: Framing,
-    /// Compress data blocks with zstd at LEVEL: -7..-1 fastest, 1..22 smallest; 3 balances
-    /// the two (see BENCHMARKS.md).
-    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
+    /// Compress data blocks with zstd at LEVEL: 1..=22 smaller and slower, 3 balances the two
+    /// (see BENCHMARKS.md), negative levels down to -131072 faster (zstd's --fast=N).
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_level)]
     zstd: Option<i32>,
     /// Compress with this zstd dictionary (made by `cobsfile dict train`); it is embedded in
     /// the file unless --external-dict is given.
@@ -52,8 +59,8 @@ pub struct Args {
     /// Do not embed the dictionary: readers need the same file (`cat --dict FILE`).
     #[arg(long, requires = "dict")]
     external_dict: bool,
-    /// Compress blocks on N threads; the output is the same as with one.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Compress blocks on N threads (0: one per core); the output is the same as with one.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = args::parse_threads)]
     threads: usize,
     /// Do not end the file with an index block (which lets `cat --skip` go straight to a
     /// record).
@@ -66,7 +73,8 @@ pub struct Args {
     atomic_pipe: bool,
     /// Ask for a pipe buffer of BYTES when stdout is a pipe (Linux, F_SETPIPE_SZ; rounded up to
     /// a power of two pages). If that fails, say so and go on.
-    #[arg(long, value_name = "BYTES", conflicts_with = "append")]
+    #[arg(long, value_name = "BYTES", conflicts_with = "append",
+          value_parser = args::bytes_in(1..=u64::MAX))]
     pipe_buffer: Option<usize>,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
@@ -98,8 +106,15 @@ fn parse_meta(arg: &str) -> Result<(String, String), String> {
     let (key, value) = arg
         .split_once('=')
         .ok_or_else(|| format!("expected KEY=VALUE, got {arg:?}"))?;
+    if key.is_empty() {
+        return Err(format!("the key is empty in {arg:?}; expected KEY=VALUE"));
+    }
     Ok((key.to_owned(), value.to_owned()))
 }
+
+/// The largest block target: a block body is at most this large (the readers' default limit),
+/// so a larger target could never be reached.
+const BLOCK_TARGET_MAX: u64 = cobsfile::DEFAULT_MAX_BODY_SIZE as u64;
 
 /// Failures while packing, with the input's offsets.
 enum PackError {
@@ -115,6 +130,16 @@ impl From<FramingError> for PackError {
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
     let in_name = input::name(&args.input);
+    // Everything the command line says is checked before any file is opened for writing.
+    let compression = args
+        .zstd
+        .map(|level| Compression::zstd(level).map_err(|e| Failure::usage(e.to_string())))
+        .transpose()?;
+    let dictionary = args
+        .dict
+        .as_deref()
+        .map(super::load_dictionary)
+        .transpose()?;
     let (source, size): (Box<dyn Read>, Option<u64>) = if is_stdio(&args.input) {
         (Box::new(io::stdin().lock()), None)
     } else {
@@ -123,25 +148,28 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         (Box::new(file), size)
     };
     if let Some(log) = &args.append {
-        return append(&args, log, source, size);
+        return append(&args, log, source, size, compression, dictionary);
     }
-    let (sink, out_name) = open_output(args.output.as_ref())?;
+    let output = match &args.output {
+        Some(path) if !is_stdio(path) => Some(Output::create(path, args.force, &[&args.input])?),
+        _ => None,
+    };
+    let (sink, out_name) = open_output(output.as_ref(), &args.input)?;
     if let Some(bytes) = args.pipe_buffer {
         resize_pipe(bytes, args.output.as_ref());
     }
     let mut builder = WriterBuilder::new()
-        .block_target(args.block_target)
+        .block_target(args.block_target.unwrap_or(DEFAULT_BLOCK_TARGET))
         .threads(args.threads)
         .index(!args.no_index);
     if args.atomic_pipe {
         builder = builder.atomic_writes(cobsfile::pipe::PIPE_BUF);
     }
-    if let Some(level) = args.zstd {
-        let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
+    if let Some(compression) = compression {
         builder = builder.compression(compression);
     }
-    if let Some(path) = &args.dict {
-        builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
+    if let Some(dictionary) = dictionary {
+        builder = builder.dictionary(dictionary, !args.external_dict);
     }
     let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;
     if !args.meta.is_empty() {
@@ -159,29 +187,34 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     };
     records.feed("packing", max_len, |record| writer.write_record(record))?;
     writer.finish().map_err(|e| Failure::at(&out_name, e))?;
+    if let Some(output) = output {
+        output.persist()?;
+    }
     Ok(Outcome::Clean)
 }
 
-/// The output file, or a handle on stdout that writes each block straight through (stdout's
-/// own line buffering would split blocks).
-fn open_output(path: Option<&PathBuf>) -> Result<(Box<dyn Write>, String), Failure> {
-    match path {
-        Some(path) if !is_stdio(path) => {
-            let name = path.display().to_string();
-            let file = File::create(path).map_err(|e| Failure::at(&name, e))?;
-            Ok((Box::new(file), name))
-        }
-        _ => {
-            if io::stdout().is_terminal() {
-                return Err(Failure(
-                    "refusing to write a binary file to a terminal; use -o FILE or redirect stdout"
-                        .into(),
-                ));
-            }
-            let fd = io::stdout().as_fd().try_clone_to_owned()?;
-            Ok((Box::new(File::from(fd)), "<stdout>".into()))
-        }
+/// Where the file goes: the output file being written, or a handle on stdout that writes
+/// each block straight through (stdout's own line buffering would split blocks).
+fn open_output(
+    output: Option<&Output>,
+    input: &std::path::Path,
+) -> Result<(Box<dyn Write>, String), Failure> {
+    if let Some(output) = output {
+        let name = output.name();
+        let file = output
+            .file()
+            .try_clone()
+            .map_err(|e| Failure::at(&name, e))?;
+        return Ok((Box::new(file), name));
     }
+    if io::stdout().is_terminal() {
+        return Err(Failure::usage(
+            "refusing to write a binary file to a terminal; use -o FILE or redirect stdout",
+        ));
+    }
+    super::output::refuse_stdout_input(&[input])?;
+    let fd = io::stdout().as_fd().try_clone_to_owned()?;
+    Ok((Box::new(File::from(fd)), "<stdout>".into()))
 }
 
 /// `pack --append LOG`: the records go to the log through an appender.
@@ -190,19 +223,22 @@ fn append(
     log: &std::path::Path,
     source: Box<dyn Read>,
     size: Option<u64>,
+    compression: Option<Compression>,
+    dictionary: Option<Dictionary>,
 ) -> Result<Outcome, Failure> {
     let name = log.display().to_string();
     let fail = |e| Failure::at(&name, e);
+    // Appending a log to itself would read what it appends, without end.
+    super::output::refuse_inputs(log, &[&args.input])?;
     let mut builder = AppenderBuilder::new()
-        .block_target(args.block_target)
+        .block_target(args.block_target.unwrap_or(DEFAULT_BLOCK_TARGET))
         .threads(args.threads)
-        .durability(args.durability);
-    if let Some(level) = args.zstd {
-        let compression = Compression::zstd(level).map_err(|e| Failure(e.to_string()))?;
+        .durability(args.durability.unwrap_or(Durability::None));
+    if let Some(compression) = compression {
         builder = builder.compression(compression);
     }
-    if let Some(path) = &args.dict {
-        builder = builder.dictionary(super::load_dictionary(path)?, !args.external_dict);
+    if let Some(dictionary) = dictionary {
+        builder = builder.dictionary(dictionary, !args.external_dict);
     }
     let mut log = builder.open(log).map_err(fail)?;
     // Only an appender alone on the log knows a tail is torn: with others on it, the bytes

@@ -1,9 +1,9 @@
 //! `cobsfile recover`: a new, valid file holding every intact block of a damaged one.
 
-use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use super::output::Output;
 use super::verify::{not_a_cobsfile, outcome, report_json, write_text};
 use super::{input, is_stdio, Failure, Outcome, ReadOptions};
 
@@ -18,23 +18,23 @@ pub struct Args {
     /// such as pipes, are read into memory).
     #[arg(value_name = "IN")]
     input: PathBuf,
-    /// Where to write the recovered file (replaced only once it is complete).
+    /// Where to write the recovered file (put in place only once it is complete).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(short, long)]
+    force: bool,
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
     let name = input::name(&args.input);
     let out_name = args.output.display().to_string();
     if is_stdio(&args.output) {
-        return Err(Failure("recover writes to a file: give -o a path".into()));
+        return Err(Failure::usage("recover writes to a file: give -o a path"));
     }
-    if same_file(&args.input, &args.output) {
-        return Err(Failure::at(
-            &out_name,
-            "is the input; recover into another file",
-        ));
-    }
+    // Put in the output's place only when complete, so a failed recovery never leaves a
+    // partial file under the output's name (nor, dropped on any error, anywhere else).
+    let pending = Output::create(&args.output, args.force, &[&args.input])?;
     let options = args.read.builder()?;
     let read;
     let mapped;
@@ -53,15 +53,10 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         }
     };
 
-    // Put in the output's place only when complete, so a failed recovery never leaves a
-    // partial file under the output's name (nor, dropped on any error, anywhere else).
-    let pending = Pending::create(&args.output)
-        .map_err(|(temp, e)| Failure::at(&temp.display().to_string(), e))?;
-    let file = &pending.file;
-    let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, file))
-        .and_then(|recovery| Ok((recovery, file.sync_all()?)));
+    let file = pending.file();
+    let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, file));
     let recovery = match recovered {
-        Ok((recovery, ())) => recovery,
+        Ok(recovery) => recovery,
         Err(cobsfile::Error::Io(e)) => return Err(Failure::at(&out_name, e)),
         Err(other) => return Err(Failure::at(&name, other)),
     };
@@ -79,9 +74,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
             ));
         }
     }
-    pending
-        .persist(&args.output)
-        .map_err(|e| Failure::at(&out_name, e))?;
+    pending.persist()?;
 
     let report = &recovery.report;
     let mut out = io::stdout().lock();
@@ -120,132 +113,4 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         return Ok(Outcome::Damaged);
     }
     Ok(outcome(report))
-}
-
-/// Whether `a` and `b` name the same existing file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (fs::canonicalize(a), fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
-
-/// The recovered file while it is written, put in the output's place once complete.
-///
-/// On Linux it has no name until then (`O_TMPFILE`), so nothing is left behind however the
-/// process ends, killed included. Elsewhere, or where the file system has no unnamed files,
-/// it is written under a temporary name next to the output, removed when it is dropped
-/// unplaced (an error, a panic); only a kill then leaves it.
-struct Pending {
-    file: File,
-    /// The temporary name, next to the output.
-    temp: PathBuf,
-    /// Whether the file is at `temp` now, to be removed unless it is put in place.
-    named: bool,
-}
-
-impl Pending {
-    /// Creates the file for `output`; on failure, the path to name in the message.
-    fn create(output: &Path) -> Result<Pending, (PathBuf, io::Error)> {
-        let temp = temp_path(output);
-        #[cfg(target_os = "linux")]
-        if let Some(file) = unnamed::create(&temp) {
-            return Ok(Pending {
-                file,
-                temp,
-                named: false,
-            });
-        }
-        match File::create(&temp) {
-            Ok(file) => Ok(Pending {
-                file,
-                temp,
-                named: true,
-            }),
-            Err(e) => Err((temp, e)),
-        }
-    }
-
-    /// Puts the file in `output`'s place, replacing what was there.
-    fn persist(mut self, output: &Path) -> io::Result<()> {
-        if !self.named {
-            // A file left at this name by an earlier process of the same id, as `File::create`
-            // would replace it.
-            let _ = fs::remove_file(&self.temp);
-            #[cfg(target_os = "linux")]
-            unnamed::name(&self.file, &self.temp)?;
-            self.named = true;
-        }
-        fs::rename(&self.temp, output)?;
-        self.named = false;
-        Ok(())
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if self.named {
-            let _ = fs::remove_file(&self.temp);
-        }
-    }
-}
-
-/// Files without a name (Linux `O_TMPFILE`), named once complete.
-#[cfg(target_os = "linux")]
-mod unnamed {
-    use std::ffi::CString;
-    use std::fs::{File, OpenOptions};
-    use std::io;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::path::Path;
-
-    /// A file without a name in the directory `temp` would be in, if the file system makes
-    /// one and `/proc` is there to name it by later (else the caller names it from the start).
-    pub fn create(temp: &Path) -> Option<File> {
-        if !Path::new("/proc/self/fd").is_dir() {
-            return None;
-        }
-        let dir = match temp.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        OpenOptions::new()
-            .write(true)
-            .mode(0o666)
-            .custom_flags(libc::O_TMPFILE)
-            .open(dir)
-            .ok()
-    }
-
-    /// Gives `file`, made by [`create`], the name `temp`.
-    pub fn name(file: &File, temp: &Path) -> io::Result<()> {
-        let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-        let to = CString::new(temp.as_os_str().as_bytes())?;
-        // SAFETY: both paths are valid C strings that outlive the call; linkat reads them
-        // and touches no other memory of this process.
-        let linked = unsafe {
-            libc::linkat(
-                libc::AT_FDCWD,
-                from.as_ptr(),
-                libc::AT_FDCWD,
-                to.as_ptr(),
-                libc::AT_SYMLINK_FOLLOW,
-            )
-        };
-        if linked != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
-
-/// A temporary name in the output's directory.
-fn temp_path(output: &Path) -> PathBuf {
-    let file_name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    output.with_file_name(format!(".{file_name}.recover-{}", std::process::id()))
 }

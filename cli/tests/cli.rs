@@ -1,6 +1,7 @@
 //! The command-line tool, run as a built binary.
 
 use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -39,6 +40,10 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Stderr is a few plain lines, never a panic or a backtrace.
@@ -407,9 +412,15 @@ fn zstd_level_out_of_range_is_one_line() {
         bin().args(["pack", "--zstd", "99", "-o", "/dev/null"]),
         b"x\n",
     );
-    assert_eq!(out.status.code(), Some(1));
-    assert_clean_stderr(&out, 1);
-    assert!(stderr(&out).contains("zstd level 99"));
+    // Checked when the command line is parsed, naming the range --help gives.
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("99 is out of range: -131072..=22"),
+        "{}",
+        stderr(&out)
+    );
+    let help = run(bin().args(["pack", "--help"]), b"");
+    assert!(stdout(&help).contains("-131072"), "{}", stdout(&help));
     let out = run(
         bin().args(["pack", "--dict", "x.dict", "-o", "/dev/null"]),
         b"x\n",
@@ -588,7 +599,7 @@ fn recover(input: &Path, output: &Path, json: bool) -> Output {
     if json {
         cmd.arg("--json");
     }
-    run(cmd.arg(input).arg("-o").arg(output), b"")
+    run(cmd.arg(input).arg("-o").arg(output).arg("--force"), b"")
 }
 
 #[test]
@@ -917,13 +928,14 @@ fn recover_refuses_to_overwrite_its_input() {
         assert_ne!(out.status.code(), Some(0), "{output:?}");
         assert_ne!(out.status.code(), Some(3), "{output:?}");
         assert_clean_stderr(&out, 1);
-        assert!(stderr(&out).contains("is the input"), "{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{output:?}");
+        assert!(stderr(&out).contains("is an input"), "{}", stderr(&out));
         assert_eq!(std::fs::read(&input).unwrap(), bytes, "input changed");
         assert_eq!(listing(&dir), ["in.cobs", "link.cobs"]);
     }
     // Nor is stdout an output.
     let out = run(bin().arg("recover").arg(&input).args(["-o", "-"]), b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_clean_stderr(&out, 1);
     assert!(out.stdout.is_empty());
 }
@@ -1088,7 +1100,18 @@ fn pack_append_beside_other_writers_does_not_call_their_blocks_torn() {
 fn a_max_body_size_too_small_for_every_block_says_so() {
     let file = root().join("spec/vectors/one-record.cobs");
     for command in ["cat", "verify", "ls", "meta"] {
-        for limit in ["0", "5"] {
+        // 0 is refused when the command line is parsed, with the range.
+        let out = run(
+            bin().arg(command).args(["--max-body-size", "0"]).arg(&file),
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("out of range: 1.."),
+            "{}",
+            stderr(&out)
+        );
+        for limit in ["1", "5"] {
             let out = run(
                 bin()
                     .arg(command)
@@ -1654,4 +1677,194 @@ fn recover_killed_while_writing_leaves_no_temporary_file() {
             .unwrap();
         assert!(report.is_clean());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Never destroy data through a mistake (issue 12).
+
+/// A scratch directory holding `in.txt`, three lines.
+fn with_input(test: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(test);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let _ = std::fs::remove_file(entry.unwrap().path());
+    }
+    let input = dir.join("in.txt");
+    std::fs::write(&input, "a\nb\nc\n").unwrap();
+    (dir, input)
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_whatever_its_name() {
+    let (dir, input) = with_input("same-file");
+    let hard = dir.join("hard.txt");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let soft = dir.join("soft.txt");
+    std::os::unix::fs::symlink(&input, &soft).unwrap();
+    let spelled = dir.join("..").join(dir.file_name().unwrap()).join("in.txt");
+    for output in [&input, &hard, &soft, &spelled] {
+        for force in [false, true] {
+            let mut cmd = bin();
+            cmd.arg("pack").arg("-o").arg(output).arg(&input);
+            if force {
+                cmd.arg("--force");
+            }
+            let out = run(&mut cmd, b"");
+            assert_eq!(out.status.code(), Some(2), "{output:?}: {}", stderr(&out));
+            assert_clean_stderr(&out, 1);
+            assert!(stderr(&out).contains("is an input"), "{}", stderr(&out));
+            assert_eq!(std::fs::read(&input).unwrap(), b"a\nb\nc\n");
+        }
+    }
+    // Standard input redirected from the output.
+    let out = bin()
+        .args(["pack", "--force", "-o"])
+        .arg(&input)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is standard input"),
+        "{}",
+        stderr(&out)
+    );
+    // Standard output that is the input (`pack in > in`, with the shell's truncation left
+    // out so the test can see the input kept).
+    let out = bin()
+        .arg("pack")
+        .arg(&input)
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&input)
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is also standard output"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&input).unwrap(), b"a\nb\nc\n");
+    // dict train and pack --append too.
+    let out = run(
+        bin().args(["dict", "train", "-o"]).arg(&input).arg(&input),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let log = dir.join("log.cobs");
+    let out = run(bin().args(["pack", "--append"]).arg(&log).arg(&input), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = std::fs::read(&log).unwrap();
+    let out = run(bin().args(["pack", "--append"]).arg(&log).arg(&log), b"");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&log).unwrap(), before);
+    assert_eq!(std::fs::read(&input).unwrap(), b"a\nb\nc\n");
+    assert_eq!(
+        listing(&dir),
+        ["hard.txt", "in.txt", "log.cobs", "soft.txt"]
+    );
+}
+
+#[test]
+fn an_existing_output_is_replaced_only_with_force_and_only_when_complete() {
+    let (dir, input) = with_input("force");
+    let output = dir.join("out.cobs");
+    std::fs::write(&output, "precious").unwrap();
+    let pack = |extra: &[&str]| {
+        run(
+            bin()
+                .arg("pack")
+                .args(extra)
+                .arg("-o")
+                .arg(&output)
+                .arg(&input),
+            b"",
+        )
+    };
+    let out = pack(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&output).unwrap(), b"precious");
+    // Bad options fail before the output is touched, forced or not.
+    for bad in [
+        &["-f", "--zstd", "99"][..],
+        &["-f", "--zstd", "3", "--dict", "missing.dict"],
+    ] {
+        let out = pack(bad);
+        assert!(!out.status.success(), "{bad:?}");
+        assert_eq!(std::fs::read(&output).unwrap(), b"precious", "{bad:?}");
+    }
+    // A pack that fails halfway (a len32 record cut short) leaves the old file as it was.
+    std::fs::write(dir.join("cut.bin"), [9, 0, 0, 0, b'x']).unwrap();
+    let out = run(
+        bin()
+            .args(["pack", "-f", "--framing", "len32", "-o"])
+            .arg(&output)
+            .arg(dir.join("cut.bin")),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains(".cobsfile-"),
+        "names a temporary file: {}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&output).unwrap(), b"precious");
+    // With --force, replaced.
+    let out = pack(&["--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cat = run(bin().arg("cat").arg(&output), b"");
+    assert_eq!(cat.stdout, b"a\nb\nc\n");
+    assert_eq!(listing(&dir), ["cut.bin", "in.txt", "out.cobs"]);
+    // Devices are written to, not replaced, and need no --force.
+    let out = run(bin().args(["pack", "-o", "/dev/null"]).arg(&input), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // dict train and recover ask for --force too.
+    let dict = dir.join("d.dict");
+    std::fs::write(&dict, "kept").unwrap();
+    let out = run(
+        bin().args(["dict", "train", "-o"]).arg(&dict).arg(&input),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&dict).unwrap(), b"kept");
+    let recovered = dir.join("cut.bin");
+    let out = run(
+        bin().arg("recover").arg(&output).arg("-o").arg(&recovered),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&recovered).unwrap(), [9, 0, 0, 0, b'x']);
+}
+
+#[test]
+fn a_killed_pack_leaves_nothing_under_the_final_name() {
+    let (dir, _) = with_input("killed-pack");
+    let output = dir.join("out.cobs");
+    let mut child = bin()
+        .args(["pack", "--block-target", "1", "-o"])
+        .arg(&output)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..1000 {
+        writeln!(stdin, "record {i}").unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(listing(&dir), ["in.txt"]);
 }
