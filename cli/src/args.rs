@@ -13,9 +13,11 @@ pub fn parse_bytes(arg: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "expected a number of bytes, optionally with K, M or G (powers of 1024), got {arg:?}"
-        )),
+        ))
+        }
     };
     let n: u64 = digits
         .parse()

@@ -101,6 +101,28 @@ impl ReadJob for Cat {
     }
 }
 
+/// How long `cat --follow` waits for records before it looks whether its output was closed.
+const IDLE_LOOK: Duration = Duration::from_millis(250);
+
+/// Whether standard output is a pipe whose reader has gone away (poll reports an error on
+/// it; a terminal or a file never does).
+fn output_closed() -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut fd = libc::pollfd {
+            fd: io::stdout().as_raw_fd(),
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: `fd` is one valid pollfd that outlives the call, and the count says one.
+        let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+        ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+    }
+    #[cfg(not(unix))]
+    false
+}
+
 /// `cat --follow`: records as their blocks land, each batch of those ready written out before
 /// waiting for more, so that a pipeline sees them at once. Runs until interrupted, the reader
 /// of the output goes away, or `--limit` records were written.
@@ -121,10 +143,12 @@ fn run_follow(args: &Args) -> Result<Outcome, Failure> {
     let mut wait = Duration::ZERO;
     while left > 0 {
         let Some(event) = follower.next_event_timeout(wait) else {
-            if !quiet_broken_pipe(out.flush())? {
+            // Nothing new: flush, and end if the reader of the output went away (`cat -f log
+            // | head -1`), which a wait for the next record would only notice when it lands.
+            if !quiet_broken_pipe(out.flush())? || output_closed() {
                 return Ok(outcome);
             }
-            wait = Duration::MAX;
+            wait = IDLE_LOOK;
             continue;
         };
         wait = Duration::ZERO;

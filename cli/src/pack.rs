@@ -5,6 +5,8 @@ use std::io::{self, BufReader, IsTerminal, Read, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cobsfile::{
@@ -154,7 +156,8 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         Some(path) if !is_stdio(path) => Some(Output::create(path, args.force, &[&args.input])?),
         _ => None,
     };
-    let (sink, out_name) = open_output(output.as_ref(), &args.input)?;
+    let closed = Arc::new(AtomicBool::new(false));
+    let (sink, out_name) = open_output(output.as_ref(), &args.input, &closed)?;
     if let Some(bytes) = args.pipe_buffer {
         resize_pipe(bytes, args.output.as_ref());
     }
@@ -171,26 +174,53 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     if let Some(dictionary) = dictionary {
         builder = builder.dictionary(dictionary, !args.external_dict);
     }
-    let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;
-    if !args.meta.is_empty() {
-        writer
-            .write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
-            .map_err(|e| Failure::at(&out_name, e))?;
+    let packed = (|| {
+        let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;
+        if !args.meta.is_empty() {
+            writer
+                .write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
+                .map_err(|e| Failure::at(&out_name, e))?;
+        }
+        let max_len = writer.max_record_len();
+        let records = Records {
+            args: &args,
+            source,
+            size,
+            out_name: &out_name,
+        };
+        records.feed("packing", max_len, |record| writer.write_record(record))?;
+        writer.finish().map_err(|e| Failure::at(&out_name, e))
+    })();
+    match packed {
+        // The reader of stdout went away (`pack big | head -c 10`): a normal end.
+        Err(_) if closed.load(Ordering::Relaxed) => return Ok(Outcome::Clean),
+        Err(failure) => return Err(failure),
+        Ok(_) => {}
     }
-
-    let max_len = writer.max_record_len();
-    let records = Records {
-        args: &args,
-        source,
-        size,
-        out_name: &out_name,
-    };
-    records.feed("packing", max_len, |record| writer.write_record(record))?;
-    writer.finish().map_err(|e| Failure::at(&out_name, e))?;
     if let Some(output) = output {
         output.persist()?;
     }
     Ok(Outcome::Clean)
+}
+
+/// Standard output, noting when its reader has gone away.
+struct Stdout {
+    file: File,
+    closed: Arc<AtomicBool>,
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let written = self.file.write(buf);
+        if matches!(&written, Err(e) if e.kind() == io::ErrorKind::BrokenPipe) {
+            self.closed.store(true, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// Where the file goes: the output file being written, or a handle on stdout that writes
@@ -198,7 +228,8 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
 fn open_output(
     output: Option<&Output>,
     input: &std::path::Path,
-) -> Result<(Box<dyn Write>, String), Failure> {
+    closed: &Arc<AtomicBool>,
+) -> Result<(Box<dyn Write + Send>, String), Failure> {
     if let Some(output) = output {
         let name = output.name();
         let file = output
@@ -214,7 +245,11 @@ fn open_output(
     }
     super::output::refuse_stdout_input(&[input])?;
     let fd = io::stdout().as_fd().try_clone_to_owned()?;
-    Ok((Box::new(File::from(fd)), "<stdout>".into()))
+    let stdout = Stdout {
+        file: File::from(fd),
+        closed: Arc::clone(closed),
+    };
+    Ok((Box::new(stdout), "<stdout>".into()))
 }
 
 /// `pack --append LOG`: the records go to the log through an appender.

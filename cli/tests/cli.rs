@@ -1868,3 +1868,77 @@ fn a_killed_pack_leaves_nothing_under_the_final_name() {
     drop(stdin);
     assert_eq!(listing(&dir), ["in.txt"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Closed pipes end every command quietly (issue 12).
+
+/// Waits up to `secs` for `child` to end.
+fn wait_for(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end when its output was closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pack_to_a_closed_pipe_ends_quietly() {
+    let mut child = bin()
+        .args(["pack", "--block-target", "1K"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `head -c 10`: read a little, then go away.
+    let mut first = [0u8; 10];
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for i in 0..200_000 {
+            if writeln!(stdin, "a record to pack, number {i}").is_err() {
+                break;
+            }
+        }
+    });
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let status = wait_for(&mut child, 20, "pack");
+    feeder.join().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn cat_follow_ends_when_its_output_closes_while_nothing_lands() {
+    let dir = scratch("follow-idle-pipe");
+    let path = dir.join("log.cobs");
+    let mut writer = log_writer(&path);
+    append_record(&mut writer, "the only record");
+    let mut child = bin()
+        .args(["cat", "--follow"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `cat -f log | head -1`: one line, then the reader goes away, and no record follows.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "the only record\n");
+    drop(stdout);
+    let status = wait_for(&mut child, 10, "cat --follow");
+    assert_eq!(status.code(), Some(0));
+    drop(writer);
+}
