@@ -280,6 +280,32 @@ impl Cause {
         matches!(self, Cause::TooLarge { .. } | Cause::BodyTooLarge { .. })
     }
 
+    /// The cause's name in the spec's table (section 9.8): `no-sync`, `zero-run`, `varint`,
+    /// `invalid-field`, `too-large`, `truncated`, `sync-mismatch`, `cobs`, `body-too-large`,
+    /// `crc`, `unsupported-codec`, `dictionary`, `size-mismatch`, `decompress`, `malformed` or
+    /// `limit`: a fixed word for scripts (`ls --json`, `verify --json`), beside the message
+    /// that `Display` gives.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Cause::NoSync { .. } => "no-sync",
+            Cause::ZeroRun { .. } => "zero-run",
+            Cause::Varint { .. } => "varint",
+            Cause::InvalidField { .. } => "invalid-field",
+            Cause::TooLarge { .. } => "too-large",
+            Cause::Truncated { .. } => "truncated",
+            Cause::SyncMismatch { .. } => "sync-mismatch",
+            Cause::Cobs { .. } => "cobs",
+            Cause::BodyTooLarge { .. } => "body-too-large",
+            Cause::Crc { .. } => "crc",
+            Cause::UnsupportedCodec { .. } => "unsupported-codec",
+            Cause::Dictionary { .. } => "dictionary",
+            Cause::SizeMismatch { .. } => "size-mismatch",
+            Cause::Decompress { .. } => "decompress",
+            Cause::Malformed { .. } => "malformed",
+            Cause::Limit { .. } => "limit",
+        }
+    }
+
     /// Whether the cause is damage to the bytes, rather than a block this reader cannot
     /// decode (a codec it does not support, a dictionary it was not given, a limit it keeps).
     pub fn is_damage(&self) -> bool {

@@ -102,7 +102,15 @@ fn num(word: &[u8]) -> i64 {
     }
 }
 
+/// The spec's name of a cause (section 9.8), written out here from the spec's table as an
+/// oracle for `Cause::name`, which every use checks against it.
 fn cause_name(cause: &Cause) -> &'static str {
+    let name = spec_cause_name(cause);
+    assert_eq!(cause.name(), name, "Cause::name disagrees with spec 9.8");
+    name
+}
+
+fn spec_cause_name(cause: &Cause) -> &'static str {
     match cause {
         Cause::NoSync { .. } => "no-sync",
         Cause::ZeroRun { .. } => "zero-run",

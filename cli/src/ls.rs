@@ -2,7 +2,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use cobsfile::{BlockInfo, Error, Reader, Source};
+use cobsfile::{BlockInfo, Cause, Error, Reader, Source};
 use serde_json::json;
 
 use super::input::{self, ReadJob};
@@ -21,7 +21,10 @@ struct Row {
     size: u64,
     items: Option<u64>,
     codec: &'static str,
-    status: String,
+    /// `intact`, `damaged` or `unreadable`.
+    status: &'static str,
+    /// For damaged and unreadable rows: the cause's name (spec 9.8) and the message.
+    cause: Option<(&'static str, String)>,
 }
 
 impl Row {
@@ -32,24 +35,31 @@ impl Row {
             size: info.size,
             items: info.items,
             codec: info.codec,
-            status: "ok".into(),
+            status: "intact",
+            cause: None,
         }
     }
 
-    fn damage(start: u64, end: u64, err: &Error) -> Self {
+    fn damage(start: u64, end: u64, cause: &Cause, err: &Error) -> Self {
+        let status = if cause.is_damage() {
+            "damaged"
+        } else {
+            "unreadable"
+        };
         Row {
             offset: start,
-            block_type: "damaged".into(),
+            block_type: status.into(),
             size: end - start,
             items: None,
             codec: "-",
-            status: err.to_string(),
+            status,
+            cause: Some((cause.name(), err.to_string())),
         }
     }
 
     fn write(&self, out: &mut impl Write, json: bool) -> io::Result<()> {
         if json {
-            let row = json!({
+            let mut row = json!({
                 "offset": self.offset,
                 "type": self.block_type,
                 "size": self.size,
@@ -57,13 +67,21 @@ impl Row {
                 "codec": self.codec,
                 "status": self.status,
             });
+            if let Some((cause, message)) = &self.cause {
+                row["cause"] = (*cause).into();
+                row["message"] = message.clone().into();
+            }
             return writeln!(out, "{row}");
         }
         let items = self.items.map_or("-".to_owned(), |n| n.to_string());
+        let status = match &self.cause {
+            Some((_, message)) => format!("{}: {message}", self.status),
+            None => self.status.to_owned(),
+        };
         writeln!(
             out,
-            "{:>12}  {:<12}  {:>10}  {:>8}  {:<9}  {}",
-            self.offset, self.block_type, self.size, items, self.codec, self.status
+            "{:>12}  {:<12}  {:>10}  {:>8}  {:<9}  {status}",
+            self.offset, self.block_type, self.size, items, self.codec
         )
     }
 }
@@ -90,7 +108,9 @@ impl ReadJob for Ls {
                 Ok(info) => Row::block(&info),
                 Err(e) => {
                     let row = match &e {
-                        Error::Damaged { start, end, .. } => Row::damage(*start, *end, &e),
+                        Error::Damaged { start, end, cause } => {
+                            Row::damage(*start, *end, cause, &e)
+                        }
                         _ => return Err(Failure::at(&self.name, e)),
                     };
                     diagnostics.error(blocks.reader(), e)?;

@@ -204,7 +204,8 @@ fn ls_json_lists_every_block() {
     let rows = json_lines(&out);
     assert_eq!(rows[0]["type"], "header");
     assert_eq!(rows[1]["type"], "metadata");
-    assert!(rows.iter().all(|r| r["status"] == "ok"));
+    assert!(rows.iter().all(|r| r["status"] == "intact"));
+    assert!(rows.iter().all(|r| r.get("cause").is_none()));
     let records: u64 = rows
         .iter()
         .filter(|r| r["type"] == "data")
@@ -217,6 +218,30 @@ fn ls_json_lists_every_block() {
     assert_eq!(
         last["offset"].as_u64().unwrap() + last["size"].as_u64().unwrap() + 1,
         len
+    );
+
+    // A damaged block is a row whose status is a fixed word, with the cause's name and the
+    // message beside it, so that `select(.status == "damaged")` finds it.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let data = rows.iter().find(|r| r["type"] == "data").unwrap();
+    let middle = data["offset"].as_u64().unwrap() + data["size"].as_u64().unwrap() / 2;
+    bytes[middle as usize] ^= 0x01;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = run(bin().args(["ls", "--json"]).arg(&file), b"");
+    assert_eq!(out.status.code(), Some(3));
+    let rows = json_lines(&out);
+    let damaged: Vec<_> = rows.iter().filter(|r| r["status"] == "damaged").collect();
+    assert_eq!(damaged.len(), 1, "{rows:?}");
+    assert_eq!(damaged[0]["offset"], data["offset"].as_u64().unwrap() + 1);
+    assert!(
+        ["crc", "cobs", "sync-mismatch", "malformed"]
+            .contains(&damaged[0]["cause"].as_str().unwrap()),
+        "{damaged:?}"
+    );
+    assert!(damaged[0]["message"].as_str().unwrap().contains("offset"));
+    assert_eq!(
+        rows.iter().filter(|r| r["status"] == "intact").count(),
+        rows.len() - 1
     );
 }
 
@@ -1941,4 +1966,27 @@ fn cat_follow_ends_when_its_output_closes_while_nothing_lands() {
     let status = wait_for(&mut child, 10, "cat --follow");
     assert_eq!(status.code(), Some(0));
     drop(writer);
+}
+
+#[test]
+fn meta_json_keeps_the_files_key_order() {
+    let dir = scratch("meta-order");
+    let file = dir.join("m.cobs");
+    let out = run(
+        bin()
+            .args([
+                "pack", "-f", "--meta", "zeta=1", "--meta", "alpha=2", "--meta", "mid=3", "-o",
+            ])
+            .arg(&file),
+        b"x\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(bin().args(["meta", "--json"]).arg(&file), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let at = |key: &str| text.find(&format!("\"{key}\"")).unwrap();
+    assert!(
+        at("zeta") < at("alpha") && at("alpha") < at("mid"),
+        "{text}"
+    );
 }
