@@ -1,13 +1,12 @@
 //! `cobsfile dict`: zstd dictionaries.
 
-use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
 use cobsfile::{Dictionary, DictionaryId};
 
 use super::output::Output;
-use super::{input, is_stdio, Failure, Framing, Outcome};
+use super::{input, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -46,11 +45,7 @@ pub fn run(command: Command) -> Result<Outcome, Failure> {
     let mut total = 0;
     for path in &args.inputs {
         let name = input::name(path);
-        let source: Box<dyn io::Read> = if is_stdio(path) {
-            Box::new(io::stdin().lock())
-        } else {
-            Box::new(File::open(path).map_err(|e| Failure::at(&name, e))?)
-        };
+        let (source, _) = input::open_records(path)?;
         let mut reader = BufReader::with_capacity(1 << 20, source);
         args.framing
             .read_records(&mut reader, MAX_SAMPLE_BYTES, |record| {

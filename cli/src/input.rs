@@ -79,6 +79,23 @@ pub fn open(path: &Path) -> Result<Input, Failure> {
     ))
 }
 
+/// Opens records to pack or train on at `path` (stdin for `-`), with the file's size when
+/// known; a directory is refused as `open` refuses it.
+pub fn open_records(path: &Path) -> Result<(Box<dyn io::Read>, Option<u64>), Failure> {
+    if is_stdio(path) {
+        return Ok((Box::new(io::stdin().lock()), None));
+    }
+    let name = name(path);
+    let fail = |e| Failure::at(&name, e);
+    let file = File::open(path).map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if meta.is_dir() {
+        return Err(Failure::at(&name, "is a directory"));
+    }
+    let size = meta.is_file().then_some(meta.len());
+    Ok((Box::new(file), size))
+}
+
 /// The name to use for `path` in messages.
 pub fn name(path: &Path) -> String {
     if is_stdio(path) {

@@ -79,9 +79,17 @@ impl Failure {
         }
     }
 
-    /// Names `path` in front of an error.
-    pub fn at(path: &str, err: impl std::fmt::Display) -> Self {
-        Failure::new(format!("{path}: {err}"))
+    /// Names `path` in front of an error; I/O errors are worded as [`io_message`] words them.
+    pub fn at(path: &str, err: impl std::fmt::Display + 'static) -> Self {
+        let any: &dyn std::any::Any = &err;
+        let message = match (
+            any.downcast_ref::<io::Error>(),
+            any.downcast_ref::<cobsfile::Error>(),
+        ) {
+            (Some(e), _) | (_, Some(cobsfile::Error::Io(e))) => io_message(e),
+            _ => err.to_string(),
+        };
+        Failure::new(format!("{path}: {message}"))
     }
 
     /// A command line refused as given, before anything was read or written (exit 2).
@@ -95,7 +103,23 @@ impl Failure {
 
 impl From<io::Error> for Failure {
     fn from(e: io::Error) -> Self {
-        Failure::new(e.to_string())
+        Failure::new(io_message(&e))
+    }
+}
+
+/// An I/O error in the tool's words, the same in every command: the system's message without
+/// its "(os error N)", starting lowercase like the tool's own messages ("is a directory",
+/// "no such file or directory", "permission denied").
+pub fn io_message(e: &io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => &text[..at],
+        _ => &text[..],
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text.to_owned(),
     }
 }
 

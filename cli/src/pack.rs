@@ -131,7 +131,6 @@ impl From<FramingError> for PackError {
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let in_name = input::name(&args.input);
     // Everything the command line says is checked before any file is opened for writing.
     let compression = args
         .zstd
@@ -142,13 +141,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         .as_deref()
         .map(super::load_dictionary)
         .transpose()?;
-    let (source, size): (Box<dyn Read>, Option<u64>) = if is_stdio(&args.input) {
-        (Box::new(io::stdin().lock()), None)
-    } else {
-        let file = File::open(&args.input).map_err(|e| Failure::at(&in_name, e))?;
-        let size = file.metadata().ok().map(|m| m.len());
-        (Box::new(file), size)
-    };
+    let (source, size) = input::open_records(&args.input)?;
     if let Some(log) = &args.append {
         return append(&args, log, source, size, compression, dictionary);
     }

@@ -1990,3 +1990,49 @@ fn meta_json_keeps_the_files_key_order() {
         "{text}"
     );
 }
+
+#[test]
+fn the_same_condition_is_worded_the_same_way_by_every_command() {
+    let dir = scratch("wording");
+    let d = dir.display().to_string();
+    let missing = dir.join("missing").display().to_string();
+    let out_file = dir.join("o.cobs").display().to_string();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["pack", "PATH"],
+        vec!["pack", "-o", &out_file, "-f", "PATH"],
+        vec!["pack", "--append", "PATH", "/dev/null"],
+        vec!["cat", "PATH"],
+        vec!["ls", "PATH"],
+        vec!["meta", "PATH"],
+        vec!["verify", "PATH"],
+        vec!["recover", "PATH", "-o", &out_file, "-f"],
+        vec!["dict", "train", "-o", &out_file, "-f", "PATH"],
+    ];
+    for (path, words) in [
+        (&d, "is a directory"),
+        (&missing, "no such file or directory"),
+    ] {
+        for command in &commands {
+            let args: Vec<&str> = command
+                .iter()
+                .map(|a| if *a == "PATH" { path.as_str() } else { a })
+                .collect();
+            if args[0] == "pack" && args[1] == "--append" && path == &missing {
+                continue; // a missing log is created
+            }
+            let out = run(bin().args(&args), b"");
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+            assert_clean_stderr(&out, 1);
+            let err = stderr(&out);
+            assert_eq!(
+                err.trim_end(),
+                format!("cobsfile: {path}: {words}"),
+                "{args:?}"
+            );
+            assert!(
+                !err.contains("I/O error") && !err.contains("os error"),
+                "{err}"
+            );
+        }
+    }
+}
