@@ -20,8 +20,10 @@ pub struct Args {
     framing: Framing,
     #[command(flatten)]
     read: ReadOptions,
-    /// Start at record K (0-based), going straight to it with the file's index when it has a
-    /// usable one, else reading and discarding the records before it.
+    /// Start at record K (0-based). With a usable index, K counts the records as written and
+    /// the read goes straight to record K, even past damage. Without one (or on stdin) the
+    /// records before are read and discarded, and K counts the records read: records lost to
+    /// damage before K are not counted, so the output starts that many records later.
     #[arg(long, value_name = "K", default_value_t = 0)]
     skip: u64,
     /// Stop after N records.
