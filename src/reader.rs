@@ -365,6 +365,15 @@ impl ReaderBuilder {
     }
 }
 
+/// What [`Reader::next_item`] yields: a record, or a metadata block met among them.
+#[derive(Debug)]
+pub enum Item<'a> {
+    /// A record of an intact data block.
+    Record(&'a [u8]),
+    /// An intact metadata block; its entries are [`Block::entries`].
+    Metadata(Block<'a>),
+}
+
 /// The entries of one metadata block, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
@@ -568,6 +577,48 @@ impl<S: Source> Reader<S> {
     #[inline]
     pub(crate) fn record(&self, range: Range<usize>) -> &[u8] {
         &self.decoder.buffer()[range]
+    }
+
+    /// The next record, as [`next_record`](Self::next_record) returns it, or the next metadata
+    /// block met on the way there: for readers whose records depend on metadata that may
+    /// change in the middle of a file (a schema, a framing note), which must see each
+    /// metadata block where it lies among the records.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::Writer::new(Vec::new())?;
+    /// writer.write_record(b"before")?;
+    /// writer.write_metadata([("schema", "v2")])?;
+    /// writer.write_record(b"after")?;
+    /// let file = writer.finish()?;
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+    /// let mut seen = Vec::new();
+    /// while let Some(item) = reader.next_item() {
+    ///     seen.push(match item? {
+    ///         cobsfile::Item::Record(record) => String::from_utf8_lossy(record).into_owned(),
+    ///         cobsfile::Item::Metadata(block) => {
+    ///             let (key, value) = block.entries().next().unwrap();
+    ///             format!("{key}={}", String::from_utf8_lossy(value))
+    ///         }
+    ///     });
+    /// }
+    /// assert_eq!(seen, ["before", "schema=v2", "after"]);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn next_item(&mut self) -> Option<Result<Item<'_>>> {
+        loop {
+            if let Some(record) = self.next_in_cursor() {
+                return Some(Ok(Item::Record(self.record(record))));
+            }
+            match self.open_block()? {
+                Err(e) => return Some(Err(e)),
+                Ok(info) if info.block_type == BlockType::Metadata => {
+                    let block = self.decoder.block().expect("the block just read");
+                    return Some(Ok(Item::Metadata(block)));
+                }
+                Ok(_) => {}
+            }
+        }
     }
 
     /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).

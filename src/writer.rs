@@ -334,7 +334,7 @@ impl<W: Write> Writer<W> {
         block::metadata_payload(entries, &mut payload)?;
         if payload.len() + ENVELOPE_LEN > self.options.max_body_size {
             return Err(Error::InvalidMetadata(format!(
-                "{} bytes of metadata exceed the maximum block size",
+                "{} bytes of metadata exceed the maximum body size",
                 payload.len()
             )));
         }

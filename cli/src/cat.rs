@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cobsfile::{
-    Block, Damage, Error, FollowEvent, FollowerBuilder, MappedFile, RangeSink, Reader, Source,
+    Block, BlockType, Damage, Error, FollowEvent, FollowerBuilder, Item, MappedFile, RangeSink,
+    Reader, Source,
 };
 
+use super::framing::notes_no_final_newline;
 use super::input::{self, ReadJob};
 use super::progress::Progress;
 use super::{is_stdio, quiet_broken_pipe, Failure, Framing, Outcome, ReadOptions};
@@ -73,10 +75,18 @@ impl ReadJob for Cat {
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let mut written = 0u64;
         let mut left = self.limit.unwrap_or(u64::MAX);
+        let lines = self.framing == Framing::Lines;
+        // With lines, each record's newline is written when the next record comes, or at the
+        // end unless the file notes that its input's last line had none (spec 8.2).
+        let (mut newline_owed, mut final_newline) = (false, true);
         while left > 0 {
-            let record = match reader.next_record() {
+            let record = match reader.next_item() {
                 None => break,
-                Some(Ok(record)) => record,
+                Some(Ok(Item::Record(record))) => record,
+                Some(Ok(Item::Metadata(block))) => {
+                    final_newline &= !notes_no_final_newline(&block);
+                    continue;
+                }
                 Some(Err(e)) => {
                     diagnostics.error(reader, e)?;
                     continue;
@@ -84,12 +94,23 @@ impl ReadJob for Cat {
             };
             left -= 1;
             written += record.len() as u64;
-            if !quiet_broken_pipe(self.framing.write_record(&mut out, record))? {
+            let wrote = if lines {
+                let owed: &[u8] = if newline_owed { b"\n" } else { b"" };
+                newline_owed = true;
+                final_newline = true;
+                out.write_all(owed).and_then(|()| out.write_all(record))
+            } else {
+                self.framing.write_record(&mut out, record)
+            };
+            if !quiet_broken_pipe(wrote)? {
                 return diagnostics.finish(reader);
             }
             if written & 0xfffff < record.len() as u64 {
                 progress.set(written);
             }
+        }
+        if newline_owed && (final_newline || left == 0) {
+            quiet_broken_pipe(out.write_all(b"\n"))?;
         }
         quiet_broken_pipe(out.flush())?;
         let unknown = reader.stats().unknown_blocks;
@@ -183,8 +204,12 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     let framing = args.framing;
     let format = |part: &mut Part, block: &Block<'_>| {
         part.blocks += 1;
+        if block.info().block_type == BlockType::Metadata {
+            part.no_final_newline |= notes_no_final_newline(block);
+        }
         if part.failed.is_none() {
             for record in block.records() {
+                part.no_final_newline = false;
                 if let Err(e) = framing.write_record(&mut part.out, record) {
                     part.failed = Some(e);
                     break;
@@ -195,6 +220,9 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     let mut sink = Sink {
         name: name.clone(),
         out: io::stdout().lock(),
+        lines: framing == Framing::Lines,
+        newline_owed: false,
+        no_final_newline: false,
         blocks: 0,
         held: Vec::new(),
         failed: None,
@@ -211,6 +239,9 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     }
     if sink.closed {
         return Ok(super::verify::outcome(&report));
+    }
+    if sink.newline_owed && !sink.no_final_newline {
+        quiet_broken_pipe(sink.out.write_all(b"\n"))?;
     }
     quiet_broken_pipe(sink.out.flush())?;
     super::verify::not_a_cobsfile(&name, &report)?;
@@ -230,6 +261,9 @@ struct Part {
     out: Vec<u8>,
     blocks: u64,
     failed: Option<io::Error>,
+    /// A metadata block after the part's last record notes that the input's last line had no
+    /// newline.
+    no_final_newline: bool,
 }
 
 /// Writes the ranges' output in order and reports damage on stderr, holding it back until an
@@ -237,6 +271,11 @@ struct Part {
 struct Sink<W> {
     name: String,
     out: W,
+    /// With lines, the newline of the last record written is held back until the next record
+    /// or the end, where it is left off when the file notes so, as one reader does.
+    lines: bool,
+    newline_owed: bool,
+    no_final_newline: bool,
     blocks: u64,
     held: Vec<String>,
     failed: Option<Failure>,
@@ -252,10 +291,23 @@ impl<W: Write> RangeSink<Part> for Sink<W> {
     }
 
     fn part(&mut self, mut part: Part) -> ControlFlow<()> {
+        let mut bytes = &part.out[..];
+        let mut owed: &[u8] = b"";
+        if self.lines && !bytes.is_empty() {
+            if self.newline_owed {
+                owed = b"\n";
+            }
+            bytes = &bytes[..bytes.len() - 1];
+            self.newline_owed = true;
+            self.no_final_newline = false;
+        }
+        self.no_final_newline |= part.no_final_newline;
         let written = self
             .out
-            .write_all(&part.out)
+            .write_all(owed)
+            .and_then(|()| self.out.write_all(bytes))
             .and(part.failed.take().map_or(Ok(()), Err));
+        part.no_final_newline = false;
         match quiet_broken_pipe(written) {
             Ok(true) => {}
             Ok(false) => {

@@ -4,6 +4,18 @@ use std::io::{self, BufRead, Read, Write};
 
 use byteorder::{ByteOrder, LittleEndian};
 
+/// The metadata key `pack --framing lines` writes, with the value `no`, after the records of
+/// an input whose last line had no newline, so that `cat` leaves the newline off that line
+/// too (spec 8.2's reserved keys).
+pub const FINAL_NEWLINE_KEY: &str = "cobsfile.lines.final-newline";
+
+/// Whether a metadata block holds the note that the input's last line had no newline.
+pub fn notes_no_final_newline(block: &cobsfile::Block<'_>) -> bool {
+    block
+        .entries()
+        .any(|(key, value)| key == FINAL_NEWLINE_KEY && value == b"no")
+}
+
 /// A record framing for `pack` input and `cat` output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Framing {
@@ -16,18 +28,20 @@ pub enum Framing {
 
 impl Framing {
     /// Reads records of at most `max_len` bytes from `input`, calling `each` with every one.
-    /// The buffer is reused, so this allocates nothing per record once warmed up.
+    /// The buffer is reused, so this allocates nothing per record once warmed up. Returns
+    /// whether the input ended with a line that had no newline (never with `len32`).
     pub fn read_records<E>(
         self,
         input: &mut impl BufRead,
         max_len: usize,
         mut each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E>
+    ) -> Result<bool, E>
     where
         E: From<FramingError>,
     {
         let mut record = Vec::new();
         let mut offset = 0u64;
+        let mut unterminated = false;
         loop {
             record.clear();
             let read = match self {
@@ -36,8 +50,10 @@ impl Framing {
             };
             let used = read.map_err(|error| E::from(FramingError { offset, error }))?;
             if used == 0 {
-                return Ok(());
+                return Ok(unterminated);
             }
+            // A line that took all its bytes without a newline is the input's last.
+            unterminated = self == Framing::Lines && used == record.len();
             offset += used as u64;
             each(&record)?;
         }

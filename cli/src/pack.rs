@@ -14,7 +14,7 @@ use cobsfile::{
 };
 
 use super::args;
-use super::framing::FramingError;
+use super::framing::{FramingError, FINAL_NEWLINE_KEY};
 use super::output::Output;
 use super::progress::Progress;
 use super::{input, is_stdio, Failure, Framing, Outcome};
@@ -181,7 +181,14 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
             size,
             out_name: &out_name,
         };
-        records.feed("packing", max_len, |record| writer.write_record(record))?;
+        let unterminated =
+            records.feed("packing", max_len, |record| writer.write_record(record))?;
+        if unterminated {
+            // So that `cat` gives the input back byte for byte (spec 8.2).
+            writer
+                .write_metadata([(FINAL_NEWLINE_KEY, "no")])
+                .map_err(|e| Failure::at(&out_name, e))?;
+        }
         writer.finish().map_err(|e| Failure::at(&out_name, e))
     })();
     match packed {
@@ -299,6 +306,8 @@ fn append(
         size,
         out_name: &name,
     };
+    // A log's last line stays open to the lines appended after it: `cat` ends it with a
+    // newline whether the input had one or not.
     records.feed("appending", max_len, |record| log.append(record).map(drop))?;
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)
@@ -334,13 +343,13 @@ struct Records<'a> {
 
 impl Records<'_> {
     /// Hands every record of at most `max_len` bytes to `write`, with a progress bar saying
-    /// `verb`.
+    /// `verb`. Returns whether the input's last line had no newline.
     fn feed(
         self,
         verb: &str,
         max_len: usize,
         mut write: impl FnMut(&[u8]) -> cobsfile::Result<()>,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let progress = Progress::start(self.size, verb);
         let mut input = BufReader::with_capacity(1 << 20, self.source);
         let mut consumed = 0u64;
@@ -356,7 +365,7 @@ impl Records<'_> {
                 Ok(())
             });
         match fed {
-            Ok(()) => Ok(()),
+            Ok(unterminated) => Ok(unterminated),
             Err(PackError::Framing(e)) => Err(Failure::at(&input::name(&self.args.input), e)),
             Err(PackError::Library(e)) => Err(Failure::at(self.out_name, e)),
         }

@@ -99,7 +99,8 @@ fn stdin_to_stdout_and_back() {
     assert_eq!(packed.stdout[0], 0);
     let out = run(bin().args(["cat", "-"]), &packed.stdout);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(out.stdout, b"one\n\ntwo\nlast line without newline\n");
+    // Byte for byte: the last line had no newline, and gets none (issue 12).
+    assert_eq!(out.stdout, input);
 }
 
 #[test]
@@ -2035,4 +2036,53 @@ fn the_same_condition_is_worded_the_same_way_by_every_command() {
             );
         }
     }
+}
+
+#[test]
+fn pack_then_cat_gives_back_any_input_byte_for_byte() {
+    let dir = scratch("lines-exact");
+    let inputs: [&[u8]; 9] = [
+        b"",
+        b"\n",
+        b"a",
+        b"a\n",
+        b"a\nb",
+        b"a\nb\n",
+        b"\n\n",
+        b"a\n\nb",
+        b"no newline at the end, after many lines\n1\n2\n3",
+    ];
+    let file = dir.join("f.cobs");
+    for input in inputs {
+        for block_target in ["1", "256K"] {
+            let out = run(
+                bin()
+                    .args(["pack", "-f", "--block-target", block_target, "-o"])
+                    .arg(&file),
+                input,
+            );
+            assert!(out.status.success(), "{}", stderr(&out));
+            let bytes = std::fs::read(&file).unwrap();
+            for how in [&["cat"][..], &["cat", "--threads", "2"], &["cat", "-"]] {
+                let mut cmd = bin();
+                cmd.args(how);
+                let from_stdin = how.contains(&"-");
+                if !from_stdin {
+                    cmd.arg(&file);
+                }
+                let stdin = if from_stdin { &bytes[..] } else { b"" };
+                let out = run(&mut cmd, stdin);
+                assert_eq!(out.status.code(), Some(0), "{how:?}: {}", stderr(&out));
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(input),
+                    "{how:?}, block target {block_target}"
+                );
+            }
+        }
+    }
+    // --limit ends what it wrote with a newline.
+    run(bin().args(["pack", "-f", "-o"]).arg(&file), b"a\nb\nc");
+    let out = run(bin().args(["cat", "--limit", "2"]).arg(&file), b"");
+    assert_eq!(out.stdout, b"a\nb\n");
 }

@@ -443,6 +443,34 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
     );
     let record_stats = reader.stats().clone();
 
+    // `next_item`: the records and errors of `read_all`, with every intact metadata block
+    // that `next_block` returns, each where it lies among the records.
+    let mut reader = make();
+    let (mut item_records, mut item_errors, mut item_metadata) =
+        (Vec::new(), Vec::new(), Vec::new());
+    while let Some(item) = reader.next_item() {
+        match item {
+            Ok(cobsfile::Item::Record(record)) => item_records.push(record.to_vec()),
+            Ok(cobsfile::Item::Metadata(block)) => item_metadata.push(Blk::of(&block)),
+            Err(e) => item_errors.push(Fault::from(e)),
+        }
+    }
+    assert_eq!(item_records, records, "next_item returned other records");
+    assert_eq!(
+        item_errors, record_errors,
+        "next_item returned other errors"
+    );
+    let metadata_blocks: Vec<Blk> = blocks
+        .iter()
+        .filter_map(|b| b.as_ref().ok())
+        .filter(|b| b.block_type == BlockType::Metadata)
+        .cloned()
+        .collect();
+    assert_eq!(
+        item_metadata, metadata_blocks,
+        "next_item returned other metadata blocks"
+    );
+
     let mut reader = make();
     let metadata = reader
         .metadata()
