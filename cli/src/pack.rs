@@ -36,7 +36,8 @@ pub struct Args {
     /// second old; flush: each record is written before the next is read; fsync: each is
     /// written and synced; group:MS: written and synced together at most every MS
     /// milliseconds.
-    #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append")]
+    #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append",
+          conflicts_with = "output")]
     durability: Option<Durability>,
     /// Target bytes of records per data block (the block target; K, M, G suffixes): larger
     /// blocks compress better, and damage costs the whole block it hits. 1 puts each record

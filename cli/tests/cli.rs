@@ -2086,3 +2086,46 @@ fn pack_then_cat_gives_back_any_input_byte_for_byte() {
     let out = run(bin().args(["cat", "--limit", "2"]).arg(&file), b"");
     assert_eq!(out.stdout, b"a\nb\n");
 }
+
+#[test]
+fn option_values_are_checked_when_the_command_line_is_read() {
+    let dir = scratch("option-values");
+    let out_file = dir.join("o.cobs");
+    let refused: [&[&str]; 9] = [
+        &["pack", "--block-target", "0"],
+        &["pack", "--block-target", "65M"],
+        &["pack", "--block-target", "4X"],
+        &["pack", "--meta", "=v"],
+        &["pack", "--durability", "fsync"],
+        &["pack", "--zstd", "23"],
+        &["pack", "--threads", "-1"],
+        &["cat", "--max-body-size", "0", "f"],
+        &["pack", "--atomic-pipe", "--block-target", "1K"],
+    ];
+    for args in refused {
+        let out = run(bin().args(args).arg("-o").arg(&out_file), b"x\n");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(!out_file.exists(), "{args:?}");
+    }
+    let accepted: [&[&str]; 5] = [
+        &["--block-target", "4M"],
+        &["--block-target", "1"],
+        &["--threads", "0"],
+        &["--zstd", "-8"],
+        &["--zstd", "22", "--block-target", "64KiB"],
+    ];
+    for args in accepted {
+        let out = run(
+            bin()
+                .arg("pack")
+                .args(args)
+                .arg("-f")
+                .arg("-o")
+                .arg(&out_file),
+            b"x\ny\n",
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let cat = run(bin().args(["cat", "--threads", "0"]).arg(&out_file), b"");
+        assert_eq!(cat.stdout, b"x\ny\n", "{args:?}");
+    }
+}
