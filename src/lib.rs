@@ -101,7 +101,8 @@ pub use limits::{
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use range::RangeSink;
 pub use reader::{
-    Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
+    Blocks, IntoRecords, Metadata, MetadataBlocks, OwnedRecords, Reader, ReaderBuilder,
+    SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
 pub use report::{BlockCounts, Damage, Held, Report};
