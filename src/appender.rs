@@ -56,13 +56,51 @@ pub enum Durability {
     /// Every `append` writes its records as a block and syncs the file before returning.
     Fsync,
     /// Group commit: a background thread writes the open block and syncs the file at most
-    /// every `interval`, sooner once `bytes` of records wait.
+    /// every `interval`, sooner once `bytes` of records wait. [`Durability::group`] takes the
+    /// interval alone.
     Group {
         /// The longest a record waits for its commit.
         interval: Duration,
         /// Record bytes that start a commit without waiting for the interval.
         bytes: u64,
     },
+}
+
+/// The record bytes that start a group commit before its interval is up, in
+/// [`Durability::group`]: 4 MiB.
+pub const DEFAULT_GROUP_BYTES: u64 = 4 << 20;
+
+impl Durability {
+    /// Group commit at most every `interval`, or sooner once [`DEFAULT_GROUP_BYTES`] (4 MiB)
+    /// of records wait: [`Durability::Group`] with that many `bytes` (set both fields to
+    /// choose another). `cobsfile pack --append --durability group:MS` uses it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cobsfile::{AppenderBuilder, Durability};
+    ///
+    /// let every_10ms = Durability::group(Duration::from_millis(10));
+    /// assert_eq!(
+    ///     every_10ms,
+    ///     Durability::Group { interval: Duration::from_millis(10), bytes: cobsfile::DEFAULT_GROUP_BYTES },
+    /// );
+    ///
+    /// let path = std::env::temp_dir().join(format!("cobsfile-group-doc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_file(&path);
+    /// let mut log = AppenderBuilder::new().durability(every_10ms).open(&path)?;
+    /// let seq = log.append(b"event")?;
+    /// log.wait_durable(seq)?; // returns after the next commit, within about 10 ms
+    /// assert_eq!(log.durable(), 1);
+    /// log.close()?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub const fn group(interval: Duration) -> Self {
+        Durability::Group {
+            interval,
+            bytes: DEFAULT_GROUP_BYTES,
+        }
+    }
 }
 
 /// Options for appenders.

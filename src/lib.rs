@@ -88,7 +88,7 @@ pub mod varint;
 mod verify;
 mod writer;
 
-pub use appender::{Appender, AppenderBuilder, Durability, Opened};
+pub use appender::{Appender, AppenderBuilder, Durability, Opened, DEFAULT_GROUP_BYTES};
 pub use block::{BlockType, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
