@@ -105,6 +105,7 @@ impl Durability {
 
 /// Options for appenders.
 #[derive(Debug, Clone)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct AppenderBuilder {
     writer: WriterBuilder,
     durability: Durability,
@@ -212,6 +213,12 @@ pub struct Opened {
 /// several processes never interleave; after an intact block the extra sync byte is padding.
 /// Records wait in an open block until it is full, until the [`Durability`] says to write,
 /// or at most [`max_delay`](AppenderBuilder::max_delay), which a background thread enforces.
+///
+/// **Call [`close`](Self::close)** when done: it writes what waits, syncs as the durability
+/// says, and returns any error, including one the background thread met. An appender
+/// dropped instead writes what waits but **ignores errors** and does not sync, even with
+/// [`Durability::Fsync`] or [`Durability::Group`]: records it took in may then be lost
+/// without a word.
 ///
 /// ```
 /// use cobsfile::{Appender, AppenderBuilder, Durability};
@@ -557,6 +564,9 @@ impl Appender {
 
     /// Writes what waits, syncs unless the durability is [`Durability::None`] or
     /// [`Durability::Flush`], and closes the log.
+    ///
+    /// Its error (or one the background thread met) is the last report of records that did
+    /// not reach the log; dropping the appender instead ignores it (see [`Appender`]).
     pub fn close(mut self) -> Result<()> {
         self.stop_timer();
         let mut state = lock(&self.shared);

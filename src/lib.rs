@@ -114,3 +114,37 @@ pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// Options whose result is dropped warn (`unused_must_use`): `builder.threads(2);` alone
+/// changes nothing. Each of these fails under `deny`, and the same calls used compile.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::WriterBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::ReaderBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::AppenderBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::FollowerBuilder::new().from_end(true);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::Limits::default().max_dictionaries(1);
+/// ```
+/// ```
+/// #![deny(unused_must_use)]
+/// let _ = cobsfile::WriterBuilder::new().threads(2);
+/// let _ = cobsfile::ReaderBuilder::new().threads(2);
+/// let _ = cobsfile::AppenderBuilder::new().threads(2);
+/// let _ = cobsfile::FollowerBuilder::new().from_end(true);
+/// let _ = cobsfile::Limits::default().max_dictionaries(1);
+/// ```
+#[cfg(doctest)]
+pub struct MustUseDoctests;

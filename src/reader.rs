@@ -38,6 +38,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 /// # drop(reader);
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct ReaderBuilder {
     pub(crate) limits: Limits,
     pub(crate) dictionaries: Vec<Dictionary>,
