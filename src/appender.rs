@@ -56,7 +56,8 @@ pub enum Durability {
     /// Every `append` writes its records as a block and syncs the file before returning.
     Fsync,
     /// Group commit: a background thread writes the open block and syncs the file at most
-    /// every `interval`, sooner once `bytes` of records wait.
+    /// every `interval`, sooner once `bytes` of records wait. [`Durability::group`] takes the
+    /// interval alone.
     Group {
         /// The longest a record waits for its commit.
         interval: Duration,
@@ -65,8 +66,46 @@ pub enum Durability {
     },
 }
 
+/// The record bytes that start a group commit before its interval is up, in
+/// [`Durability::group`]: 4 MiB.
+pub const DEFAULT_GROUP_BYTES: u64 = 4 << 20;
+
+impl Durability {
+    /// Group commit at most every `interval`, or sooner once [`DEFAULT_GROUP_BYTES`] (4 MiB)
+    /// of records wait: [`Durability::Group`] with that many `bytes` (set both fields to
+    /// choose another). `cobsfile pack --append --durability group:MS` uses it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cobsfile::{AppenderBuilder, Durability};
+    ///
+    /// let every_10ms = Durability::group(Duration::from_millis(10));
+    /// assert_eq!(
+    ///     every_10ms,
+    ///     Durability::Group { interval: Duration::from_millis(10), bytes: cobsfile::DEFAULT_GROUP_BYTES },
+    /// );
+    ///
+    /// let path = std::env::temp_dir().join(format!("cobsfile-group-doc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_file(&path);
+    /// let mut log = AppenderBuilder::new().durability(every_10ms).open(&path)?;
+    /// let seq = log.append(b"event")?;
+    /// log.wait_durable(seq)?; // returns after the next commit, within about 10 ms
+    /// assert_eq!(log.durable(), 1);
+    /// log.close()?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub const fn group(interval: Duration) -> Self {
+        Durability::Group {
+            interval,
+            bytes: DEFAULT_GROUP_BYTES,
+        }
+    }
+}
+
 /// Options for appenders.
 #[derive(Debug, Clone)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct AppenderBuilder {
     writer: WriterBuilder,
     durability: Durability,
@@ -174,6 +213,12 @@ pub struct Opened {
 /// several processes never interleave; after an intact block the extra sync byte is padding.
 /// Records wait in an open block until it is full, until the [`Durability`] says to write,
 /// or at most [`max_delay`](AppenderBuilder::max_delay), which a background thread enforces.
+///
+/// **Call [`close`](Self::close)** when done: it writes what waits, syncs as the durability
+/// says, and returns any error, including one the background thread met. An appender
+/// dropped instead writes what waits but **ignores errors** and does not sync, even with
+/// [`Durability::Fsync`] or [`Durability::Group`]: records it took in may then be lost
+/// without a word.
 ///
 /// ```
 /// use cobsfile::{Appender, AppenderBuilder, Durability};
@@ -519,6 +564,9 @@ impl Appender {
 
     /// Writes what waits, syncs unless the durability is [`Durability::None`] or
     /// [`Durability::Flush`], and closes the log.
+    ///
+    /// Its error (or one the background thread met) is the last report of records that did
+    /// not reach the log; dropping the appender instead ignores it (see [`Appender`]).
     pub fn close(mut self) -> Result<()> {
         self.stop_timer();
         let mut state = lock(&self.shared);

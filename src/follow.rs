@@ -52,6 +52,7 @@ const MAX_POLL: Duration = Duration::from_millis(250);
 /// # Ok::<(), cobsfile::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct FollowerBuilder {
     reader: ReaderBuilder,
     from_end: bool,

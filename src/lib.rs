@@ -88,7 +88,7 @@ pub mod varint;
 mod verify;
 mod writer;
 
-pub use appender::{Appender, AppenderBuilder, Durability, Opened};
+pub use appender::{Appender, AppenderBuilder, Durability, Opened, DEFAULT_GROUP_BYTES};
 pub use block::{BlockType, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
@@ -101,7 +101,8 @@ pub use limits::{
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use range::RangeSink;
 pub use reader::{
-    Blocks, Item, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
+    Blocks, IntoRecords, Item, Metadata, MetadataBlocks, OwnedRecords, Reader, ReaderBuilder,
+    SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
 pub use report::{BlockCounts, Damage, Held, Report};
@@ -113,3 +114,37 @@ pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// Options whose result is dropped warn (`unused_must_use`): `builder.threads(2);` alone
+/// changes nothing. Each of these fails under `deny`, and the same calls used compile.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::WriterBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::ReaderBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::AppenderBuilder::new().threads(2);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::FollowerBuilder::new().from_end(true);
+/// ```
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// cobsfile::Limits::default().max_dictionaries(1);
+/// ```
+/// ```
+/// #![deny(unused_must_use)]
+/// let _ = cobsfile::WriterBuilder::new().threads(2);
+/// let _ = cobsfile::ReaderBuilder::new().threads(2);
+/// let _ = cobsfile::AppenderBuilder::new().threads(2);
+/// let _ = cobsfile::FollowerBuilder::new().from_end(true);
+/// let _ = cobsfile::Limits::default().max_dictionaries(1);
+/// ```
+#[cfg(doctest)]
+pub struct MustUseDoctests;

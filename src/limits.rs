@@ -42,6 +42,7 @@ pub const DEFAULT_MAX_DICTIONARY_BYTES: u64 = 128 << 20;
 /// [`Cause::BodyTooLarge`]: crate::Cause::BodyTooLarge
 /// [`Cause::Limit`]: crate::Cause::Limit
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct Limits {
     pub(crate) max_body_size: usize,
     pub(crate) max_dictionaries: usize,

@@ -38,6 +38,7 @@ pub type StreamReader<R> = Reader<StreamSource<R>>;
 /// # drop(reader);
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct ReaderBuilder {
     pub(crate) limits: Limits,
     pub(crate) dictionaries: Vec<Dictionary>,
@@ -395,6 +396,9 @@ impl Metadata {
 
 /// A reader of blocks, records and metadata over any [`Source`]: a driver of the [`Decoder`].
 ///
+/// [`next_record`](Self::next_record) lends each record from the decoded block, copying
+/// nothing; it cannot be an [`Iterator`], whose items may not borrow from it.
+///
 /// ```
 /// let mut file = Vec::new();
 /// let mut writer = cobsfile::Writer::new(&mut file)?;
@@ -403,6 +407,19 @@ impl Metadata {
 ///
 /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
 /// while let Some(record) = reader.next_record() {
+///     assert_eq!(record?, b"hello");
+/// }
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+///
+/// A reader is also an iterator of owned records (a `Vec<u8>` each), by value, by `&mut` or
+/// through [`records`](Self::records), with the same items as `next_record`, damage included:
+///
+/// ```
+/// # let mut writer = cobsfile::Writer::new(Vec::new())?;
+/// # writer.write_record(b"hello")?;
+/// # let file = writer.finish()?;
+/// for record in cobsfile::ReaderBuilder::new().from_slice(&file) {
 ///     assert_eq!(record?, b"hello");
 /// }
 /// # Ok::<(), cobsfile::Error>(())
@@ -621,6 +638,42 @@ impl<S: Source> Reader<S> {
         }
     }
 
+    /// Iterates over the records left, each copied into a `Vec<u8>`: the items of
+    /// [`next_record`](Self::next_record), owned. Errors are items too, each standing for a
+    /// damaged region, and iteration goes on after them as `next_record` does; stop at the
+    /// first one to treat damage as fatal. `&mut reader` in a `for` loop iterates the same way
+    /// (and `reader` by value, see [`IntoRecords`]); the reader is still there afterwards,
+    /// e.g. for its [`stats`](Self::stats).
+    ///
+    /// Each record costs an allocation; `next_record` lends records without copying, for
+    /// loops where that matters. Over a non-blocking stream the iterator ends when the input
+    /// has nothing more for now, and a later call goes on where it stopped (it is not fused).
+    ///
+    /// ```
+    /// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
+    /// for i in 0..100 {
+    ///     writer.write_record(format!("event {i:02}").as_bytes())?;
+    /// }
+    /// let mut file = writer.finish()?;
+    /// file[200] ^= 0x40; // damage one block
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+    /// let (mut records, mut damaged) = (Vec::new(), 0);
+    /// for item in reader.records() {
+    ///     match item {
+    ///         Ok(record) => records.push(record),
+    ///         Err(_) => damaged += 1, // names the byte range; reading goes on
+    ///     }
+    /// }
+    /// assert_eq!((damaged, reader.stats().damaged_regions), (1, 1));
+    /// assert!(records.len() < 100);
+    /// assert_eq!(records.last().unwrap(), b"event 99");
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn records(&mut self) -> OwnedRecords<'_, S> {
+        OwnedRecords(self)
+    }
+
     /// Iterates over blocks (intact ones as [`BlockInfo`], damaged regions as errors).
     pub fn blocks(&mut self) -> Blocks<'_, S> {
         Blocks(self)
@@ -831,6 +884,87 @@ impl<S: Source> Iterator for Blocks<'_, S> {
 
     fn next(&mut self) -> Option<Self::Item> {
         Some(self.0.next_block()?.map(|block| block.info().clone()))
+    }
+}
+
+/// Iterator over owned records, borrowing the reader; see [`Reader::records`].
+#[derive(Debug)]
+pub struct OwnedRecords<'r, S>(&'r mut Reader<S>);
+
+impl<S> OwnedRecords<'_, S> {
+    /// The reader being iterated, e.g. for its [`stats`](Reader::stats).
+    pub fn reader(&self) -> &Reader<S> {
+        self.0
+    }
+}
+
+impl<S: Source> Iterator for OwnedRecords<'_, S> {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.0.next_record()?.map(<[u8]>::to_vec))
+    }
+}
+
+/// Iterator over owned records that owns its reader: `for record in reader`. Its items are
+/// those of [`Reader::records`].
+///
+/// ```
+/// let mut writer = cobsfile::Writer::new(Vec::new())?;
+/// for word in ["one", "two", "three"] {
+///     writer.write_record(word.as_bytes())?;
+/// }
+/// let file = writer.finish()?;
+///
+/// let mut words = Vec::new();
+/// for record in cobsfile::ReaderBuilder::new().from_slice(&file) {
+///     let record = record?; // stop at the first damage
+///     words.push(String::from_utf8(record).unwrap());
+/// }
+/// assert_eq!(words, ["one", "two", "three"]);
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct IntoRecords<S>(Reader<S>);
+
+impl<S> IntoRecords<S> {
+    /// The reader being iterated, e.g. for its [`stats`](Reader::stats).
+    pub fn reader(&self) -> &Reader<S> {
+        &self.0
+    }
+
+    /// The reader back, to go on reading where iteration stopped.
+    pub fn into_reader(self) -> Reader<S> {
+        self.0
+    }
+}
+
+impl<S: Source> Iterator for IntoRecords<S> {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.0.next_record()?.map(<[u8]>::to_vec))
+    }
+}
+
+/// `for record in reader`: the records left, owned; see [`Reader::records`].
+impl<S: Source> IntoIterator for Reader<S> {
+    type Item = Result<Vec<u8>>;
+    type IntoIter = IntoRecords<S>;
+
+    fn into_iter(self) -> IntoRecords<S> {
+        IntoRecords(self)
+    }
+}
+
+/// `for record in &mut reader`: the records left, owned, with the reader kept for later;
+/// the same as [`Reader::records`].
+impl<'r, S: Source> IntoIterator for &'r mut Reader<S> {
+    type Item = Result<Vec<u8>>;
+    type IntoIter = OwnedRecords<'r, S>;
+
+    fn into_iter(self) -> OwnedRecords<'r, S> {
+        OwnedRecords(self)
     }
 }
 

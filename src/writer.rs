@@ -25,6 +25,7 @@ pub const DEFAULT_BLOCK_TARGET: usize = 256 * 1024;
 /// # Ok::<(), cobsfile::Error>(())
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct WriterBuilder {
     block_target: usize,
     max_body_size: usize,
@@ -189,6 +190,10 @@ impl WriterBuilder {
 
     /// Starts a file on `inner`: writes the leading sync byte and the header block (and the
     /// dictionary block when a dictionary is to be embedded).
+    ///
+    /// End the file with [`Writer::finish`], which reports any error writing it. A writer
+    /// dropped unfinished writes its pending records but ignores errors and writes no index,
+    /// and `cobsfile verify` reports the file as unfinished (see [`Writer`]).
     pub fn build<W: Write>(mut self, inner: W) -> Result<Writer<W>> {
         if let Some(limit) = self.atomic_limit {
             self.max_body_size = self.max_body_size.min(pipe::max_body_len(limit));
@@ -250,6 +255,19 @@ impl WriterBuilder {
 /// only writes of at most [`PIPE_BUF`](crate::pipe::PIPE_BUF) bytes are safe from that (see
 /// [`WriterBuilder::atomic_writes`]).
 /// Buffers are kept between blocks: writing a record allocates nothing in steady state.
+///
+/// # Call `finish`
+///
+/// [`finish`](Self::finish) ends the file: it writes the open data block, the blocks in
+/// flight and the index, flushes, and returns the inner writer; an error writing any of
+/// those is reported there and nowhere else. A writer dropped without it (an
+/// early return through `?`, say) still writes the open data block and the blocks in flight,
+/// but **ignores every error** doing so (a full disk goes unnoticed), writes no index and
+/// does not flush the inner writer (a `BufWriter` flushes itself on drop, also ignoring
+/// errors); it writes nothing while its thread panics. Nor does it write the final block that
+/// marks a file finished, so `cobsfile verify` reports a dropped writer's file as unfinished,
+/// as it would a crashed one's; its intact blocks read as usual. Dropping is how tests
+/// simulate a crash, never a way to end a file.
 ///
 /// ```
 /// let mut writer = cobsfile::Writer::new(Vec::new())?;
@@ -397,6 +415,9 @@ impl<W: Write> Writer<W> {
 
     /// Closes the open data block, writes the index block (see
     /// [`WriterBuilder::index`]), flushes, and returns the inner writer.
+    ///
+    /// Every file should end with it: its error is the one report of a failed write, which
+    /// dropping the writer instead ignores (see [`Writer`]).
     pub fn finish(mut self) -> Result<W> {
         self.close_block()?;
         // The index lists the blocks as written: every block in flight first.

@@ -40,7 +40,7 @@
 
 mod common;
 
-use cobsfile::{BlockType, Cause, Error, ReaderBuilder};
+use cobsfile::{BlockType, Cause, Error, Reader, ReaderBuilder, Source};
 use common::*;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -385,35 +385,118 @@ proptest! {
 
     /// Several kinds of damage at once, far apart or not.
     #[test]
-    fn mixed_damage(
-        clean in clean_strategy(),
-        edits in prop::collection::vec((0u8..4, any::<Index>(), prop::collection::vec(any::<u8>(), 1..6)), 1..5),
-        seed: u64,
-    ) {
-        let mut damaged = clean.file.clone();
-        for (block_type, at, bytes) in &edits {
-            if damaged.is_empty() {
-                break;
-            }
-            let p = at.index(damaged.len());
-            match block_type {
-                0 => damaged[p] ^= bytes[0] | 1,
-                1 => {
-                    let end = (p + bytes.len()).min(damaged.len());
-                    damaged[p..end].fill(0);
-                }
-                2 => {
-                    damaged.splice(p..p, bytes.iter().copied());
-                }
-                _ => {
-                    let end = (p + bytes.len()).min(damaged.len());
-                    damaged.drain(p..end);
-                }
-            }
-        }
+    fn mixed_damage(clean in clean_strategy(), edits in edits_strategy(), seed: u64) {
+        let damaged = apply_edits(&clean.file, &edits);
         let o = read_damaged(&clean, &damaged, seed);
         assert!(is_subsequence(&o.records, &clean.records));
     }
+
+    /// Owned records (`records()`, `for record in &mut reader`, `for record in reader`) are
+    /// the items of `next_record`, damage included and in the same places, from wherever
+    /// iteration starts; and `read_all` splits the same items.
+    #[test]
+    fn owned_iteration_is_next_record(
+        clean in clean_strategy(),
+        edits in prop::collection::vec(edit_strategy(), 0..5),
+        threads in 0usize..3,
+        lent_first: Index,
+        seed: u64,
+    ) {
+        let damaged = apply_edits(&clean.file, &edits);
+        let options = ReaderBuilder::new().threads(threads);
+        let expected = lent(&mut options.from_slice(&damaged), usize::MAX);
+
+        let (records, errors) = options.from_slice(&damaged).read_all();
+        let oks: Vec<Vec<u8>> = expected.iter().filter_map(|i| i.clone().ok()).collect();
+        let errs: Vec<Fault> = expected.iter().filter_map(|i| i.clone().err()).collect();
+        prop_assert_eq!(records, oks);
+        prop_assert_eq!(errors.into_iter().map(Fault::from).collect::<Vec<_>>(), errs);
+
+        let mut reader = options.from_slice(&damaged);
+        prop_assert_eq!(&owned(reader.records()), &expected);
+        prop_assert!(reader.next_record().is_none());
+
+        let mut reader = options.from_slice(&damaged);
+        let mut by_ref = Vec::new();
+        for item in &mut reader {
+            by_ref.push(item.map_err(Fault::from));
+        }
+        prop_assert_eq!(&by_ref, &expected);
+
+        let mut by_value = Vec::new();
+        for item in options.from_slice(&damaged) {
+            by_value.push(item.map_err(Fault::from));
+        }
+        prop_assert_eq!(&by_value, &expected);
+
+        let stream = options.from_read(ChunkedReader::new(&damaged, seed, 64));
+        prop_assert_eq!(&owned(stream.into_iter()), &expected);
+
+        // Lending some records first, mid-block or not, then iterating the rest.
+        let split = lent_first.index(expected.len() + 1);
+        let mut reader = options.from_slice(&damaged);
+        let mut mixed = lent(&mut reader, split);
+        mixed.extend(owned(reader.records()));
+        prop_assert_eq!(&mixed, &expected);
+    }
+}
+
+/// One edit of a file: a flipped byte, zeroed bytes, inserted bytes or deleted bytes.
+type Edit = (u8, Index, Vec<u8>);
+
+fn edit_strategy() -> impl Strategy<Value = Edit> {
+    (
+        0u8..4,
+        any::<Index>(),
+        prop::collection::vec(any::<u8>(), 1..6),
+    )
+}
+
+fn edits_strategy() -> impl Strategy<Value = Vec<Edit>> {
+    prop::collection::vec(edit_strategy(), 1..5)
+}
+
+/// `file` with `edits` made one after the other.
+fn apply_edits(file: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut damaged = file.to_vec();
+    for (kind, at, bytes) in edits {
+        if damaged.is_empty() {
+            break;
+        }
+        let p = at.index(damaged.len());
+        match kind {
+            0 => damaged[p] ^= bytes[0] | 1,
+            1 => {
+                let end = (p + bytes.len()).min(damaged.len());
+                damaged[p..end].fill(0);
+            }
+            2 => {
+                damaged.splice(p..p, bytes.iter().copied());
+            }
+            _ => {
+                let end = (p + bytes.len()).min(damaged.len());
+                damaged.drain(p..end);
+            }
+        }
+    }
+    damaged
+}
+
+/// Up to `n` items of `next_record`, copied.
+fn lent<S: Source>(reader: &mut Reader<S>, n: usize) -> Vec<Result<Vec<u8>, Fault>> {
+    let mut items = Vec::new();
+    while items.len() < n {
+        let Some(item) = reader.next_record() else {
+            break;
+        };
+        items.push(item.map(<[u8]>::to_vec).map_err(Fault::from));
+    }
+    items
+}
+
+/// The items of an owned-record iterator.
+fn owned(records: impl Iterator<Item = cobsfile::Result<Vec<u8>>>) -> Vec<Result<Vec<u8>, Fault>> {
+    records.map(|item| item.map_err(Fault::from)).collect()
 }
 
 /// Truncation to `n` bytes: exactly the blocks whose closing sync byte is kept come back, and

@@ -9,6 +9,7 @@ mod args;
 mod cat;
 mod dict;
 mod framing;
+mod generate;
 mod input;
 mod ls;
 mod meta;
@@ -51,6 +52,10 @@ enum Command {
     /// Work with zstd dictionaries.
     #[command(subcommand)]
     Dict(dict::Command),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(generate::CompletionsArgs),
+    /// Print the man page (roff), or write every command's page into a directory.
+    Man(generate::ManArgs),
 }
 
 /// How a command ended, short of an error.
@@ -205,6 +210,8 @@ pub fn run() -> ExitCode {
         .run(&args.file, &args.read),
         Command::Recover(args) => recover::run(args),
         Command::Dict(command) => dict::run(command),
+        Command::Completions(args) => generate::completions(args),
+        Command::Man(args) => generate::man(args),
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

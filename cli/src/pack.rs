@@ -94,16 +94,10 @@ fn parse_durability(arg: &str) -> Result<Durability, String> {
                 .strip_prefix("group:")
                 .and_then(|ms| ms.parse::<u64>().ok())
                 .ok_or_else(|| format!("expected none, flush, fsync or group:MS, got {arg:?}"))?;
-            Ok(Durability::Group {
-                interval: Duration::from_millis(ms),
-                bytes: GROUP_BYTES,
-            })
+            Ok(Durability::group(Duration::from_millis(ms)))
         }
     }
 }
-
-/// Record bytes that start a group commit before its interval is up.
-const GROUP_BYTES: u64 = 4 << 20;
 
 fn parse_meta(arg: &str) -> Result<(String, String), String> {
     let (key, value) = arg

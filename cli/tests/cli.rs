@@ -334,6 +334,96 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn completions_cover_the_commands_and_their_options() {
+    let out = run(bin().args(["completions", "bash"]), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in [
+        "pack",
+        "cat",
+        "ls",
+        "meta",
+        "verify",
+        "recover",
+        "dict",
+        "train",
+        "completions",
+        "man",
+        "--max-body-size",
+        "--durability",
+        "--block-target",
+    ] {
+        assert!(script.contains(word), "{word} is not completed");
+    }
+    // Where bash is installed, the script parses.
+    if let Ok(mut child) = Command::new("bash")
+        .arg("-n")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let checked = child.wait_with_output().unwrap();
+        assert!(checked.status.success(), "{}", stderr(&checked));
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = run(bin().args(["completions", shell]), b"");
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(script.contains("max-body-size"), "{shell}");
+    }
+}
+
+#[test]
+fn completions_for_an_unknown_shell_is_a_usage_error() {
+    for args in [&["completions", "tcsh"][..], &["completions"]] {
+        let out = run(bin().args(args), b"");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn man_prints_roff_and_writes_a_page_per_command() {
+    let out = run(bin().arg("man"), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie") || page.starts_with(".TH"), "{page}");
+    assert!(page.contains("\n.TH cobsfile 1 "), "{page}");
+    assert!(page.contains("cobsfile\\-pack(1)"), "{page}");
+
+    let dir = scratch("man").join("man1");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = run(bin().arg("man").arg("--dir").arg(&dir), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let pages = listing(&dir);
+    for name in [
+        "cobsfile.1",
+        "cobsfile-pack.1",
+        "cobsfile-cat.1",
+        "cobsfile-verify.1",
+        "cobsfile-dict-train.1",
+        "cobsfile-man.1",
+    ] {
+        assert!(pages.iter().any(|p| p == name), "{name} missing: {pages:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("cobsfile.1")).unwrap(),
+        page
+    );
+    let pack = std::fs::read_to_string(dir.join("cobsfile-pack.1")).unwrap();
+    assert!(pack.contains("block\\-target"), "{pack}");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
 fn zstd_pack_cat_and_dictionaries() {
     let dir = scratch("zstd");
     let sample = root().join("samples/events.jsonl");
