@@ -2,7 +2,7 @@
 
 use std::io::{self, BufWriter, Write};
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cobsfile::{
@@ -36,26 +36,35 @@ pub struct Args {
     /// replaced (log rotation) is reported on stderr and followed.
     #[arg(long, short = 'f')]
     follow: bool,
-    /// The cobsfile, or `-` for stdin.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The cobsfiles, read one after the other (`-` for stdin). --skip and --limit apply to
+    /// each; --follow takes one.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
     if args.follow {
-        return run_follow(&args);
+        let [file] = &args.files[..] else {
+            return Err(Failure::usage("--follow follows one file"));
+        };
+        return run_follow(&args, file);
     }
+    super::each_file(&args.files, None, |file| run_one(&args, file))
+}
+
+/// `cat` of one file.
+fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     if args.read.threads > 1 {
-        if let input::Input::Mapped(file) = input::open(&args.file)? {
-            return run_split(&args, &file);
+        if let input::Input::Mapped(file) = input::open(path)? {
+            return run_split(args, path, &file);
         }
     }
     let job = Cat {
-        name: input::name(&args.file),
+        name: input::name(path),
         framing: args.framing,
         limit: args.limit,
     };
-    input::read_from(&args.file, &args.read, args.skip, job)
+    input::read_from(path, &args.read, args.skip, job)
 }
 
 struct Cat {
@@ -149,14 +158,14 @@ fn output_closed() -> bool {
 /// `cat --follow`: records as their blocks land, each batch of those ready written out before
 /// waiting for more, so that a pipeline sees them at once. Runs until interrupted, the reader
 /// of the output goes away, or `--limit` records were written.
-fn run_follow(args: &Args) -> Result<Outcome, Failure> {
-    let name = input::name(&args.file);
-    if is_stdio(&args.file) {
+fn run_follow(args: &Args, path: &Path) -> Result<Outcome, Failure> {
+    let name = input::name(path);
+    if is_stdio(path) {
         return Err(Failure::at(&name, "--follow needs a file"));
     }
     let mut follower = FollowerBuilder::new()
         .reader(args.read.builder()?)
-        .open(&args.file)
+        .open(path)
         .map_err(|e| Failure::at(&name, e))?;
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut outcome = Outcome::Clean;
@@ -199,8 +208,8 @@ fn run_follow(args: &Args) -> Result<Outcome, Failure> {
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see
 /// `ReaderBuilder::read_ranges`), each formatting its records into a buffer that this thread
 /// writes out in order.
-fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
-    let name = input::name(&args.file);
+fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Failure> {
+    let name = input::name(path);
     let framing = args.framing;
     let format = |part: &mut Part, block: &Block<'_>| {
         part.blocks += 1;

@@ -57,9 +57,10 @@ impl Row {
         }
     }
 
-    fn write(&self, out: &mut impl Write, json: bool) -> io::Result<()> {
+    fn write(&self, out: &mut impl Write, name: &str, json: bool) -> io::Result<()> {
         if json {
             let mut row = json!({
+                "file": name,
                 "offset": self.offset,
                 "type": self.block_type,
                 "size": self.size,
@@ -117,7 +118,7 @@ impl ReadJob for Ls {
                     row
                 }
             };
-            if !quiet_broken_pipe(row.write(&mut out, self.json))? {
+            if !quiet_broken_pipe(row.write(&mut out, &self.name, self.json))? {
                 break;
             }
         }

@@ -59,7 +59,8 @@ enum Command {
 }
 
 /// How a command ended, short of an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Ordered by severity, the least first: several files end with the worst of theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
     /// The input was clean.
     Clean,
@@ -95,6 +96,15 @@ impl Failure {
             _ => err.to_string(),
         };
         Failure::new(format!("{path}: {message}"))
+    }
+
+    /// Failures already reported on stderr (of some of several files): exit `status`, print
+    /// nothing more.
+    pub fn reported(status: u8) -> Self {
+        Failure {
+            message: String::new(),
+            status,
+        }
     }
 
     /// A command line refused as given, before anything was read or written (exit 2).
@@ -171,19 +181,64 @@ pub struct ListArgs {
     json: bool,
     #[command(flatten)]
     read: ReadOptions,
-    /// The cobsfile, or `-` for stdin.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The cobsfiles (`-` for stdin), each read in turn.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
 }
 
 impl ListArgs {
-    /// Runs the job that `make` builds from the input's name and the `--json` flag.
-    fn run<J: input::ReadJob>(
+    /// Runs the job that `make` builds from each input's name and the `--json` flag; text
+    /// output is headed by each file's name when there are several.
+    fn run<J: input::ReadJob<Output = Outcome>>(
         self,
-        make: impl FnOnce(String, bool) -> J,
-    ) -> Result<J::Output, Failure> {
-        let job = make(input::name(&self.file), self.json);
-        input::read(&self.file, &self.read, job)
+        make: impl Fn(String, bool) -> J,
+    ) -> Result<Outcome, Failure> {
+        let headings = (!self.json).then_some("");
+        each_file(&self.files, headings, |path| {
+            input::read(path, &self.read, make(input::name(path), self.json))
+        })
+    }
+}
+
+/// Runs `one` for each of `files` in turn, as `gzip -t a b` does: a file that fails is
+/// reported on its own line and the next is still read, and the command ends with the worst
+/// outcome of all (an error, exit 1, the worst). With `headings`, and several files, each
+/// file's output is headed by `==> NAME <==`, a blank line between, as `head` and `tail` do.
+fn each_file(
+    files: &[PathBuf],
+    headings: Option<&str>,
+    mut one: impl FnMut(&Path) -> Result<Outcome, Failure>,
+) -> Result<Outcome, Failure> {
+    if let [file] = files {
+        return one(file);
+    }
+    let mut worst = Outcome::Clean;
+    let mut failed: Option<u8> = None;
+    for (i, file) in files.iter().enumerate() {
+        if headings.is_some() {
+            let gap = if i > 0 { "\n" } else { "" };
+            let heading = format!("{gap}==> {} <==\n", input::name(file));
+            if !quiet_broken_pipe(io::Write::write_all(&mut io::stdout(), heading.as_bytes()))? {
+                break;
+            }
+        }
+        match one(file) {
+            Ok(outcome) => worst = worst.max(outcome),
+            Err(failure) => {
+                if !failure.message.is_empty() {
+                    eprintln!("cobsfile: {}", failure.message);
+                }
+                // A refused command line (2) stops at once; other errors go on to the next.
+                if failure.status == 2 {
+                    return Err(Failure::reported(2));
+                }
+                failed = Some(failed.map_or(failure.status, |s| s.max(failure.status)));
+            }
+        }
+    }
+    match failed {
+        Some(status) => Err(Failure::reported(status)),
+        None => Ok(worst),
     }
 }
 
@@ -203,11 +258,13 @@ pub fn run() -> ExitCode {
         Command::Cat(args) => cat::run(args),
         Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
         Command::Meta(args) => meta::run(args),
-        Command::Verify(args) => verify::Verify {
-            name: input::name(&args.file),
-            json: args.json,
-        }
-        .run(&args.file, &args.read),
+        Command::Verify(args) => each_file(&args.files, None, |path| {
+            verify::Verify {
+                name: input::name(path),
+                json: args.json,
+            }
+            .run(path, &args.read)
+        }),
         Command::Recover(args) => recover::run(args),
         Command::Dict(command) => dict::run(command),
         Command::Completions(args) => generate::completions(args),
@@ -217,7 +274,9 @@ pub fn run() -> ExitCode {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Damaged) => ExitCode::from(3),
         Err(Failure { message, status }) => {
-            eprintln!("cobsfile: {message}");
+            if !message.is_empty() {
+                eprintln!("cobsfile: {message}");
+            }
             ExitCode::from(status)
         }
     }

@@ -4,6 +4,7 @@
 //! reading ahead around each block header; stdin is a stream and is read through.
 
 use std::io::{self, BufWriter, Write};
+use std::path::Path;
 
 use cobsfile::{Metadata, Reader, Result as ReadResult, Source};
 use serde_json::{json, Map, Value};
@@ -13,12 +14,18 @@ use super::{quiet_broken_pipe, Failure, ListArgs, Outcome};
 
 /// Runs `cobsfile meta`.
 pub fn run(args: ListArgs) -> Result<Outcome, Failure> {
+    let headings = (!args.json).then_some("");
+    super::each_file(&args.files, headings, |path| run_one(&args, path))
+}
+
+/// `meta` of one file.
+fn run_one(args: &ListArgs, path: &Path) -> Result<Outcome, Failure> {
     let job = Meta {
-        name: input::name(&args.file),
+        name: input::name(path),
         json: args.json,
     };
     let builder = args.read.builder()?;
-    match input::open(&args.file)? {
+    match input::open(path)? {
         input::Input::Stream(stream) => job.run(&mut builder.from_read(stream), None),
         input::Input::Mapped(file) => {
             let mut scan = file.metadata_with(&builder);
@@ -45,7 +52,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn write_block(out: &mut impl Write, block: &Metadata, json: bool) -> io::Result<()> {
+fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -> io::Result<()> {
     if json {
         let entries: Map<String, Value> = block
             .entries
@@ -55,7 +62,7 @@ fn write_block(out: &mut impl Write, block: &Metadata, json: bool) -> io::Result
         return writeln!(
             out,
             "{}",
-            json!({ "offset": block.offset, "entries": entries })
+            json!({ "file": name, "offset": block.offset, "entries": entries })
         );
     }
     writeln!(out, "metadata at offset {}:", block.offset)?;
@@ -89,11 +96,11 @@ impl Meta {
         S: Source,
     {
         let mut out = BufWriter::new(io::stdout().lock());
-        let mut diagnostics = input::Diagnostics::new(self.name);
+        let mut diagnostics = input::Diagnostics::new(self.name.clone());
         while let Some(item) = blocks.next() {
             match item {
                 Ok(block) => {
-                    if !quiet_broken_pipe(write_block(&mut out, &block, self.json))? {
+                    if !quiet_broken_pipe(write_block(&mut out, &self.name, &block, self.json))? {
                         break;
                     }
                 }

@@ -2219,3 +2219,72 @@ fn option_values_are_checked_when_the_command_line_is_read() {
         assert_eq!(cat.stdout, b"x\ny\n", "{args:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Several files per command (issue 12).
+
+#[test]
+fn several_files_are_each_read_labelled_and_the_worst_status_wins() {
+    let dir = scratch("many-files");
+    let a = dir.join("a.cobs");
+    let b = dir.join("b.cobs");
+    let damaged = dir.join("damaged.cobs");
+    let garbage = dir.join("garbage.cobs");
+    run(bin().args(["pack", "-f", "-o"]).arg(&a), b"a1\na2\n");
+    run(bin().args(["pack", "-f", "-o"]).arg(&b), b"b1\n");
+    std::fs::write(&damaged, damaged_file()).unwrap();
+    std::fs::write(&garbage, b"not a cobsfile at all").unwrap();
+
+    let out = run(bin().arg("cat").arg(&a).arg(&b), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"a1\na2\nb1\n");
+    let out = run(bin().args(["cat", "--limit", "1"]).arg(&a).arg(&b), b"");
+    assert_eq!(out.stdout, b"a1\nb1\n", "--limit applies to each file");
+
+    // verify: a line per file, in order; the worst status: damage (3) over clean...
+    let out = run(bin().arg("verify").arg(&a).arg(&damaged).arg(&b), b"");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (pa, pd, pb) = (
+        text.find("a.cobs: clean").unwrap(),
+        text.find("damaged.cobs: bytes").unwrap(),
+        text.find("b.cobs: clean").unwrap(),
+    );
+    assert!(pa < pd && pd < pb, "{text}");
+    // ...and an error (1) over damage, the files after it still read.
+    let out = run(bin().arg("verify").arg(&damaged).arg(&garbage).arg(&b), b"");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("garbage.cobs: not a cobsfile"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("b.cobs: clean"), "{}", stdout(&out));
+    let out = run(bin().args(["verify", "--json"]).arg(&a).arg(&b), b"");
+    let objects = json_lines(&out);
+    assert_eq!(objects.len(), 2);
+    assert!(objects[1]["file"].as_str().unwrap().ends_with("b.cobs"));
+
+    // ls and meta: headed by each file's name in text; a "file" field in JSON.
+    let out = run(bin().arg("ls").arg(&a).arg(&b), b"");
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!("==> {} <==\n", a.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\n\n==> {} <==\n", b.display())),
+        "{text}"
+    );
+    let out = run(bin().args(["ls", "--json"]).arg(&a).arg(&b), b"");
+    let rows = json_lines(&out);
+    assert!(rows.iter().any(|r| r["file"] == a.display().to_string()));
+    assert!(rows.iter().any(|r| r["file"] == b.display().to_string()));
+    let out = run(bin().args(["meta"]).arg(&a).arg(&garbage), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("==> "), "{}", stdout(&out));
+
+    // --follow takes one file.
+    let out = run(bin().args(["cat", "-f"]).arg(&a).arg(&b), b"");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
