@@ -104,7 +104,7 @@ pub use reader::{
     Blocks, Metadata, MetadataBlocks, Reader, ReaderBuilder, SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
-pub use report::{BlockCounts, Damage, Held, Report};
+pub use report::{BlockCounts, Damage, Ending, Held, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};

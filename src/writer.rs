@@ -128,7 +128,8 @@ impl WriterBuilder {
         self
     }
 
-    /// Whether [`finish`](Writer::finish) ends the file with an index block (default true):
+    /// Whether [`finish`](Writer::finish) writes an index block before its end block
+    /// (default true):
     /// the offset, size and record count of every block written, a few bytes per block, with
     /// which readers go straight to the k-th record
     /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record))
@@ -395,8 +396,13 @@ impl<W: Write> Writer<W> {
         self.encoders.as_ref().map_or(0, Encoders::in_flight)
     }
 
-    /// Closes the open data block, writes the index block (see
-    /// [`WriterBuilder::index`]), flushes, and returns the inner writer.
+    /// Closes the open data block, writes the index block (see [`WriterBuilder::index`]) and
+    /// then the end block, flushes, and returns the inner writer.
+    ///
+    /// The end block (spec 8.6), always the last block of a finished file, is what tells a
+    /// finished file from one cut at a block boundary or left by a writer that stopped
+    /// without finishing ([`Report::ending`](crate::Report::ending)): a writer dropped
+    /// without `finish` writes its open block but no end block.
     pub fn finish(mut self) -> Result<W> {
         self.close_block()?;
         // The index lists the blocks as written: every block in flight first.
@@ -405,6 +411,7 @@ impl<W: Write> Writer<W> {
             self.index.disable();
             self.write_block(types::INDEX, &payload)?;
         }
+        self.write_block(types::END, &[])?;
         self.flush()?;
         Ok(self
             .inner

@@ -347,6 +347,8 @@ fn opened(created: bool, exclusive: bool, torn: Option<(u64, u64)>, truncated: b
         torn: torn.map(|(start, end)| start..end),
         truncated,
         completed: false,
+        // A log this crate's appenders made is open: only a new one needs its log block.
+        log_block: created,
     }
 }
 
@@ -701,7 +703,8 @@ fn shared_appending(durability: Durability, block_target: usize) {
             other => panic!("a child did not open the log: {other:?}"),
         }
     }
-    // The first to open created the file; it held it alone while it wrote the header.
+    // The first to open created the file; it held it alone while it wrote the header and
+    // the log block.
     assert_eq!((exclusive, created), (1, 1));
     for (child, _) in &mut children {
         let mut stdin = child.stdin.take().unwrap();
@@ -726,6 +729,9 @@ fn shared_appending(durability: Durability, block_target: usize) {
         let block = block.expect("intact");
         match block.info().block_type {
             BlockType::Header => assert_eq!(block.info().offset, 0),
+            // The creator starts the log with it, right after the header; the others find
+            // the log open and write none.
+            BlockType::Log => assert_eq!(block.info().offset, 18),
             BlockType::Data => {
                 let mut writers = block.records().map(|r| {
                     let (writer, seq) = check_record(r);

@@ -75,7 +75,7 @@ pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
 
 /// Clean when nothing is damaged or unreadable.
 pub fn outcome(report: &Report) -> Outcome {
-    if report.is_clean() {
+    if report.damaged.is_empty() {
         Outcome::Clean
     } else {
         Outcome::Damaged
@@ -106,7 +106,7 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
     for (id, n) in &b.unknown {
         kinds.push_str(&format!(", {n} of unknown type {id}"));
     }
-    let state = if report.is_clean() {
+    let state = if report.damaged.is_empty() {
         "clean".to_owned()
     } else {
         let bytes = report.damaged_bytes();
@@ -160,7 +160,7 @@ pub fn report_json(name: &str, report: &Report) -> Value {
     json!({
         "file": name,
         "size": report.len,
-        "clean": report.is_clean(),
+        "clean": report.damaged.is_empty(),
         "blocks": {
             "total": b.total(),
             "header": b.header,
