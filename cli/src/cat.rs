@@ -138,8 +138,8 @@ fn run_follow(args: &Args) -> Result<Outcome, Failure> {
             }
             Ok(event) => eprintln!("cobsfile: {name}: {event}"),
             Err(e) => {
-                if matches!(e, Error::Damaged { .. }) {
-                    outcome = Outcome::Damaged;
+                if let Error::Damaged { cause, .. } = &e {
+                    outcome = outcome.worst(Outcome::of_damage(cause));
                 }
                 eprintln!("cobsfile: {name}: {e}");
             }
@@ -183,8 +183,13 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     if let Some(failure) = sink.failed {
         return Err(failure);
     }
+    // What was read, damaged or unreadable; how the file ends only if it was read to the end.
+    let damage = report
+        .damaged
+        .iter()
+        .fold(Outcome::Clean, |o, d| o.worst(Outcome::of_damage(&d.cause)));
     if sink.closed {
-        return Ok(super::verify::outcome(&report));
+        return Ok(damage);
     }
     quiet_broken_pipe(sink.out.flush())?;
     super::verify::not_a_cobsfile(&name, &report)?;
@@ -195,7 +200,12 @@ fn run_split(args: &Args, file: &MappedFile) -> Result<Outcome, Failure> {
     if unknown > 0 {
         eprintln!("cobsfile: {name}: skipped {unknown} block(s) of unknown type");
     }
-    Ok(super::verify::outcome(&report))
+    let ending = Outcome::of_ending(report.ending);
+    if ending != Outcome::Clean {
+        let text = super::verify::ending_text(report.ending, None);
+        eprintln!("cobsfile: {name}: {text}");
+    }
+    Ok(damage.worst(ending))
 }
 
 /// One range's records, formatted.

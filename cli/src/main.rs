@@ -2,8 +2,8 @@
 //! library. Each command parses nothing itself and calls the library; this module maps
 //! outcomes to one line on stderr and an exit status.
 //!
-//! Exit status: 0 success on clean input, 1 an error that stopped the command, 2 a usage error,
-//! 3 damage was skipped (the output holds every intact record).
+//! Exit status: see [`EXIT_STATUS`], which `--help` prints, and [`Outcome`], which maps how a
+//! command ended to it.
 
 mod cat;
 mod dict;
@@ -24,9 +24,23 @@ use clap::{Parser, Subcommand};
 
 pub use framing::Framing;
 
+/// The exit statuses, as `--help` lists them (and the README).
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  clean: nothing damaged or unreadable, and the file is finished (or an open log)
+  1  an error stopped the command (one line on stderr)
+  2  usage error
+  3  damage found and skipped (the output holds every intact record)
+  4  unreadable blocks (a zstd dictionary not given with --dict, a codec this tool does not
+     support, a dictionary over the reader's limits), nothing damaged
+  5  the file is unfinished (cut, or its writer stopped before the end block a finished
+     file has) or empty, nothing damaged
+When several apply, the first of 1, 3, 5, 4 wins: damage, then an unfinished file, then
+unreadable blocks.";
+
 /// A container format in which a zero byte only ever means "a block starts here".
 #[derive(Debug, Parser)]
-#[command(name = "cobsfile", version, about, max_term_width = 100)]
+#[command(name = "cobsfile", version, about, max_term_width = 100, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,22 +56,93 @@ enum Command {
     Ls(ListArgs),
     /// Show the metadata blocks, skipping data blocks by their length fields.
     Meta(ListArgs),
-    /// Read and check every block; report intact and damaged ranges (exit 0 only if clean).
+    /// Read and check every block; report intact, damaged and unreadable ranges and whether
+    /// the file is finished, an open log, unfinished or empty (exit 0 only if clean).
     Verify(ListArgs),
-    /// Write a new file holding every intact block; report what was lost (exit 3 if anything).
+    /// Write a new, finished file holding every intact block; report what was lost (exit 3 if
+    /// anything).
     Recover(recover::Args),
     /// Work with zstd dictionaries.
     #[command(subcommand)]
     Dict(dict::Command),
 }
 
-/// How a command ended, short of an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a command ended, short of an error (a [`Failure`], exit 1, which outranks them all).
+///
+/// Ordered from the least severe to the most, so that a command over several inputs ends with
+/// the [`worst`](Self::worst) of theirs: a failure, then damage, then an unfinished input,
+/// then unreadable blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
-    /// The input was clean.
+    /// The input was clean: nothing damaged or unreadable, finished or an open log (exit 0).
     Clean,
-    /// Damage was skipped and reported.
+    /// Blocks this tool could not read (a dictionary not given, a codec it does not support,
+    /// a dictionary over its limits), but nothing damaged (exit 4).
+    Unreadable,
+    /// Nothing damaged, but the input is unfinished or empty (exit 5).
+    Unfinished,
+    /// Damage was skipped and reported (exit 3).
     Damaged,
+}
+
+impl Outcome {
+    /// The exit status (see [`EXIT_STATUS`]).
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Clean => 0,
+            Outcome::Damaged => 3,
+            Outcome::Unreadable => 4,
+            Outcome::Unfinished => 5,
+        }
+    }
+
+    /// The more severe of two outcomes.
+    pub fn worst(self, other: Outcome) -> Outcome {
+        self.max(other)
+    }
+
+    /// What a full read's report says: damage, then an unfinished or empty input, then
+    /// unreadable blocks.
+    pub fn of(report: &cobsfile::Report) -> Outcome {
+        let mut outcome = Outcome::Clean;
+        if report.has_unreadable() {
+            outcome = outcome.worst(Outcome::Unreadable);
+        }
+        outcome = outcome.worst(Outcome::of_ending(report.ending));
+        if report.has_damage() {
+            outcome = outcome.worst(Outcome::Damaged);
+        }
+        outcome
+    }
+
+    /// What a damaged or unreadable range makes of a command.
+    pub fn of_damage(damage: &cobsfile::Cause) -> Outcome {
+        if damage.is_damage() {
+            Outcome::Damaged
+        } else {
+            Outcome::Unreadable
+        }
+    }
+
+    /// What how an input ends makes of a command: clean if finished or an open log.
+    pub fn of_ending(ending: cobsfile::Ending) -> Outcome {
+        match ending {
+            cobsfile::Ending::Finished | cobsfile::Ending::Open => Outcome::Clean,
+            _ => Outcome::Unfinished,
+        }
+    }
+}
+
+/// The exit status of a command that ended so (see [`EXIT_STATUS`]); a failure is reported on
+/// stderr first.
+pub fn exit_status(result: Result<Outcome, Failure>) -> ExitCode {
+    match result {
+        Ok(outcome) => ExitCode::from(outcome.code()),
+        Err(Failure(message)) => {
+            eprintln!("cobsfile: {message}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// An error that stops a command: one line naming what failed.
@@ -159,14 +244,7 @@ pub fn run() -> ExitCode {
         Command::Recover(args) => recover::run(args),
         Command::Dict(command) => dict::run(command),
     };
-    match result {
-        Ok(Outcome::Clean) => ExitCode::SUCCESS,
-        Ok(Outcome::Damaged) => ExitCode::from(3),
-        Err(Failure(message)) => {
-            eprintln!("cobsfile: {message}");
-            ExitCode::from(1)
-        }
-    }
+    exit_status(result)
 }
 
 /// Writes to stdout, treating a closed pipe (`cobsfile cat | head`) as a normal end.
@@ -180,4 +258,22 @@ pub fn quiet_broken_pipe(result: io::Result<()>) -> Result<bool, Failure> {
 
 fn main() -> ExitCode {
     run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+
+    #[test]
+    fn the_worst_outcome_wins_in_the_order_of_the_help() {
+        use Outcome::*;
+        let order = [Clean, Unreadable, Unfinished, Damaged];
+        assert_eq!(order.map(Outcome::code), [0, 4, 5, 3]);
+        for (i, a) in order.iter().enumerate() {
+            for (j, b) in order.iter().enumerate() {
+                assert_eq!(a.worst(*b), order[i.max(j)]);
+            }
+        }
+        assert!(super::EXIT_STATUS.contains("the first of 1, 3, 5, 4 wins"));
+    }
 }
