@@ -339,6 +339,7 @@ impl Appender {
             let map = MappedFile::map(file.try_clone()?, Lock::Held)?;
             let bytes = map.bytes();
             let (end, mut last) = intact_end(bytes)?;
+            let mark = scan_headers_and_marks(bytes, last)?;
             if end < len {
                 opened.torn = Some(end..len);
                 let complete = exclusive && lacks_closing_sync(bytes, end);
@@ -352,7 +353,7 @@ impl Appender {
                     opened.truncated = true;
                 }
             }
-            opened.log_block = !is_open_log(bytes, last);
+            opened.log_block = !is_open_log(bytes, last, mark);
             drop(map);
             if opened.completed {
                 (&file).write_all(&[0])?;
@@ -695,28 +696,39 @@ fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
 
 /// Fails if a header block of a newer version lies further on in `bytes` (files
 /// concatenated): a full read stops there, so what is appended after it could not be read.
+/// Otherwise returns the type of the last header, end or log block after offset 0 that a full
+/// read finds intact and that opens at or before `last` (the last intact block): with the
+/// type of that block, what tells an open log (spec 9.5.1, 11.1 rule 6).
 ///
 /// A full read tries every 0x00 as a block's opening sync byte (blocks hold no other), so
-/// every header block it would meet starts `00 02` (type 1), and each such place is checked
-/// as a range reader starting there, which decodes what a full read would. This reads the
-/// whole file once, at memchr speed, where a skipping scan (spec 9.3) reads only block
-/// headers; but a damaged length that lands on a sync byte makes a skipping scan jump over
-/// whatever lies between, and it once hid such a header from the appender
-/// (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
-fn newer_header(bytes: &[u8]) -> Result<()> {
+/// every header, end and log block it would meet starts `00 02`, `00 0c` or `00 0e` (types 1,
+/// 6 and 7), and each such place is checked as a range reader starting there, which decodes
+/// what a full read would. This reads the whole file once, at memchr speed, where a skipping
+/// scan (spec 9.3) reads only block headers; but a damaged length that lands on a sync byte
+/// makes a skipping scan jump over whatever lies between, and it once hid such a header from
+/// the appender (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
+fn scan_headers_and_marks(bytes: &[u8], last: usize) -> Result<Option<BlockType>> {
     let options = ReaderBuilder::new();
+    let mut mark = None;
     for open in memchr::memchr_iter(0, bytes) {
-        if open == 0 || bytes.get(open + 1) != Some(&2) {
+        let wanted = match bytes.get(open + 1) {
+            Some(0x02) => true,
+            Some(0x0c | 0x0e) => open <= last,
+            _ => false,
+        };
+        if open == 0 || !wanted {
             continue;
         }
-        let open = open as u64;
-        if let Some(Err(e @ Error::UnsupportedVersion { .. })) =
-            options.from_slice_range(bytes, open..open + 1).next_block()
-        {
-            return Err(e);
+        let at = open as u64;
+        match options.from_slice_range(bytes, at..at + 1).next_block() {
+            Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
+            Some(Ok(block)) if block.info().offset == at && open <= last => {
+                mark = Some(block.info().block_type);
+            }
+            _ => {}
         }
     }
-    Ok(())
+    Ok(mark)
 }
 
 /// Whether the frame that opens at `open` is sound (spec 6) and closes at `close`, whatever
@@ -731,32 +743,15 @@ fn sound_frame(bytes: &[u8], open: usize, close: usize) -> bool {
 const MAX_COMPLETED: usize = 64 << 20;
 
 /// Whether the file of `bytes`, whose last intact block (or, with a torn tail, last complete
-/// block) opens at `last`, is an open log (spec 9.5.1): its last block is not an end or index
-/// block, and of the header, end and log blocks, the last intact one is a log block. Reads
-/// back from the end, decoding only blocks of those three types (each starts `00 02`,
-/// `00 0c` or `00 0e`).
-fn is_open_log(bytes: &[u8], last: usize) -> bool {
+/// block) opens at `last`, is an open log (spec 9.5.1): that block is not an end or index
+/// block, and of the header, end and log blocks, the last intact one is a log block (`mark`,
+/// found before it by [`scan_headers_and_marks`]).
+fn is_open_log(bytes: &[u8], last: usize, mark: Option<BlockType>) -> bool {
     match bytes.get(last + 1..).map(crate::varint::read) {
-        Some(Ok((types::LOG, _))) => return true,
-        Some(Ok((types::END | types::INDEX | types::HEADER, _))) => return false,
-        _ => {}
+        Some(Ok((types::LOG, _))) => true,
+        Some(Ok((types::END | types::INDEX | types::HEADER, _))) => false,
+        _ => mark == Some(BlockType::Log),
     }
-    let options = ReaderBuilder::new();
-    for open in memchr::memrchr_iter(0, &bytes[..last]) {
-        if !matches!(bytes.get(open + 1), Some(0x02 | 0x0c | 0x0e)) {
-            continue;
-        }
-        let at = open as u64;
-        if let Some(Ok(block)) = options.from_slice_range(bytes, at..at + 1).next_block() {
-            match block.info().block_type {
-                _ if block.info().offset != at => {}
-                BlockType::Log => return true,
-                BlockType::End | BlockType::Header => return false,
-                _ => {}
-            }
-        }
-    }
-    false
 }
 
 /// The end of the last intact block of the file's `bytes` (one past its closing sync byte),
@@ -764,7 +759,7 @@ fn is_open_log(bytes: &[u8], last: usize) -> bool {
 /// each 0x00 there may close a block, and the block it closes is intact if its frame is
 /// sound and its body checks (a block that needs a dictionary or a codec this reader lacks
 /// counts, since its frame is complete). Fails if the file does not start with a header block
-/// this version reads, or holds one of a newer version.
+/// this version reads.
 fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
@@ -776,7 +771,6 @@ fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
         Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
         _ => return Err(Error::NotACobsfile { offset: 0 }),
     };
-    newer_header(bytes)?;
     let mut end = bytes.len();
     while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
         let Some(open) = memchr::memrchr(0, &bytes[..close]) else {

@@ -167,7 +167,9 @@ impl WriterBuilder {
     /// never larger than its records stored as they are. Records too large for such a block
     /// are refused with [`Error::RecordTooLarge`] (see [`Writer::max_record_len`]), and so is
     /// a dictionary to embed whose block would not fit (as an I/O error). No index is written:
-    /// it describes a file written by one writer, which a shared pipe is not.
+    /// it describes a file written by one writer, which a shared pipe is not. Each writer's
+    /// [`finish`](Writer::finish) writes its end block, so the stream is finished when the last
+    /// block in it is one: the last writer to finish did.
     ///
     /// Each writer starts with its own sync byte and header block, one write of 19 bytes;
     /// readers take the headers of later writers, met mid-stream, as those of concatenated
@@ -496,8 +498,10 @@ impl<W: Write> Writer<W> {
 }
 
 impl<W: Write> Drop for Writer<W> {
-    /// Writes the open data block and the blocks in flight if `finish` was not called.
-    /// Errors are ignored here: call `finish` or `flush` to see them.
+    /// Writes the open data block and the blocks in flight if `finish` was not called, but no
+    /// index and no end block: the file is then unfinished
+    /// ([`Ending::Unfinished`](crate::Ending::Unfinished)). Errors are ignored here: call
+    /// `finish` or `flush` to see them.
     fn drop(&mut self) {
         if self.inner.is_some() && !std::thread::panicking() {
             let _ = self.close_block();
