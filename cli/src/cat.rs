@@ -41,7 +41,9 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     if args.follow {
         return run_follow(&args);
     }
-    if args.read.threads > 1 {
+    // Range reads go through the whole file: with --skip or --limit, the reader (decoding on
+    // the same threads) goes straight to the record and stops after the last.
+    if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() {
         if let input::Input::Mapped(file) = input::open(&args.file)? {
             return run_split(&args, &file);
         }

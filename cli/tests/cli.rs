@@ -477,14 +477,19 @@ fn cat_skip_and_limit() {
         }
         let to = limit.map_or(usize::MAX, |n| skip + n);
         for file in [&indexed, &plain] {
-            let out = run(bin().args(&args).arg(file), b"");
-            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
-            assert_eq!(
-                String::from_utf8(out.stdout).unwrap(),
-                expect(skip, to),
-                "{args:?}"
-            );
-            assert!(out.stderr.is_empty());
+            for threads in ["1", "2"] {
+                let out = run(
+                    bin().args(&args).args(["--threads", threads]).arg(file),
+                    b"",
+                );
+                assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+                assert_eq!(
+                    String::from_utf8(out.stdout).unwrap(),
+                    expect(skip, to),
+                    "{args:?}, {threads} thread(s)"
+                );
+                assert!(out.stderr.is_empty());
+            }
         }
         let out = run(bin().args(&args).arg("-"), &stdin);
         assert_eq!(out.status.code(), Some(0), "{args:?} -: {}", stderr(&out));
