@@ -50,7 +50,8 @@ struct Cli {
 enum Command {
     /// Pack records from a file or stdin into a cobsfile.
     Pack(pack::Args),
-    /// Write every intact record to stdout; damage is skipped and reported on stderr.
+    /// Write every intact record to stdout; damage is skipped and reported on stderr, and so
+    /// is a file that is unfinished (exit 5).
     Cat(cat::Args),
     /// List blocks: offset, type, size, records, status.
     Ls(ListArgs),
