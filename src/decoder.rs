@@ -389,8 +389,8 @@ impl Decoder {
     /// How the input ends (spec 9.5.1), once a full read ([`Want::Blocks`]) has returned
     /// [`Step::End`]: whether the last intact block is an end block, and so on. `None` before
     /// then, for the decoder of a range that ends before the input does ([`Decoder::range`]),
-    /// after a skipping scan ([`Want::Metadata`]), and after a header of a newer version
-    /// stopped the read.
+    /// once a step wanted less than every block ([`Want::Metadata`]: a skipping scan), and
+    /// after a header of a newer version stopped the read.
     pub fn ending(&self) -> Option<Ending> {
         if self.stopped || self.skipped || self.stop != u64::MAX {
             return None;
@@ -431,7 +431,7 @@ impl Decoder {
     /// Reads on; see the module documentation.
     pub fn step(&mut self, input: Input<'_>, want: Want) -> Step {
         self.current = None;
-        self.skipped |= want == Want::Metadata;
+        self.skipped |= want != Want::Blocks;
         if let Some((info, body)) = self.ready.take() {
             if want.decodes(info.block_type) {
                 return self.finish(info, body);
