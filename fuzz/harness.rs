@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use cobsfile::{
     cobs, varint, Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability,
-    Error, Index, Limits, RangeSink, ReaderBuilder, WriterBuilder,
+    Ending, Error, Index, Limits, RangeSink, ReaderBuilder, WriterBuilder,
 };
 
 // The tests' temporary file, shared by path: the harness depends on std and the library only.
@@ -431,12 +431,21 @@ pub fn append_after_garbage(data: &[u8]) {
         log.opened()
     );
     let completed = log.opened().completed;
+    let log_block = log.opened().log_block;
     for r in &records {
         log.append(r).expect("append");
     }
     log.close().expect("close");
     let after = std::fs::read(&file.0).expect("read the log back");
     check_appended(&before, &after, completed, &records);
+    // An appender leaves an open log (spec 9.5.1), whatever the file was: it wrote a log
+    // block first unless the file already was one.
+    let report = ReaderBuilder::new().verify(&after).expect("verify the log");
+    assert_eq!(
+        report.ending,
+        Ending::Open,
+        "not an open log after appending (log block written: {log_block})"
+    );
     drop(Appender::open(&file.0).expect("reopen the log"));
     let reopened = std::fs::read(&file.0).expect("read the log back");
     assert_eq!(reopened, after, "reopening a closed log changed it");
@@ -596,6 +605,11 @@ pub fn damage(data: &[u8]) {
     }
     let clean = writer.finish().expect("finish");
     let options = ReaderBuilder::new().max_body_size(SLICE_MAX_BLOCK);
+    let report = options.verify(&clean).expect("verify the clean file");
+    assert!(
+        report.is_clean() && report.ending == Ending::Finished,
+        "a file just written is not clean and finished: {report:?}"
+    );
     let written: Vec<BlockItem> = block_items(&mut options.from_slice(&clean))
         .into_iter()
         .map(|i| i.expect("a file just written reads clean"))

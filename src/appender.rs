@@ -14,6 +14,11 @@
 //! several appenders never interleave. One extra sync byte between two blocks is padding, so
 //! on a clean end the fence costs a byte per block and no damage.
 //!
+//! A log is an open log (spec 9.5.1): an appender starts a file with the header and a log block
+//! in one write, and before it appends to a file that is not an open log (a finished file, an
+//! unfinished one, a log written before log blocks existed) it writes a log block at opening.
+//! It never writes an end block.
+//!
 //! Records wait in an open data block until it is full, until [`Durability`] says to write,
 //! or until a time bound passes, which a background thread enforces so that a quiet log
 //! still reaches the file.
@@ -26,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::block::BlockType;
+use crate::block::{self, types, BlockType};
 use crate::codec::Compression;
 use crate::error::{Error, Result};
 use crate::frame::{self, Check, Found};
@@ -196,6 +201,10 @@ pub struct Opened {
     /// The torn tail was one whole block but for its closing sync byte, which was written
     /// (the file was held alone): the block and its records are kept.
     pub completed: bool,
+    /// The appender wrote a log block (spec 8.7), so that the file is an open log from here
+    /// on: it started the file, or the file was not an open log (a finished file, say, whose
+    /// end block is then no longer its last block).
+    pub log_block: bool,
 }
 
 /// Appends records to a log file (spec 11.1); options in [`AppenderBuilder`].
@@ -207,7 +216,8 @@ pub struct Opened {
 /// are a torn tail, a block a crashed writer did not finish. An appender alone on the file (an
 /// exclusive advisory lock) cuts it off, or completes a block that lacks only its closing sync
 /// byte; with other appenders or a [`MappedFile`] on the file it leaves it, and it never cuts
-/// anything after opening. [`opened`](Self::opened) says what
+/// anything after opening. A file that is not an open log yet (a finished file, say) gets a log
+/// block, written at opening (spec 11.1, rule 6). [`opened`](Self::opened) says what
 /// was found and done. Every block then written starts with its own sync byte and reaches the
 /// file in one `write(2)` to an `O_APPEND` file, so a torn tail costs only itself and blocks of
 /// several processes never interleave; after an intact block the extra sync byte is padding.
@@ -288,18 +298,17 @@ struct State {
 #[derive(Debug)]
 struct LogFile {
     file: File,
-    /// The 19 bytes every file starts with: the leading sync byte and the header block.
+    /// How a log starts: the 19 bytes every file starts with (the leading sync byte and the
+    /// header block), then a log block.
     start: Vec<u8>,
 }
 
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // The writer hands over one block per call: fence it, unless it is the file's start.
-        if buf.first() == Some(&0) {
-            return self.file.write(buf);
-        }
+        // The writer hands over one block per call: fence it.
         // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
-        // again with a header, in the same write as the block (spec 11.1, rule 5).
+        // again with a header and a log block, in the same write as the block (spec 11.1,
+        // rule 5).
         let fence: &[u8] = if self.file.metadata()?.len() == 0 {
             &self.start
         } else {
@@ -358,40 +367,58 @@ impl Appender {
             torn: None,
             truncated: false,
             completed: false,
+            log_block: false,
         };
         let len = file.metadata()?.len();
-        let mut builder = options.writer.clone();
+        // The 19 bytes every file starts with and a log block (spec 8.7): how this appender
+        // starts a file, in one write, so that a log is open from its first block on.
+        let mut start = block::file_start();
+        start.extend_from_slice(&block::empty_block(types::LOG)[1..]);
         if len == 0 {
             opened.created = true;
+            opened.log_block = true;
+            (&file).write_all(&start)?;
         } else {
-            builder = builder.without_header();
             // Mapped under this appender's own lock: a shared lock taken through the same open
             // file would replace the exclusive one.
             let map = MappedFile::map(file.try_clone()?, Lock::Held)?;
-            let end = intact_end(map.bytes())?;
+            let bytes = map.bytes();
+            let (end, mut last) = intact_end(bytes)?;
+            let mark = scan_headers_and_marks(bytes, last)?;
             if end < len {
                 opened.torn = Some(end..len);
-                let complete = exclusive && lacks_closing_sync(map.bytes(), end);
-                drop(map);
+                let complete = exclusive && lacks_closing_sync(bytes, end);
                 // A program that ignores locks may have changed the file's length since it
                 // was mapped; then the tail is not what was read, and is left alone.
                 let cut = exclusive && file.metadata()?.len() == len;
                 if complete && cut {
-                    (&file).write_all(&[0])?;
+                    last = memchr::memrchr(0, bytes).unwrap_or(last);
                     opened.completed = true;
                 } else if cut {
-                    file.set_len(end)?;
                     opened.truncated = true;
                 }
             }
+            opened.log_block = !is_open_log(bytes, last, mark);
+            drop(map);
+            if opened.completed {
+                (&file).write_all(&[0])?;
+            } else if opened.truncated {
+                file.set_len(end)?;
+            }
+            if opened.log_block {
+                // Before anything is appended, fenced and in one write like every block an
+                // appender writes (spec 11.1, rule 3).
+                (&file).write_all(&block::empty_block(types::LOG))?;
+            }
         }
         let sync = file.try_clone()?;
-        let writer = builder.build(LogFile {
-            file,
-            start: crate::block::file_start(),
-        })?;
+        let writer = options
+            .writer
+            .clone()
+            .without_header()
+            .build(LogFile { file, start })?;
         if exclusive {
-            // The header is written: let other appenders in (the clone shares the lock).
+            // The file's start is written: let other appenders in (the clone shares the lock).
             sync.lock_shared()?;
         }
         let shared = Arc::new(Shared {
@@ -717,28 +744,39 @@ fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
 
 /// Fails if a header block of a newer version lies further on in `bytes` (files
 /// concatenated): a full read stops there, so what is appended after it could not be read.
+/// Otherwise returns the type of the last header, end or log block after offset 0 that a full
+/// read finds intact and that opens at or before `last` (the last intact block): with the
+/// type of that block, what tells an open log (spec 9.5.1, 11.1 rule 6).
 ///
 /// A full read tries every 0x00 as a block's opening sync byte (blocks hold no other), so
-/// every header block it would meet starts `00 02` (type 1), and each such place is checked
-/// as a range reader starting there, which decodes what a full read would. This reads the
-/// whole file once, at memchr speed, where a skipping scan (spec 9.3) reads only block
-/// headers; but a damaged length that lands on a sync byte makes a skipping scan jump over
-/// whatever lies between, and it once hid such a header from the appender
-/// (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
-fn newer_header(bytes: &[u8]) -> Result<()> {
+/// every header, end and log block it would meet starts `00 02`, `00 0c` or `00 0e` (types 1,
+/// 6 and 7), and each such place is checked as a range reader starting there, which decodes
+/// what a full read would. This reads the whole file once, at memchr speed, where a skipping
+/// scan (spec 9.3) reads only block headers; but a damaged length that lands on a sync byte
+/// makes a skipping scan jump over whatever lies between, and it once hid such a header from
+/// the appender (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
+fn scan_headers_and_marks(bytes: &[u8], last: usize) -> Result<Option<BlockType>> {
     let options = ReaderBuilder::new();
+    let mut mark = None;
     for open in memchr::memchr_iter(0, bytes) {
-        if open == 0 || bytes.get(open + 1) != Some(&2) {
+        let wanted = match bytes.get(open + 1) {
+            Some(0x02) => true,
+            Some(0x0c | 0x0e) => open <= last,
+            _ => false,
+        };
+        if open == 0 || !wanted {
             continue;
         }
-        let open = open as u64;
-        if let Some(Err(e @ Error::UnsupportedVersion { .. })) =
-            options.from_slice_range(bytes, open..open + 1).next_block()
-        {
-            return Err(e);
+        let at = open as u64;
+        match options.from_slice_range(bytes, at..at + 1).next_block() {
+            Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
+            Some(Ok(block)) if block.info().offset == at && open <= last => {
+                mark = Some(block.info().block_type);
+            }
+            _ => {}
         }
     }
-    Ok(())
+    Ok(mark)
 }
 
 /// Whether the frame that opens at `open` is sound (spec 6) and closes at `close`, whatever
@@ -752,12 +790,25 @@ fn sound_frame(bytes: &[u8], open: usize, close: usize) -> bool {
 /// cut off.
 const MAX_COMPLETED: usize = 64 << 20;
 
+/// Whether the file of `bytes`, whose last intact block (or, with a torn tail, last complete
+/// block) opens at `last`, is an open log (spec 9.5.1): that block is not an end or index
+/// block, and of the header, end and log blocks, the last intact one is a log block (`mark`,
+/// found before it by [`scan_headers_and_marks`]).
+fn is_open_log(bytes: &[u8], last: usize, mark: Option<BlockType>) -> bool {
+    match bytes.get(last + 1..).map(crate::varint::read) {
+        Some(Ok((types::LOG, _))) => true,
+        Some(Ok((types::END | types::INDEX | types::HEADER, _))) => false,
+        _ => mark == Some(BlockType::Log),
+    }
+}
+
 /// The end of the last intact block of the file's `bytes` (one past its closing sync byte),
-/// found by scanning back from the end: each 0x00 there may close a block, and the block it closes
-/// is intact if its frame is sound and its body checks (a block that needs a dictionary or
-/// a codec this reader lacks counts, since its frame is complete). Fails if the file does
-/// not start with a header block this version reads, or holds one of a newer version.
-fn intact_end(bytes: &[u8]) -> Result<u64> {
+/// found by scanning back from the end, and the offset of that block's opening sync byte:
+/// each 0x00 there may close a block, and the block it closes is intact if its frame is
+/// sound and its body checks (a block that needs a dictionary or a codec this reader lacks
+/// counts, since its frame is complete). Fails if the file does not start with a header block
+/// this version reads.
+fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
         Some(Ok(block))
@@ -768,7 +819,6 @@ fn intact_end(bytes: &[u8]) -> Result<u64> {
         Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
         _ => return Err(Error::NotACobsfile { offset: 0 }),
     };
-    newer_header(bytes)?;
     let mut end = bytes.len();
     while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
         let Some(open) = memchr::memrchr(0, &bytes[..close]) else {
@@ -791,9 +841,9 @@ fn intact_end(bytes: &[u8]) -> Result<u64> {
             _ => false,
         };
         if complete {
-            return Ok(close as u64 + 1);
+            return Ok((close as u64 + 1, open));
         }
         end = close;
     }
-    Ok(header_end)
+    Ok((header_end, 0))
 }

@@ -42,6 +42,10 @@ pub mod types {
     pub const DICTIONARY: i64 = 4;
     /// The offsets, sizes and record counts of the blocks before it.
     pub const INDEX: i64 = 5;
+    /// The last block of a finished file; empty.
+    pub const END: i64 = 6;
+    /// What follows is an append-only log, open for appending; empty.
+    pub const LOG: i64 = 7;
 }
 
 /// What a block holds.
@@ -58,6 +62,13 @@ pub enum BlockType {
     Dictionary,
     /// The index of the blocks before it (see [`Index`](crate::Index)).
     Index,
+    /// The last block of a file its writer finished ([`Writer::finish`](crate::Writer::finish));
+    /// its payload is empty. See [`Ending`](crate::Ending).
+    End,
+    /// Declares that what follows is an append-only log, open for appending (spec 8.7): an
+    /// [`Appender`](crate::Appender) writes it when it starts a file, and before it appends to
+    /// one that is not an open log. Its payload is empty. See [`Ending`](crate::Ending).
+    Log,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
@@ -71,6 +82,8 @@ impl BlockType {
             types::DATA => BlockType::Data,
             types::DICTIONARY => BlockType::Dictionary,
             types::INDEX => BlockType::Index,
+            types::END => BlockType::End,
+            types::LOG => BlockType::Log,
             other => BlockType::Unknown(other),
         }
     }
@@ -83,12 +96,14 @@ impl BlockType {
             BlockType::Data => types::DATA,
             BlockType::Dictionary => types::DICTIONARY,
             BlockType::Index => types::INDEX,
+            BlockType::End => types::END,
+            BlockType::Log => types::LOG,
             BlockType::Unknown(id) => id,
         }
     }
 
-    /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index` or
-    /// `unknown(N)`.
+    /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index`, `end`,
+    /// `log` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockType::Header => "header".into(),
@@ -96,6 +111,8 @@ impl BlockType {
             BlockType::Data => "data".into(),
             BlockType::Dictionary => "dictionary".into(),
             BlockType::Index => "index".into(),
+            BlockType::End => "end".into(),
+            BlockType::Log => "log".into(),
             BlockType::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -196,6 +213,16 @@ pub(crate) fn file_start() -> Vec<u8> {
     let mut out = Vec::new();
     let start = encode(types::HEADER, &header_payload(), None, &mut out)
         .expect("the header block is small");
+    out[start - 1] = 0;
+    out.drain(..start - 1);
+    out
+}
+
+/// A block of `block_type` with an empty payload (an end or log block), with its leading
+/// sync byte: `00 type length body 00`.
+pub(crate) fn empty_block(block_type: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let start = encode(block_type, &[], None, &mut out).expect("an empty block is small");
     out[start - 1] = 0;
     out.drain(..start - 1);
     out
@@ -319,8 +346,11 @@ pub(crate) fn decode(
     // Rules of the block types on codecs (spec 8.1, 8.4), checked by readers as writers keep
     // them, before anything is decompressed.
     match (block_type, codec) {
-        (BlockType::Header, codec::NONE) => {}
+        (BlockType::Header | BlockType::End | BlockType::Log, codec::NONE) => {}
         (BlockType::Header, _) => return Err(malformed("header block not stored with codec 0")),
+        (BlockType::End | BlockType::Log, _) => {
+            return Err(malformed("end or log block not stored with codec 0"))
+        }
         (BlockType::Dictionary, codec::ZSTD_DICTIONARY) => {
             return Err(malformed(
                 "dictionary block compressed with a dictionary (codec 2)",
@@ -399,7 +429,12 @@ pub(crate) fn decode(
         BlockType::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockType::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
         BlockType::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
-        BlockType::Dictionary | BlockType::Unknown(_) => (None, None),
+        BlockType::End | BlockType::Log if !bytes.is_empty() => {
+            return Err(malformed("end or log block with a payload"))
+        }
+        BlockType::Dictionary | BlockType::End | BlockType::Log | BlockType::Unknown(_) => {
+            (None, None)
+        }
     };
     Ok(Body {
         payload,

@@ -70,6 +70,7 @@ use crate::codec::{self, Decompressor, Dictionary, Refused};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Found, Frame};
 use crate::limits::Limits;
+use crate::report::{Ending, Tail};
 use crate::varint;
 
 /// Where a block is and what it holds.
@@ -282,6 +283,12 @@ pub struct Decoder {
     /// reading started: everything before it is final (a follower's resume point, spec 9.7).
     resume: u64,
     stats: Stats,
+    /// What decides how the input ends: the blocks returned and the damage reported so far.
+    tail: Tail,
+    /// Where the input ended, once the decoder got there (and returned nothing since).
+    ended: Option<u64>,
+    /// Some blocks were skipped by their length (a skipping scan): the tail is not the file's.
+    skipped: bool,
 }
 
 impl Decoder {
@@ -307,6 +314,9 @@ impl Decoder {
             current: None,
             resume: 0,
             stats: Stats::default(),
+            tail: Tail::default(),
+            ended: None,
+            skipped: false,
         }
     }
 
@@ -376,6 +386,18 @@ impl Decoder {
         &self.stats
     }
 
+    /// How the input ends (spec 9.5.1), once a full read ([`Want::Blocks`]) has returned
+    /// [`Step::End`]: whether the last intact block is an end block, and so on. `None` before
+    /// then, for the decoder of a range that ends before the input does ([`Decoder::range`]),
+    /// once a step wanted less than every block ([`Want::Metadata`]: a skipping scan), and
+    /// after a header of a newer version stopped the read.
+    pub fn ending(&self) -> Option<Ending> {
+        if self.stopped || self.skipped || self.stop != u64::MAX {
+            return None;
+        }
+        self.ended.map(|end| self.tail.ending(end))
+    }
+
     /// Counts a block of unknown type that a record reader passed over.
     pub(crate) fn count_unknown(&mut self) {
         self.stats.unknown_blocks += 1;
@@ -409,6 +431,7 @@ impl Decoder {
     /// Reads on; see the module documentation.
     pub fn step(&mut self, input: Input<'_>, want: Want) -> Step {
         self.current = None;
+        self.skipped |= want != Want::Blocks;
         if let Some((info, body)) = self.ready.take() {
             if want.decodes(info.block_type) {
                 return self.finish(info, body);
@@ -422,10 +445,12 @@ impl Decoder {
                 }
                 Event::Frame(f) => f,
                 Event::End { end } => {
-                    return match self.take_damage(end) {
+                    let damage = self.take_damage(end);
+                    self.ended = Some(end);
+                    return match damage {
                         Some(err) => Step::Damaged(err),
                         None => Step::End,
-                    }
+                    };
                 }
                 Event::NeedInput => return Step::NeedInput { from: self.at },
             };
@@ -477,6 +502,8 @@ impl Decoder {
             });
         }
         self.stats.blocks += 1;
+        self.tail.block(info.block_type);
+        self.ended = None;
         self.resume = info.offset + info.size;
         self.current = Some((info.clone(), body));
         Step::Block(info)
@@ -519,6 +546,8 @@ impl Decoder {
     /// Reports pending damage ending at `end`.
     fn take_damage(&mut self, end: u64) -> Option<Error> {
         let (start, cause) = self.damage.take()?;
+        self.tail.damage();
+        self.ended = None;
         self.stats.damaged_regions += 1;
         self.stats.damaged_bytes += end - start;
         Some(Error::Damaged { start, end, cause })
@@ -697,7 +726,9 @@ impl Decoder {
     /// caller: the damage pending before it, if any.
     pub(crate) fn end_at(&mut self, end: u64) -> Option<Step> {
         self.current = None;
-        self.take_damage(end).map(Step::Damaged)
+        let damage = self.take_damage(end);
+        self.ended = Some(end);
+        damage.map(Step::Damaged)
     }
 
     /// Takes the block held back behind damage, if any, to be returned now.
@@ -742,6 +773,7 @@ impl Decoder {
     /// forgets what it knew of the bytes there.
     pub(crate) fn rewind(&mut self, at: u64) {
         self.at = at;
+        self.ended = None;
         self.zero_free = None;
         self.ready = None;
         self.current = None;

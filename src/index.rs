@@ -9,12 +9,13 @@
 //! ```
 //!
 //! An index is never needed for correctness. A reader uses it only when it is the last block
-//! of the file, intact and consistent, and checks the block it points at before trusting it;
-//! anything else makes it read from the start and count, as without an index.
+//! of the file (or the last but the file's end block), intact and consistent, and checks the
+//! block it points at before trusting it; anything else makes it read from the start and
+//! count, as without an index.
 
 use std::ops::Range;
 
-use crate::block::{self, types, BlockType, Place, Scratch};
+use crate::block::{self, types, BlockType, Body, Place, Scratch};
 use crate::codec::Decompressor;
 use crate::decoder::Block;
 use crate::frame::{self, Check, Found};
@@ -81,36 +82,22 @@ pub struct Index {
 
 impl Index {
     /// The index at the end of `bytes`, if the file ends with an intact, consistent index
-    /// block; `None` otherwise (no index, a damaged one, one that is not the last block).
-    /// Only the last block is read: on a mapped file this touches the index's pages only.
-    /// Never panics, whatever the bytes.
+    /// block, or with one and then an intact end block (as [`Writer::finish`] writes them);
+    /// `None` otherwise (no index, a damaged one, one with other blocks after it). Only those
+    /// last blocks are read: on a mapped file this touches their pages only. Never panics,
+    /// whatever the bytes.
+    ///
+    /// [`Writer::finish`]: crate::Writer::finish
     pub fn find(bytes: &[u8]) -> Option<Index> {
-        let (&last, rest) = bytes.split_last()?;
-        if last != 0 {
-            return None;
-        }
-        let start = memchr::memrchr(0, rest)?;
-        let max_body_size = DEFAULT_MAX_BODY_SIZE;
-        let limit = crate::cobs::max_encoded_len(max_body_size) as u64 + 1;
-        let f = match frame::read_at(bytes, start, 0, true, limit, Check::Full, 0) {
-            Found::Frame(f) if f.block_type == types::INDEX && f.end == rest.len() => f,
+        let mut scratch = Scratch::default();
+        let (start, body) = match last_block(bytes, &mut scratch)? {
+            (start, BlockType::End, _) => match last_block(&bytes[..=start], &mut scratch)? {
+                (start, BlockType::Index, body) => (start, body),
+                _ => return None,
+            },
+            (start, BlockType::Index, body) => (start, body),
             _ => return None,
         };
-        let mut scratch = Scratch::default();
-        let place = Place {
-            offset: start as u64,
-            body_offset: f.body.start as u64,
-        };
-        let body = block::decode(
-            &bytes[f.type_field.clone()],
-            BlockType::Index,
-            &bytes[f.body.clone()],
-            place,
-            max_body_size,
-            &mut scratch,
-            &mut Decompressor::default(),
-        )
-        .ok()?;
         Index::parse(&scratch.buffer()[body.payload], start as u64)
     }
 
@@ -208,6 +195,42 @@ impl Index {
         self.block_at_or_after(offset)
             .filter(|e| e.offset == offset)
     }
+}
+
+/// The last block of `bytes` if it is an intact index or end block (spec 9.6): the offset of
+/// its opening sync byte, its type and its body, decoded into `scratch`.
+fn last_block(bytes: &[u8], scratch: &mut Scratch) -> Option<(usize, BlockType, Body)> {
+    let (&last, rest) = bytes.split_last()?;
+    if last != 0 {
+        return None;
+    }
+    let start = memchr::memrchr(0, rest)?;
+    let max_body_size = DEFAULT_MAX_BODY_SIZE;
+    let limit = crate::cobs::max_encoded_len(max_body_size) as u64 + 1;
+    let f = match frame::read_at(bytes, start, 0, true, limit, Check::Full, 0) {
+        Found::Frame(f)
+            if matches!(f.block_type, types::INDEX | types::END) && f.end == rest.len() =>
+        {
+            f
+        }
+        _ => return None,
+    };
+    let block_type = BlockType::from_type(f.block_type);
+    let place = Place {
+        offset: start as u64,
+        body_offset: f.body.start as u64,
+    };
+    let body = block::decode(
+        &bytes[f.type_field.clone()],
+        block_type,
+        &bytes[f.body.clone()],
+        place,
+        max_body_size,
+        scratch,
+        &mut Decompressor::default(),
+    )
+    .ok()?;
+    Some((start, block_type, body))
 }
 
 /// The index a writer builds as it writes blocks, encoded as it goes.

@@ -51,8 +51,9 @@
 //!   [`ReaderBuilder::threads`] decodes on worker threads settled by the same decoder, and
 //!   [`ReaderBuilder::read_ranges`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
 //!   each a decoder, on several threads with the result of one reader;
-//! - [`verify`] reports a file's intact and damaged ranges ([`Report`]); [`recover`] writes
-//!   every intact block into a new file; [`Index`] finds the index block a writer ends a file
+//! - [`verify`] reports a file's intact, damaged and unreadable ranges and how it ends
+//!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty); [`recover`] writes
+//!   every intact block into a new, finished file; [`Index`] finds the index block a writer ends a file
 //!   with, to seek to a record;
 //! - [`Writer`] writes blocks to any `io::Write` ([`WriterBuilder::threads`] compresses on
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
@@ -105,7 +106,7 @@ pub use reader::{
     SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
-pub use report::{BlockCounts, Damage, Held, Report};
+pub use report::{BlockCounts, Damage, Ending, Held, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};

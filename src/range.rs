@@ -15,7 +15,7 @@ use crate::decoder::Block;
 use crate::decoder::{Decoder, Input, Step, Want};
 use crate::error::{Error, Result};
 use crate::frame;
-use crate::report::{Damage, Report};
+use crate::report::{Damage, Report, Tail};
 
 /// A sink that keeps nothing (a range read for its report alone).
 pub(crate) struct Discard;
@@ -64,6 +64,8 @@ pub trait RangeSink<T> {
 struct Part<T> {
     value: T,
     report: Report,
+    /// What decides how the input ends, for this part.
+    tail: Tail,
     /// The part starts its range, and the range's reader reported damage before any intact
     /// block.
     first_damaged: bool,
@@ -125,6 +127,7 @@ fn read_part<T>(
     let mut part = Part {
         value,
         report: Report::default(),
+        tail: Tail::default(),
         first_damaged: false,
         last_damaged: false,
         last: true,
@@ -136,6 +139,7 @@ fn read_part<T>(
         match item {
             Ok(block) => {
                 part.report.add_block(block.info());
+                part.tail.block(block.info().block_type);
                 on_block(&mut part.value, &block);
                 seen_block = true;
                 part.last_damaged = false;
@@ -147,6 +151,7 @@ fn read_part<T>(
             }
             Err(e) => match part.report.add_error(e) {
                 Ok(()) => {
+                    part.tail.damage();
                     part.first_damaged |= first && !seen_block;
                     part.last_damaged = true;
                 }
@@ -389,6 +394,8 @@ where
 #[derive(Default)]
 struct Merged {
     report: Report,
+    /// What decides how the input ends, for the ranges taken so far.
+    tail: Tail,
     /// The last range taken ended with damage that the next may continue.
     open: bool,
     /// Damaged ranges already given to the sink.
@@ -405,6 +412,7 @@ impl Merged {
         let Part {
             value,
             report,
+            tail,
             first_damaged,
             last_damaged,
             last: _,
@@ -423,15 +431,9 @@ impl Merged {
             last.range.end = last.range.end.max(first.range.end);
         }
         self.report.damaged.extend(damaged);
+        self.tail.then(&tail);
         let r = &mut self.report;
-        r.blocks.header += report.blocks.header;
-        r.blocks.metadata += report.blocks.metadata;
-        r.blocks.data += report.blocks.data;
-        r.blocks.dictionary += report.blocks.dictionary;
-        r.blocks.index += report.blocks.index;
-        for (id, n) in report.blocks.unknown {
-            *r.blocks.unknown.entry(id).or_default() += n;
-        }
+        r.blocks.add_counts(&report.blocks);
         r.records += report.records;
         r.block_bytes += report.block_bytes;
         // A range with neither blocks nor damage (no sync byte opens in it) changes nothing.
@@ -466,6 +468,7 @@ impl Merged {
     fn finish<T, K: RangeSink<T> + ?Sized>(mut self, len: usize, sink: &mut K) -> Result<Report> {
         let _ = self.sink_damage(self.report.damaged.len(), sink);
         self.report.len = len as u64;
+        self.report.ending = self.tail.ending(self.report.len);
         Ok(self.report)
     }
 }

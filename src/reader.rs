@@ -19,7 +19,7 @@ use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::Decoders;
 use crate::range::{self, RangeSink};
-use crate::report::Report;
+use crate::report::{Ending, Report};
 use crate::source::{SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -458,6 +458,28 @@ impl<S: Source> Reader<S> {
         self.decoder.stats()
     }
 
+    /// How the input ends (spec 9.5.1: finished, an open log, unfinished, empty), once a full
+    /// read ([`next_record`](Self::next_record), [`next_block`](Self::next_block)) has
+    /// returned its last item: judged from the blocks and damage this reader met. `None`
+    /// before that, for a reader of a range that ends before the input does, after
+    /// [`metadata`](Self::metadata) skipped blocks, and after a header of a newer version
+    /// stopped the read. [`verify`](crate::verify) reports it as [`Report::ending`].
+    ///
+    /// ```
+    /// let mut writer = cobsfile::Writer::new(Vec::new())?;
+    /// writer.write_record(b"hello")?;
+    /// let file = writer.finish()?;
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+    /// assert_eq!(reader.ending(), None);
+    /// while reader.next_record().is_some() {}
+    /// assert_eq!(reader.ending(), Some(cobsfile::Ending::Finished));
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn ending(&self) -> Option<Ending> {
+        self.decoder.ending()
+    }
+
     /// The source this reader scans.
     pub fn source(&self) -> &S {
         &self.src
@@ -755,7 +777,12 @@ impl<S: Source> Reader<S> {
                 }
             }
             BlockType::Unknown(_) => self.decoder.count_unknown(),
-            BlockType::Header | BlockType::Metadata | BlockType::Dictionary | BlockType::Index => {}
+            BlockType::Header
+            | BlockType::Metadata
+            | BlockType::Dictionary
+            | BlockType::Index
+            | BlockType::End
+            | BlockType::Log => {}
         }
         Some(Ok(info))
     }

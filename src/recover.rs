@@ -1,8 +1,9 @@
 //! Recovery: a new, valid file holding every intact block of a damaged one.
 //!
 //! Intact blocks are copied byte for byte, in file order, behind a fresh header and ahead of a
-//! fresh index; damaged bytes, padding, extra header blocks (from concatenated files) and
-//! old index blocks are left out. A block is intact when a full read returns it, so its CRC
+//! fresh index and end block; damaged bytes, padding, extra header blocks (from concatenated
+//! files), old index blocks and old end blocks (they describe the old file) are left out, so
+//! the output is a finished file (spec 9.5.1) whatever the input was. A block is intact when a full read returns it, so its CRC
 //! checked; nothing else is ever copied. Because blocks are copied as they are and what is
 //! added depends only on them, recovering a recovered file gives the same bytes again.
 
@@ -24,7 +25,7 @@ pub struct Recovery {
     /// The full read of the input: its intact blocks and records, and the damaged ranges,
     /// which are what was lost.
     pub report: Report,
-    /// Blocks written, the header included.
+    /// Blocks written, the header, index and end blocks included.
     pub blocks: u64,
     /// Bytes written.
     pub written: u64,
@@ -44,9 +45,11 @@ pub struct NewerVersion {
 
 impl Recovery {
     /// Whether nothing was lost: the input had no damaged or unreadable range, and no header
-    /// of a newer version stopped the read.
+    /// of a newer version stopped the read. An unfinished input recovers losslessly (the
+    /// output holds all it holds, and is finished), though blocks its writer wrote after the
+    /// cut, if any, were never in it: its [`Report::ending`] says so.
     pub fn is_lossless(&self) -> bool {
-        self.report.is_clean() && self.newer_version.is_none()
+        self.report.damaged.is_empty() && self.newer_version.is_none()
     }
 }
 
@@ -55,8 +58,9 @@ impl Recovery {
 ///
 /// The output starts with a header block; then come the intact blocks of the input, copied
 /// byte for byte (metadata and dictionary blocks stay where they were among the data blocks,
-/// blocks of unknown types are kept); it ends with an index of those blocks (spec 8.5).
-/// Header and index blocks of the input are not copied: the output has one of each. When the
+/// log blocks and blocks of unknown types are kept); it ends with an index of those blocks
+/// (spec 8.5) and an end block (8.6), so it is finished. Header, index and end blocks of the
+/// input are not copied: the output has one of each. When the
 /// input ends with a usable index, each damaged range of the report says what it held
 /// ([`Damage::held`](crate::Damage::held)). A block that fails any check, its CRC among them, is never copied; nor
 /// is a block compressed with a dictionary `options` does not provide and the file does not
@@ -115,13 +119,17 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     if let Some(e) = copier.failed {
         return Err(e.into());
     }
+    let mut block = Vec::new();
     if let Some(payload) = copier.index.payload(DEFAULT_MAX_BODY_SIZE) {
-        let mut block = Vec::new();
         let start = block::encode(types::INDEX, &payload, None, &mut block)?;
         copier.out.write_all(&block[start..])?;
         copier.blocks += 1;
         copier.written += (block.len() - start) as u64;
     }
+    let start = block::encode(types::END, &[], None, &mut block)?;
+    copier.out.write_all(&block[start..])?;
+    copier.blocks += 1;
+    copier.written += (block.len() - start) as u64;
     copier.out.flush()?;
     if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
         report.attribute(&index);
@@ -136,11 +144,11 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
 
 /// Notes where an intact block to copy lies, with its record count for the index: the bytes
 /// after its opening sync byte, which the output already ends with, up to and including its
-/// closing one. Header and index blocks are not copied: the output has its own.
+/// closing one. Header, index and end blocks are not copied: the output has its own.
 fn copy_range(ranges: &mut Vec<(Range<usize>, u64)>, block: &Block<'_>) {
     let info = block.info();
     let records = match info.block_type {
-        BlockType::Header | BlockType::Index => return,
+        BlockType::Header | BlockType::Index | BlockType::End => return,
         BlockType::Data => info.items.unwrap_or(0),
         _ => 0,
     };

@@ -1,4 +1,5 @@
-//! What a full read found: intact blocks and records by type, and damaged ranges (spec 9.5).
+//! What a full read found: intact blocks and records by type, damaged and unreadable ranges,
+//! and how the file ends (spec 9.5).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -70,6 +71,10 @@ pub struct BlockCounts {
     pub dictionary: u64,
     /// Index blocks.
     pub index: u64,
+    /// End blocks (one, last, in a finished file).
+    pub end: u64,
+    /// Log blocks.
+    pub log: u64,
     /// Blocks of types this version does not define, by type id.
     pub unknown: BTreeMap<i64, u64>,
 }
@@ -82,7 +87,23 @@ impl BlockCounts {
             + self.data
             + self.dictionary
             + self.index
+            + self.end
+            + self.log
             + self.unknown.values().sum::<u64>()
+    }
+
+    /// Adds the counts of `other`.
+    pub(crate) fn add_counts(&mut self, other: &BlockCounts) {
+        self.header += other.header;
+        self.metadata += other.metadata;
+        self.data += other.data;
+        self.dictionary += other.dictionary;
+        self.index += other.index;
+        self.end += other.end;
+        self.log += other.log;
+        for (&id, &n) in &other.unknown {
+            *self.unknown.entry(id).or_default() += n;
+        }
     }
 
     /// Counts one intact block.
@@ -93,12 +114,141 @@ impl BlockCounts {
             BlockType::Data => self.data += 1,
             BlockType::Dictionary => self.dictionary += 1,
             BlockType::Index => self.index += 1,
+            BlockType::End => self.end += 1,
+            BlockType::Log => self.log += 1,
             BlockType::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
         }
     }
 }
 
-/// What a full read of a file found: its intact blocks and records, and its damaged ranges.
+/// How a file ends (spec 9.5.1): finished by its writer, a log still open for appending, or
+/// neither.
+///
+/// ```
+/// use cobsfile::{Ending, ReaderBuilder, WriterBuilder};
+///
+/// let mut writer = WriterBuilder::new().index(false).build(Vec::new())?;
+/// writer.write_record(b"one")?;
+/// let file = writer.finish()?;
+/// assert_eq!(ReaderBuilder::new().verify(&file)?.ending, Ending::Finished);
+///
+/// // The same file without its end block (9 bytes), as a killed writer or a short copy
+/// // leaves it: every block there is intact, and yet it is not clean.
+/// let cut = &file[..file.len() - 9];
+/// let report = ReaderBuilder::new().verify(cut)?;
+/// assert!(report.damaged.is_empty());
+/// assert_eq!(report.ending, Ending::Unfinished);
+/// assert!(!report.is_clean());
+///
+/// assert_eq!(ReaderBuilder::new().verify(&[])?.ending, Ending::Empty);
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Ending {
+    /// The last intact block is an end block and nothing damaged or unreadable follows it: a
+    /// writer finished the file ([`Writer::finish`](crate::Writer::finish)), which holds every
+    /// block the writer wrote. A file written before end blocks existed counts as finished when
+    /// its last intact block is an index block (such writers wrote one only when finishing).
+    Finished,
+    /// Not finished, and the last end or log block since the file's last header block is a
+    /// log block: an append-only log, open for appending, as an
+    /// [`Appender`](crate::Appender) leaves it. That a log ends without an end block is
+    /// normal.
+    Open,
+    /// Neither: the file stops (at a block boundary, or in damage) without the end block a
+    /// finished file has. It was cut, its writer stopped without finishing (killed, failed,
+    /// or still writing), or blocks were appended after its end block without a log block.
+    Unfinished,
+    /// The file has no bytes at all.
+    #[default]
+    Empty,
+}
+
+impl Ending {
+    /// The spec's name for it: `finished`, `open`, `unfinished` or `empty`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ending::Finished => "finished",
+            Ending::Open => "open",
+            Ending::Unfinished => "unfinished",
+            Ending::Empty => "empty",
+        }
+    }
+}
+
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What decides how a file ends, gathered from its intact blocks and its damage in file order.
+/// The tails of consecutive parts of an input, put together in order ([`then`](Self::then)),
+/// are the tail of the whole, so range reads judge an input as one reader does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// The type of the last intact block.
+    last: Option<BlockType>,
+    /// Damaged or unreadable bytes come after the last intact block (or, without one, at all).
+    damage_after: bool,
+    /// The last end or log block since the last header block.
+    mark: Option<BlockType>,
+    /// A header block was met: end and log blocks before it do not count.
+    header: bool,
+}
+
+impl Tail {
+    /// Notes an intact block.
+    pub fn block(&mut self, block_type: BlockType) {
+        self.last = Some(block_type);
+        self.damage_after = false;
+        match block_type {
+            BlockType::Header => {
+                self.header = true;
+                self.mark = None;
+            }
+            BlockType::End | BlockType::Log => self.mark = Some(block_type),
+            _ => {}
+        }
+    }
+
+    /// Notes a damaged or unreadable range.
+    pub fn damage(&mut self) {
+        self.damage_after = true;
+    }
+
+    /// Puts the tail of the part of the input right after this one behind this one.
+    pub fn then(&mut self, later: &Tail) {
+        if later.last.is_some() {
+            self.last = later.last;
+            self.damage_after = later.damage_after;
+        } else {
+            self.damage_after |= later.damage_after;
+        }
+        if later.header {
+            self.header = true;
+            self.mark = later.mark;
+        } else if later.mark.is_some() {
+            self.mark = later.mark;
+        }
+    }
+
+    /// How an input of `len` bytes with this tail ends (spec 9.5.1).
+    pub fn ending(&self, len: u64) -> Ending {
+        if len == 0 {
+            return Ending::Empty;
+        }
+        match self.last {
+            Some(BlockType::End | BlockType::Index) if !self.damage_after => Ending::Finished,
+            _ if self.mark == Some(BlockType::Log) => Ending::Open,
+            _ => Ending::Unfinished,
+        }
+    }
+}
+
+/// What a full read of a file found: its intact blocks and records, its damaged and unreadable
+/// ranges, and how it ends.
 ///
 /// ```
 /// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
@@ -128,14 +278,29 @@ pub struct Report {
     /// and including its closing one (neighbours share a sync byte), so the leading sync
     /// byte and padding are not counted; see also [`intact_bytes`](Self::intact_bytes).
     pub block_bytes: u64,
-    /// Damaged and unreadable ranges, in order.
+    /// Damaged and unreadable ranges, in order ([`Damage::is_damage`] tells them apart).
     pub damaged: Vec<Damage>,
+    /// How the input ends: finished, an open log, unfinished or empty (spec 9.5.1). A report
+    /// of part of an input (a range reader's, a read a sink stopped) says how that part ends.
+    pub ending: Ending,
 }
 
 impl Report {
-    /// Whether nothing is damaged or unreadable.
+    /// Whether the file is clean (spec 9.5): nothing is damaged or unreadable, and it is
+    /// finished or an open log. A file cut at a block boundary, or an empty one, is not.
     pub fn is_clean(&self) -> bool {
-        self.damaged.is_empty()
+        self.damaged.is_empty() && matches!(self.ending, Ending::Finished | Ending::Open)
+    }
+
+    /// Whether some range is damaged ([`Damage::is_damage`]).
+    pub fn has_damage(&self) -> bool {
+        self.damaged.iter().any(Damage::is_damage)
+    }
+
+    /// Whether some range is unreadable by this reader, though maybe intact (a dictionary it
+    /// was not given, a codec it does not support, a limit it keeps; [`Cause::is_damage`]).
+    pub fn has_unreadable(&self) -> bool {
+        self.damaged.iter().any(|d| !d.is_damage())
     }
 
     /// Bytes outside the damaged and unreadable ranges: `len - damaged_bytes()`.

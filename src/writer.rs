@@ -129,7 +129,8 @@ impl WriterBuilder {
         self
     }
 
-    /// Whether [`finish`](Writer::finish) ends the file with an index block (default true):
+    /// Whether [`finish`](Writer::finish) writes an index block before its end block
+    /// (default true):
     /// the offset, size and record count of every block written, a few bytes per block, with
     /// which readers go straight to the k-th record
     /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record))
@@ -167,7 +168,9 @@ impl WriterBuilder {
     /// never larger than its records stored as they are. Records too large for such a block
     /// are refused with [`Error::RecordTooLarge`] (see [`Writer::max_record_len`]), and so is
     /// a dictionary to embed whose block would not fit (as an I/O error). No index is written:
-    /// it describes a file written by one writer, which a shared pipe is not.
+    /// it describes a file written by one writer, which a shared pipe is not. Each writer's
+    /// [`finish`](Writer::finish) writes its end block, so the stream is finished when the last
+    /// block in it is one: the last writer to finish did.
     ///
     /// Each writer starts with its own sync byte and header block, one write of 19 bytes;
     /// readers take the headers of later writers, met mid-stream, as those of concatenated
@@ -413,8 +416,13 @@ impl<W: Write> Writer<W> {
         self.encoders.as_ref().map_or(0, Encoders::in_flight)
     }
 
-    /// Closes the open data block, writes the index block (see
-    /// [`WriterBuilder::index`]), flushes, and returns the inner writer.
+    /// Closes the open data block, writes the index block (see [`WriterBuilder::index`]) and
+    /// then the end block, flushes, and returns the inner writer.
+    ///
+    /// The end block (spec 8.6), always the last block of a finished file, is what tells a
+    /// finished file from one cut at a block boundary or left by a writer that stopped
+    /// without finishing ([`Report::ending`](crate::Report::ending)): a writer dropped
+    /// without `finish` writes its open block but no end block.
     ///
     /// Every file should end with it: its error is the one report of a failed write, which
     /// dropping the writer instead ignores (see [`Writer`]).
@@ -426,6 +434,7 @@ impl<W: Write> Writer<W> {
             self.index.disable();
             self.write_block(types::INDEX, &payload)?;
         }
+        self.write_block(types::END, &[])?;
         self.flush()?;
         Ok(self
             .inner
@@ -510,8 +519,10 @@ impl<W: Write> Writer<W> {
 }
 
 impl<W: Write> Drop for Writer<W> {
-    /// Writes the open data block and the blocks in flight if `finish` was not called.
-    /// Errors are ignored here: call `finish` or `flush` to see them.
+    /// Writes the open data block and the blocks in flight if `finish` was not called, but no
+    /// index and no end block: the file is then unfinished
+    /// ([`Ending::Unfinished`](crate::Ending::Unfinished)). Errors are ignored here: call
+    /// `finish` or `flush` to see them.
     fn drop(&mut self) {
         if self.inner.is_some() && !std::thread::panicking() {
             let _ = self.close_block();

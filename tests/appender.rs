@@ -24,7 +24,10 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use cobsfile::{Appender, AppenderBuilder, BlockType, Durability, Error, Opened, ReaderBuilder};
+use cobsfile::{
+    Appender, AppenderBuilder, BlockType, Durability, Ending, Error, Opened, ReaderBuilder,
+    WriterBuilder,
+};
 use common::{header_payload, raw_block, Rng, TempFile};
 
 // ---------------------------------------------------------------------------------------------
@@ -347,6 +350,8 @@ fn opened(created: bool, exclusive: bool, torn: Option<(u64, u64)>, truncated: b
         torn: torn.map(|(start, end)| start..end),
         truncated,
         completed: false,
+        // A log this crate's appenders made is open: only a new one needs its log block.
+        log_block: created,
     }
 }
 
@@ -701,7 +706,8 @@ fn shared_appending(durability: Durability, block_target: usize) {
             other => panic!("a child did not open the log: {other:?}"),
         }
     }
-    // The first to open created the file; it held it alone while it wrote the header.
+    // The first to open created the file; it held it alone while it wrote the header and
+    // the log block.
     assert_eq!((exclusive, created), (1, 1));
     for (child, _) in &mut children {
         let mut stdin = child.stdin.take().unwrap();
@@ -726,6 +732,9 @@ fn shared_appending(durability: Durability, block_target: usize) {
         let block = block.expect("intact");
         match block.info().block_type {
             BlockType::Header => assert_eq!(block.info().offset, 0),
+            // The creator starts the log with it, right after the header; the others find
+            // the log open and write none.
+            BlockType::Log => assert_eq!(block.info().offset, 18),
             BlockType::Data => {
                 let mut writers = block.records().map(|r| {
                     let (writer, seq) = check_record(r);
@@ -940,4 +949,102 @@ fn a_failed_group_commit_reports_nothing_durable() {
         "{durable} records reported durable, {} in the file",
         records.len()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log blocks (spec 8.7, 11.1 rule 6).
+
+/// What an appender opening a file with `before` in it does: whether it writes a log block,
+/// and that the file is an open log once it has appended a record (and stays one, with no
+/// second log block, when reopened).
+fn appends_to(before: &[u8]) -> bool {
+    let file = TempFile::with_contents(before);
+    let mut log = open_alone(
+        &AppenderBuilder::new().durability(Durability::Flush),
+        &file.0,
+    );
+    let log_block = log.opened().log_block;
+    log.append(b"appended").expect("append");
+    log.close().expect("close");
+    let bytes = fs::read(&file.0).unwrap();
+    let report = ReaderBuilder::new().verify(&bytes).expect("verify");
+    assert_eq!(report.ending, Ending::Open, "{before:?}");
+    assert!(report.is_clean(), "{:?}", report.damaged);
+    let log = open_alone(&AppenderBuilder::new(), &file.0);
+    assert!(!log.opened().log_block, "a second log block");
+    log.close().expect("close");
+    assert_eq!(
+        fs::read(&file.0).unwrap(),
+        bytes,
+        "reopening an open log changed it"
+    );
+    log_block
+}
+
+fn written(records: &[&[u8]], index: bool, finish: bool) -> Vec<u8> {
+    let mut file = Vec::new();
+    let mut writer = WriterBuilder::new()
+        .index(index)
+        .build(&mut file)
+        .expect("build");
+    for r in records {
+        writer.write_record(r).expect("write");
+    }
+    if finish {
+        writer.finish().expect("finish");
+    } else {
+        drop(writer);
+    }
+    file
+}
+
+#[test]
+fn an_appender_makes_any_file_an_open_log_with_one_log_block() {
+    // New: the header and the log block, in one write.
+    let mut start = header();
+    start.extend(raw_block(7, b""));
+    let file = missing_file();
+    let log = open_alone(&AppenderBuilder::new(), &file.0);
+    assert!(log.opened().created && log.opened().log_block);
+    log.close().expect("close");
+    assert_eq!(
+        fs::read(&file.0).unwrap(),
+        start,
+        "a new log, nothing appended yet"
+    );
+    assert!(appends_to(b""));
+
+    // Finished files, with and without an index; an older writer's finished file (its index
+    // last); an unfinished one; an older log (header and data, no log block); a header alone.
+    let finished = written(&[b"one", b"two"], true, true);
+    assert!(appends_to(&finished));
+    assert!(appends_to(&written(&[b"one"], false, true)));
+    let older = &finished[..finished.len() - 9];
+    assert_eq!(
+        ReaderBuilder::new().verify(older).unwrap().ending,
+        Ending::Finished
+    );
+    assert!(appends_to(older));
+    assert!(appends_to(&written(&[b"one"], false, false)));
+    assert!(appends_to(&header()));
+
+    // Already an open log: nothing to add, whatever follows its log block.
+    assert!(!appends_to(&start));
+    let mut open = start.clone();
+    open.extend(raw_block(3, &common::data_payload(&[b"one"])));
+    open.extend(raw_block(-1, b"application"));
+    assert!(!appends_to(&open));
+
+    // A finished file with a torn tail: cut, then a log block.
+    let mut torn = finished.clone();
+    torn.extend_from_slice(&[0x06, 0x40, 0x01]);
+    assert!(appends_to(&torn));
+
+    // Concatenated files: the last file decides (a header starts a file, spec 9.5.1).
+    assert!(appends_to(&[&open[..], &finished[..]].concat()));
+    assert!(!appends_to(&[&finished[..], &open[..]].concat()));
+    // A log block before another file's header does not make that file an open log.
+    assert!(appends_to(
+        &[&open[..], &written(&[b"x"], false, false)[..]].concat()
+    ));
 }

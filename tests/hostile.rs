@@ -402,6 +402,12 @@ fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_h
     let report = ReaderBuilder::new().verify(&bytes).unwrap();
     assert!(report.is_clean(), "{:?}", report.damaged);
     assert_eq!(report.blocks.header, 1);
+    // It starts again as an open log: the header and a log block, ahead of the block.
+    assert_eq!(
+        (report.blocks.log, report.ending),
+        (1, cobsfile::Ending::Open)
+    );
+    assert_eq!(bytes[19..21], [0x0e, 0x0e]);
     let (records, _) = read(&bytes, &ReaderBuilder::new());
     assert_eq!(records, [b"after".to_vec(), b"and after".to_vec()]);
     // And the log reopens for appending.

@@ -52,7 +52,7 @@ fn skip(file: &[u8], options: &ReaderBuilder, k: u64) -> (Vec<Vec<u8>>, Vec<Erro
 }
 
 /// How many intact blocks a reader that seeks with `index` to record `k` decodes: those from
-/// the target block on, and the index.
+/// the target block on, the index and the end block.
 fn blocks_from_target(index: &Index, k: u64) -> u64 {
     let target = index
         .block_for_record(k)
@@ -63,7 +63,7 @@ fn blocks_from_target(index: &Index, k: u64) -> u64 {
         .iter()
         .filter(|e| e.offset >= target.offset)
         .count();
-    after as u64 + 1
+    after as u64 + 2
 }
 
 proptest! {
@@ -120,8 +120,10 @@ proptest! {
         let options = ReaderBuilder::new();
         let (full, _, _) = read(options.from_slice(&clean));
         let mut file = clean.clone();
+        // The index block's bytes after its opening sync byte, up to and including its
+        // closing one, which opens the end block (9 bytes after it).
         let first = index.offset() as usize + 1;
-        let room = (file.len() - first) as u64;
+        let room = (file.len() - 9 - first) as u64;
         for (at, mask) in flips {
             file[first + (at % room) as usize] ^= mask;
         }
@@ -224,6 +226,8 @@ fn the_index_lists_the_blocks_a_reader_sees() {
             .blocks()
             .map(Result::unwrap)
             .collect();
+        let (end, blocks) = blocks.split_last().unwrap();
+        assert_eq!(end.block_type, BlockType::End);
         let (last, before) = blocks.split_last().unwrap();
         assert_eq!(last.block_type, BlockType::Index);
         assert_eq!(last.items, Some(before.len() as u64));
@@ -361,7 +365,7 @@ fn misplaced_indexes() {
     let (records, errors, blocks) = seek(&prefixed, &ReaderBuilder::new(), 50);
     assert_eq!(texts(&records), range(50, 100));
     assert_eq!(errors.len(), 1, "the garbage, met counting from the start");
-    assert_eq!(blocks, 12, "read from the start");
+    assert_eq!(blocks, 13, "read from the start");
 
     // Two files concatenated: the second one's index covers its own blocks only.
     let mut joined = file.clone();
@@ -372,12 +376,64 @@ fn misplaced_indexes() {
     assert_eq!(texts(&records), range(50, 100));
     assert!(errors.is_empty());
 
-    // A block appended after the index: no index.
+    // A block appended after the end block: no index.
     let mut appended = file.clone();
     appended.extend(raw_block(3, &common::data_payload(&[b"late"])));
     assert!(Index::find(&appended).is_none());
     let (records, _, _) = seek(&appended, &ReaderBuilder::new(), 99);
     assert_eq!(texts(&records), ["99", "late"]);
+
+    // Nor after a log block and data appended to the finished file, as an appender does.
+    let mut logged = file.clone();
+    logged.extend(raw_block(7, b""));
+    logged.extend(raw_block(3, &common::data_payload(&[b"late"])));
+    assert!(Index::find(&logged).is_none());
+
+    // A block between the index and the end block: no index either.
+    let end = file.len() - 10;
+    let mut between = file[..=end].to_vec();
+    between.extend(raw_block(-1, b"application"));
+    between.extend_from_slice(&file[end + 1..]);
+    assert!(Index::find(&between).is_none());
+
+    // A damaged end block hides the index (seeking reads from the start, and gets there).
+    let mut damaged = file.clone();
+    damaged[end + 5] ^= 0x01;
+    assert!(Index::find(&damaged).is_none());
+    let (records, errors, _) = seek(&damaged, &ReaderBuilder::new(), 99);
+    assert_eq!((texts(&records), errors.len()), (vec!["99".to_owned()], 1));
+}
+
+/// An index block followed by the end block is found, as the last block was before end blocks
+/// existed; so is the index of a file an older writer finished, without an end block.
+#[test]
+fn the_index_before_the_end_block_and_the_index_of_older_files_are_found() {
+    let (file, offsets) = ten_blocks();
+    let end = file.len() - 10;
+    assert_eq!(
+        file[end..],
+        [0, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0]
+    );
+    let index = Index::find(&file).unwrap();
+    assert_eq!(
+        index.offset() as usize,
+        file[..end].iter().rposition(|&b| b == 0).unwrap()
+    );
+    let (records, errors, blocks) = seek(&file, &ReaderBuilder::new(), 95);
+    assert_eq!((texts(&records), errors.len()), (range(95, 100), 0));
+    assert_eq!(blocks, 3, "the target block, the index and the end block");
+
+    let older = &file[..=end];
+    assert_eq!(Index::find(older), Some(index));
+    let (records, errors, blocks) = seek(older, &ReaderBuilder::new(), 95);
+    assert_eq!((texts(&records), errors.len()), (range(95, 100), 0));
+    assert_eq!(blocks, 2, "the target block and the index");
+    assert_eq!(
+        ReaderBuilder::new().verify(older).unwrap().ending,
+        cobsfile::Ending::Finished,
+        "an older writer's finished file"
+    );
+    assert_eq!(offsets.len(), 10);
 }
 
 /// An intact index that lies (a record count that does not match the block it points at) is

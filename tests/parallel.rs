@@ -11,7 +11,9 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cobsfile::{BlockInfo, Compression, Dictionary, Error, ReaderBuilder, Stats, WriterBuilder};
+use cobsfile::{
+    BlockInfo, Compression, Dictionary, Ending, Error, ReaderBuilder, Stats, WriterBuilder,
+};
 use common::{is_subsequence, Blk, RecordingWriter, Rng, TempFile};
 use proptest::prelude::*;
 
@@ -164,6 +166,11 @@ enum Damage {
     Insert(usize, Vec<u8>),
     Zero(usize, usize),
     Duplicate(usize, usize, usize),
+    /// Cut right after a sync byte: at a block boundary, as a killed writer leaves a file.
+    CutAtSync(usize),
+    /// A log block and a data block appended, each behind a sync byte of its own, as an
+    /// appender appends to a finished file.
+    AppendLog,
 }
 
 fn damage_strategy() -> impl Strategy<Value = Damage> {
@@ -175,6 +182,8 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
             .prop_map(|(p, b)| Damage::Insert(p, b)),
         1 => (any::<usize>(), 1..2000usize).prop_map(|(p, n)| Damage::Zero(p, n)),
         1 => any::<(usize, usize, usize)>().prop_map(|(a, b, p)| Damage::Duplicate(a, b, p)),
+        1 => any::<usize>().prop_map(Damage::CutAtSync),
+        1 => Just(Damage::AppendLog),
     ]
 }
 
@@ -204,6 +213,18 @@ fn damage(mut file: Vec<u8>, damage: &Damage) -> Vec<u8> {
             let copy = file[a..b.min(file.len())].to_vec();
             let p = p % len;
             file.splice(p..p, copy);
+        }
+        Damage::CutAtSync(k) => {
+            let syncs: Vec<usize> = (0..file.len()).filter(|&i| file[i] == 0).collect();
+            if !syncs.is_empty() {
+                file.truncate(syncs[k % syncs.len()] + 1);
+            }
+        }
+        Damage::AppendLog => {
+            file.push(0);
+            file.extend(common::raw_block(7, b""));
+            file.push(0);
+            file.extend(common::raw_block(3, &common::data_payload(&[b"appended"])));
         }
     }
     file
@@ -256,18 +277,21 @@ fn call<S: cobsfile::Source>(reader: &mut cobsfile::Reader<S>, c: Call) -> Out {
     }
 }
 
-/// Makes the calls `calls`, over and over, until three in a row yield nothing; the outputs
-/// and the stats after each call.
+/// What a reader said after a call: its stats, and how the input ends once it knows.
+type After = (Stats, Option<Ending>);
+
+/// Makes the calls `calls`, over and over, until three in a row yield nothing; the outputs,
+/// and the stats and ending after each call.
 fn trace<S: cobsfile::Source>(
     mut reader: cobsfile::Reader<S>,
     calls: &[Call],
-) -> Vec<(Out, Stats)> {
+) -> Vec<(Out, After)> {
     let mut out = Vec::new();
     let mut nothing = 0;
     for &c in calls.iter().cycle() {
         let o = call(&mut reader, c);
         nothing = if o == Out::None { nothing + 1 } else { 0 };
-        out.push((o, reader.stats().clone()));
+        out.push((o, (reader.stats().clone(), reader.ending())));
         if nothing == 3 {
             return out;
         }
@@ -300,6 +324,12 @@ fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
     let mapped = cobsfile::open(&temp.0).unwrap();
     for script in scripts {
         let sequential = trace(options.from_slice(file), script);
+        if matches!(script, [Call::Block] | [Call::Record]) {
+            // Read to the end: the reader knows how the input ends, as verify does.
+            let ending = sequential.last().and_then(|(_, (_, ending))| *ending);
+            let report = cobsfile::verify(&mut options.from_slice(file));
+            assert_eq!(ending, report.ok().map(|r| r.ending), "{script:?}");
+        }
         for threads in [2, 3, 4] {
             let parallel = trace(options.clone().threads(threads).from_slice(file), script);
             assert_same_trace(
@@ -314,8 +344,8 @@ fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
 }
 
 /// Fails naming the first call whose output differs (records abbreviated).
-fn assert_same_trace(got: &[(Out, Stats)], expected: &[(Out, Stats)], what: &str) {
-    let short = |o: &(Out, Stats)| {
+fn assert_same_trace(got: &[(Out, After)], expected: &[(Out, After)], what: &str) {
+    let short = |o: &(Out, After)| {
         let text = format!("{o:?}");
         text.chars().take(400).collect::<String>()
     };
@@ -445,8 +475,8 @@ fn the_writer_keeps_at_most_two_blocks_per_thread_in_flight() {
                 closed - written
             );
         }
-        // The header, 200 data blocks and the index.
-        assert_eq!(writer.finish().unwrap().writes, 202);
+        // The header, 200 data blocks, the index and the end block.
+        assert_eq!(writer.finish().unwrap().writes, 203);
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
+use cobsfile::{Compression, Dictionary, Ending, Index, ReaderBuilder, WriterBuilder};
 use common::*;
 use proptest::prelude::*;
 
@@ -176,21 +176,75 @@ impl cobsfile::RangeSink<Vec<Vec<u8>>> for Collect {
     }
 }
 
+/// How a written file is made to end: as written (finished), cut right after its `k`-th sync
+/// byte (at a block boundary), with a log block and a data block appended (an open log), or
+/// cut to nothing.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Written,
+    CutAtSync(usize),
+    AppendLog,
+    Empty,
+}
+
+fn shape_strategy() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        2 => Just(Shape::Written),
+        2 => any::<usize>().prop_map(Shape::CutAtSync),
+        1 => Just(Shape::AppendLog),
+        1 => Just(Shape::Empty),
+    ]
+}
+
+fn shape(file: &mut Vec<u8>, shape: Shape) {
+    match shape {
+        Shape::Written => {}
+        Shape::CutAtSync(k) => {
+            let syncs: Vec<usize> = (0..file.len()).filter(|&i| file[i] == 0).collect();
+            file.truncate(syncs[k % syncs.len()] + 1);
+        }
+        Shape::AppendLog => {
+            file.push(0);
+            file.extend(raw_block(7, b""));
+            file.push(0);
+            file.extend(raw_block(3, &data_payload(&[b"appended"])));
+        }
+        Shape::Empty => file.clear(),
+    }
+}
+
 proptest! {
     #![proptest_config(config(256))]
 
     /// A scan on several threads over small ranges returns the records, the damage and the
-    /// report of one reader; recovery on several threads writes the same bytes.
+    /// report of one reader, how the file ends included; recovery on several threads writes
+    /// the same bytes.
     #[test]
     fn scans_match_one_reader(
         mut file in file_strategy(),
+        ending in shape_strategy(),
         edits in prop::collection::vec((any::<u64>(), any::<u8>(), any::<u8>()), 0..4),
         threads in 1usize..4,
         min_split in 1u64..200,
     ) {
+        shape(&mut file, ending);
         damage(&mut file, &edits);
         let one = ReaderBuilder::new();
         let expected = cobsfile::verify(&mut one.from_slice(&file)).expect("verify");
+        if edits.is_empty() {
+            let as_shaped = match ending {
+                Shape::Written => Some(Ending::Finished),
+                Shape::AppendLog => Some(Ending::Open),
+                Shape::Empty => Some(Ending::Empty),
+                // Finished too when cut right after the index (an older writer's file).
+                Shape::CutAtSync(_) if file.len() > 1 => {
+                    let index = Index::find(&file).is_some();
+                    Some(if index { Ending::Finished } else { Ending::Unfinished })
+                }
+                Shape::CutAtSync(_) => Some(Ending::Unfinished),
+            };
+            prop_assert_eq!(Some(expected.ending), as_shaped);
+        }
         let (records, _) = one.from_slice(&file).read_all();
 
         let many = ReaderBuilder::new().threads(threads).min_split(min_split);

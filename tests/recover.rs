@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use cobsfile::{BlockType, Compression, Dictionary, ReaderBuilder, Report, WriterBuilder};
+use cobsfile::{BlockType, Compression, Dictionary, Ending, ReaderBuilder, Report, WriterBuilder};
 use common::Rng;
 use common::*;
 use proptest::prelude::*;
@@ -215,7 +215,7 @@ fn random_type(rng: &mut Rng) -> i64 {
     match rng.below(4) {
         0 => -1 - rng.below(1000) as i64,
         1 => i64::MIN + rng.below(10) as i64,
-        2 => 6 + rng.below(58) as i64,
+        2 => 8 + rng.below(56) as i64,
         _ => 64 + rng.below(1 << 40) as i64,
     }
 }
@@ -783,7 +783,33 @@ fn check_verify(bytes: &[u8], options: &ReaderBuilder, blocks: &[Blk], errors: &
         normalized, expected,
         "verify reports what a full read finds"
     );
-    assert_eq!(report.is_clean(), errors.is_empty());
+    assert_eq!(report.damaged.is_empty(), errors.is_empty());
+
+    // How the file ends (spec 9.5.1), from the full read: the last intact block, whether
+    // damage follows it, and the last end or log block since the last header block.
+    let last = blocks.last();
+    let damage_after = errors.iter().any(|e| match e {
+        Fault::Damaged { start, .. } => last.is_none_or(|b| *start > b.offset),
+        _ => false,
+    });
+    let mark = blocks
+        .iter()
+        .map(|b| b.block_type)
+        .rfind(|t| matches!(t, BlockType::Header | BlockType::End | BlockType::Log));
+    let ending = if len == 0 {
+        Ending::Empty
+    } else if last.is_some_and(|b| matches!(b.block_type, BlockType::End | BlockType::Index))
+        && !damage_after
+    {
+        Ending::Finished
+    } else if mark == Some(BlockType::Log) {
+        Ending::Open
+    } else {
+        Ending::Unfinished
+    };
+    assert_eq!(report.ending, ending, "how the file ends");
+    let complete = matches!(ending, Ending::Finished | Ending::Open);
+    assert_eq!(report.is_clean(), errors.is_empty() && complete);
 
     // Damaged ranges: non-empty, sorted, disjoint, inside the input; with the intact ranges
     // they tile the input.
@@ -874,16 +900,21 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
         "recover reports what verify does"
     );
     assert_eq!(recovery.written, out.len() as u64);
-    assert_eq!(recovery.is_lossless(), report.is_clean());
+    assert_eq!(recovery.is_lossless(), report.damaged.is_empty());
     let kept: Vec<&Blk> = blocks
         .iter()
-        .filter(|b| !matches!(b.block_type, BlockType::Header | BlockType::Index))
+        .filter(|b| {
+            !matches!(
+                b.block_type,
+                BlockType::Header | BlockType::Index | BlockType::End
+            )
+        })
         .collect();
-    // The header, the kept blocks, a fresh index.
-    assert_eq!(recovery.blocks, 2 + kept.len() as u64);
+    // The header, the kept blocks, a fresh index, an end block.
+    assert_eq!(recovery.blocks, 3 + kept.len() as u64);
 
-    // The header, then every intact block but headers and indexes, byte for byte, then an
-    // index of them.
+    // The header, then every intact block but headers, indexes and end blocks, byte for byte,
+    // then an index of them and an end block.
     let mut expected = HEADER.to_vec();
     for b in &kept {
         expected.extend_from_slice(&damaged[b.offset as usize + 1..=(b.offset + b.size) as usize]);
@@ -912,11 +943,18 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
     );
     assert_eq!(again[0].block_type, BlockType::Header);
     assert_eq!(again[0].offset, 0);
-    assert_eq!(again.last().map(|b| b.block_type), Some(BlockType::Index));
-    let again_kept: Vec<&Blk> = again[1..again.len() - 1].iter().collect();
-    assert!(again_kept
-        .iter()
-        .all(|b| !matches!(b.block_type, BlockType::Header | BlockType::Index)));
+    let n = again.len();
+    assert_eq!(
+        again[n - 1].block_type,
+        BlockType::End,
+        "a recovered file is finished"
+    );
+    assert_eq!(again[n - 2].block_type, BlockType::Index);
+    let again_kept: Vec<&Blk> = again[1..n - 2].iter().collect();
+    assert!(again_kept.iter().all(|b| !matches!(
+        b.block_type,
+        BlockType::Header | BlockType::Index | BlockType::End
+    )));
     for (entry, block) in index.entries().iter().zip(&again) {
         assert_eq!(
             (entry.offset, entry.block_type, entry.size),
@@ -937,6 +975,7 @@ fn check_recover(case: &Case, damaged: &[u8], blocks: &[Blk], report: &Report) -
     }
     let report_out = check_verify(&out, options, &again, &errors);
     assert!(report_out.is_clean());
+    assert_eq!(report_out.ending, Ending::Finished);
     assert_eq!(report_out.records, report.records);
     let stream: Vec<Vec<u8>> = {
         let mut reader = options.from_read(ChunkedReader::new(&out, out.len() as u64, 300));
@@ -1131,14 +1170,15 @@ fn torture() {
 // ---------------------------------------------------------------------------------------------
 // Cases the random ones reach rarely or never.
 
-/// An empty input is clean (spec section 5); recovering it writes a header only, which then
-/// recovers to itself. A header alone recovers to itself.
+/// An empty input holds nothing damaged, and is empty, not clean (spec sections 5 and 9.5.1);
+/// recovering it writes a header, an index and an end block, which then recovers to itself.
 #[test]
 fn empty_and_header_only_inputs() {
     let options = ReaderBuilder::new();
     let mut out = Vec::new();
     let recovery = cobsfile::recover(&[], &options, &mut out).expect("recover");
     assert!(recovery.is_lossless());
+    assert_eq!(recovery.report.ending, Ending::Empty);
     assert!(
         out.starts_with(&HEADER),
         "the output is a valid file, so not empty"
@@ -1146,19 +1186,78 @@ fn empty_and_header_only_inputs() {
     let index = cobsfile::Index::find(&out).expect("and ends with an index");
     assert_eq!(index.len(), 1);
     assert_eq!(recovery.written, out.len() as u64);
+    assert_eq!(recovery.blocks, 3);
     let mut again = Vec::new();
     cobsfile::recover(&out, &options, &mut again).expect("recover");
     assert_eq!(again, out);
+    assert!(options.verify(&out).unwrap().is_clean());
     let report = cobsfile::verify(&mut options.from_slice(&[])).expect("verify");
-    assert!(report.is_clean());
+    assert!(report.damaged.is_empty() && !report.is_clean());
+    assert_eq!(report.ending, Ending::Empty);
     assert_eq!(report.len, 0);
     assert!(report.intact_ranges().is_empty());
-    // One sync byte, or two (padding): clean, nothing in it.
+    // One sync byte, or two (padding): nothing damaged, nothing in it, and not a finished
+    // file: a file cut right after its first byte.
     for input in [&[0u8][..], &[0, 0]] {
         let report = cobsfile::verify(&mut options.from_slice(input)).expect("verify");
-        assert!(report.is_clean(), "{input:?}");
+        assert!(report.damaged.is_empty(), "{input:?}");
+        assert_eq!(report.ending, Ending::Unfinished, "{input:?}");
         assert_eq!(report.blocks.total(), 0);
     }
+    // The header alone (a writer killed right after it): unfinished; recovered, finished.
+    let report = options.verify(&HEADER).unwrap();
+    assert_eq!(
+        (report.ending, report.damaged.len()),
+        (Ending::Unfinished, 0)
+    );
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&HEADER, &options, &mut out).expect("recover");
+    assert!(recovery.is_lossless());
+    assert_eq!(options.verify(&out).unwrap().ending, Ending::Finished);
+}
+
+/// Recovering drops the input's index and end blocks (they describe the old file) and keeps its
+/// log blocks, and ends with its own index and end block: an open log, an unfinished file and
+/// a finished file appended to all recover to finished files.
+#[test]
+fn recovered_files_are_finished() {
+    let options = ReaderBuilder::new();
+    let finished = Plan {
+        items: vec![Item::Record(b"one".to_vec()), Item::Record(b"two".to_vec())],
+        block_target: 4,
+        codec: Codec::None,
+    }
+    .write();
+    let end = finished.len() - 10;
+    let log_block = raw_block(7, b"");
+    let data = raw_block(3, &data_payload(&[b"three"]));
+    let appended = [&finished[..], &[0], &log_block, &[0], &data].concat();
+    let open = [&HEADER[..], &log_block, &data].concat();
+    let cases = [
+        (&finished[..], Ending::Finished, 2),
+        (&finished[..=end], Ending::Finished, 2),
+        (&appended[..], Ending::Open, 4),
+        (&open[..], Ending::Open, 2),
+        (&open[..HEADER_LEN + log_block.len()], Ending::Open, 1),
+        (&HEADER[..], Ending::Unfinished, 0),
+    ];
+    for (input, ending, kept) in cases {
+        let mut out = Vec::new();
+        let recovery = cobsfile::recover(input, &options, &mut out).expect("recover");
+        assert_eq!(recovery.report.ending, ending, "{input:?}");
+        assert!(recovery.is_lossless());
+        assert_eq!(recovery.blocks, 3 + kept, "{input:?}");
+        let report = options.verify(&out).unwrap();
+        assert!(report.is_clean());
+        assert_eq!(report.ending, Ending::Finished);
+        assert_eq!((report.blocks.index, report.blocks.end), (1, 1));
+        assert_eq!(report.blocks.log, recovery.report.blocks.log);
+        assert!(cobsfile::Index::find(&out).is_some());
+    }
+    // A finished file written by this version recovers to itself.
+    let mut out = Vec::new();
+    cobsfile::recover(&finished, &options, &mut out).expect("recover");
+    assert_eq!(out, finished);
 }
 
 /// A header declaring a newer version stops recovery where it stops any reader (spec 8.1 and

@@ -220,8 +220,13 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
         }
     }
 
-    // The last block is the index, listing every block before it as a reader sees it (unless
-    // it would not fit in a block).
+    // The last block is the end block (spec 8.6), the file is finished, and the block before
+    // it is the index, listing every block before it as a reader sees it (unless it would not
+    // fit in a block).
+    let (end, blocks) = blocks.split_last().expect("blocks");
+    assert_eq!(end.block_type, BlockType::End, "the end block is last");
+    assert_eq!(end.payload.len(), 0);
+    assert_eq!(o.ending, Some(cobsfile::Ending::Finished));
     let blocks = match blocks.split_last() {
         Some((last, before)) if last.block_type == BlockType::Index => {
             check_index(file, last, before);
@@ -249,7 +254,7 @@ fn check_clean(file: &[u8], ops: &[Op], options: Options, o: &Observed) {
                 "no index after {} blocks",
                 blocks.len()
             );
-            &blocks[..]
+            blocks
         }
     };
 
@@ -458,8 +463,8 @@ proptest! {
 
 #[test]
 fn empty_file_and_empty_writer() {
-    // A writer that wrote nothing leaves the sync byte and the header, the spec's 19 bytes
-    // (and, unless told not to, its index).
+    // A writer that wrote nothing leaves the sync byte and the header, the spec's 19 bytes,
+    // then (unless told not to) its index, and its end block.
     let file = WriterBuilder::new()
         .index(false)
         .build(Vec::new())
@@ -470,13 +475,26 @@ fn empty_file_and_empty_writer() {
         file,
         [
             0x00, 0x02, 0x20, 0x01, 0x0e, 0x43, 0x4f, 0x42, 0x53, 0x46, 0x49, 0x4c, 0x45, 0x02,
-            0x31, 0xed, 0xe8, 0x56, 0x00
+            0x31, 0xed, 0xe8, 0x56, 0x00, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00
         ]
     );
     round_trip(&[], Options::block_target(100), 1);
-    // A zero-byte input is empty and clean for every reader.
+    // A zero-byte input holds nothing, for every reader, and is empty (spec 9.5.1), not clean.
     let o = read_all_ways(&[], &ReaderBuilder::new(), 7, true);
     assert!(o.blocks.is_empty() && o.records.is_empty() && o.metadata.is_empty());
+    assert_eq!(o.ending, Some(cobsfile::Ending::Empty));
+    let report = ReaderBuilder::new().verify(&[]).unwrap();
+    assert!(report.damaged.is_empty() && !report.is_clean());
+    // A writer dropped without `finish` leaves its blocks but no end block: unfinished.
+    let mut file = Vec::new();
+    {
+        let mut writer = WriterBuilder::new().build(&mut file).unwrap();
+        writer.write_record(b"written").unwrap();
+    }
+    let report = ReaderBuilder::new().verify(&file).unwrap();
+    assert_eq!((report.records, report.damaged.len()), (1, 0));
+    assert_eq!(report.ending, cobsfile::Ending::Unfinished);
+    assert!(!report.is_clean());
 }
 
 #[test]
@@ -512,14 +530,14 @@ fn cobs_run_edges_round_trip() {
 }
 
 /// A hand-built file (built from the format description, not by the writer) with unknown
-/// block types - reserved (6), application-defined (-1) and large (2^40) - among data and
+/// block types - reserved (8), application-defined (-1) and large (2^40) - among data and
 /// metadata: readers skip them in `next_record` and show them in `blocks()`.
 #[test]
 fn unknown_block_types_are_skipped() {
     let mut file = vec![0];
     file.extend(raw_block(1, &header_payload(1)));
     file.extend(raw_block(3, &data_payload(&[b"before", b""])));
-    file.extend(raw_block(6, b"a future block"));
+    file.extend(raw_block(8, b"a future block"));
     file.extend(raw_block(-1, b"application \x00 data"));
     file.extend(raw_block(1 << 40, b""));
     file.extend(raw_block(i64::MIN, b"\x00\x00"));
@@ -546,7 +564,7 @@ fn unknown_block_types_are_skipped() {
         [
             BlockType::Header,
             BlockType::Data,
-            BlockType::Unknown(6),
+            BlockType::Unknown(8),
             BlockType::Unknown(-1),
             BlockType::Unknown(1 << 40),
             BlockType::Unknown(i64::MIN),
@@ -572,6 +590,7 @@ fn unknown_block_types_are_skipped() {
     let mut expected = vec![0];
     expected.extend(raw_block(1, &header_payload(1)));
     expected.extend(raw_block(3, &data_payload(&[b"before", b""])));
+    expected.extend(raw_block(6, b""));
     assert_eq!(written, expected);
 }
 

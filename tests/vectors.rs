@@ -9,10 +9,16 @@
 //! data COUNT            followed by COUNT lines: record "BYTES"
 //! dictionary ID "BYTES"
 //! index COUNT SPAN      followed by COUNT lines: entry TYPE SIZE ITEMS
+//! end
+//! log
 //! unknown TYPE "PAYLOAD"
 //! damaged START END CAUSE
 //! error unsupported-version VERSION
+//! ending finished|open|unfinished|empty
 //! ```
+//!
+//! The `ending` line, last, is how the file ends (spec 9.5.1), as `verify` reports it; every
+//! vector has one but those a newer version stops.
 //!
 //! Strings are printable ASCII with `\xNN` for every other byte, `"` and `\`.
 //! Directives: `% block-target N` (writer option), `% compression LEVEL` (zstd),
@@ -21,13 +27,17 @@
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
 //! `zero START END`, `append NAME`, `append-from NAME OFFSET`: the bytes of vector NAME from
 //! OFFSET on, `append-block TYPE "FIELDS" "STORED" "PLAIN"`: a block built by hand, whose body
-//! is FIELDS, STORED and the CRC of its type field, FIELDS and PLAIN), `% header-version N`
-//! (the header block declares version N).
+//! is FIELDS, STORED and the CRC of its type field, FIELDS and PLAIN, `pad`: one sync byte,
+//! the fence an appending writer puts in front of each block), `% header-version N` (the
+//! header block declares version N).
 //!
 //! Writer direction: a vector without `% from` must be exactly what `Writer` produces from its
-//! lines, with an index block (`WriterBuilder::index`) exactly when they end with one; a
-//! derived vector must be exactly its edits applied to the vector it names.
-//! Reader direction: the slice, mapped and streaming readers must all yield exactly the lines.
+//! lines, ending with the end block `finish` writes, with an index block
+//! (`WriterBuilder::index`) before it exactly when the lines have one; a derived vector must
+//! be exactly its edits applied to the vector it names. The `ending-open` and
+//! `ending-appended` vectors are what an `Appender` writes.
+//! Reader direction: the slice, mapped and streaming readers must all yield exactly the lines,
+//! and `verify` (on one thread and on several, and of a stream) must report the ending.
 //! `COBSFILE_BLESS=1 cargo test --test vectors` rewrites the .cobs files from the .txt files.
 
 use std::fs;
@@ -35,9 +45,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use cobsfile::{
-    BlockType, Cause, Compression, Dictionary, Error, Index, Reader, ReaderBuilder, Source,
-    WriterBuilder,
+    Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability, Ending,
+    Error, Index, Reader, ReaderBuilder, Source, WriterBuilder,
 };
+
+#[path = "common/temp_file.rs"]
+mod temp_file;
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/vectors")
@@ -175,6 +188,8 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
                     }),
                 );
             }
+            BlockType::End => lines.push("end".into()),
+            BlockType::Log => lines.push("log".into()),
             BlockType::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
             other => panic!("a block_type this test does not know: {other:?}"),
         }
@@ -186,16 +201,23 @@ struct Vector {
     name: String,
     directives: Vec<Vec<Vec<u8>>>,
     lines: Vec<String>,
+    /// How the file ends, from the `ending` line.
+    ending: Option<String>,
 }
 
 fn load(name: &str) -> Vector {
     let txt = fs::read_to_string(dir().join(format!("{name}.txt"))).expect("vector text");
     let mut directives = Vec::new();
     let mut lines = Vec::new();
+    let mut ending = None;
     for line in txt.lines() {
         if let Some(directive) = line.strip_prefix("% ") {
             directives.push(words(directive));
+        } else if let Some(kind) = line.strip_prefix("ending ") {
+            assert!(ending.is_none(), "{name}: two ending lines");
+            ending = Some(kind.to_owned());
         } else if !line.starts_with('#') && !line.trim().is_empty() {
+            assert!(ending.is_none(), "{name}: the ending line is not last");
             lines.push(line.to_owned());
         }
     }
@@ -203,6 +225,7 @@ fn load(name: &str) -> Vector {
         name: name.to_owned(),
         directives,
         lines,
+        ending,
     }
 }
 
@@ -269,13 +292,23 @@ fn build(v: &Vector) -> Vec<u8> {
             "dictionary" => {} // written by the writer when it embeds its dictionary
             "index" => {
                 // Written by `finish`; its entries are what the writer wrote before it.
-                assert!(lines.peek().is_none_or(|l| l[0] == b"entry"), "{}", v.name);
                 lines.by_ref().take(num(&line[1]) as usize).for_each(drop);
-                assert!(lines.peek().is_none(), "{}: index not last", v.name);
+                assert!(
+                    lines.peek().is_some_and(|l| l[0] == b"end"),
+                    "{}: an index not followed by the end block",
+                    v.name
+                );
             }
+            "end" => assert!(lines.peek().is_none(), "{}: end block not last", v.name),
             other => panic!("{}: unknown line {other}", v.name),
         }
     }
+    assert_eq!(
+        v.lines.last().map(String::as_str),
+        Some("end"),
+        "{}: a writer's vector ends with the end block `finish` writes",
+        v.name
+    );
     writer.finish().unwrap()
 }
 
@@ -322,6 +355,10 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
                 let (fields, stored, plain) = (field(), field(), field());
                 assert_eq!(bytes.last(), Some(&0), "append-block after a sync byte");
                 bytes.extend(raw_block(block_type, &fields, &stored, &plain));
+            }
+            "pad" => {
+                assert_eq!(bytes.last(), Some(&0), "pad after a sync byte");
+                bytes.push(0);
             }
             "prepend" => {
                 let mut prefix = ops.next().expect("prefix").clone();
@@ -411,17 +448,18 @@ fn readers_yield_the_vectors() {
         if let Some(d) = directive(&v, "reader-dictionary") {
             builder = builder.dictionary(Dictionary::new(d[0].clone()));
         }
+        let ending = v.ending.as_deref();
+        let mut slice = builder.from_slice(&bytes);
+        assert_eq!(dump(&mut slice), v.lines, "{name}: slice reader");
         assert_eq!(
-            dump(&mut builder.from_slice(&bytes)),
-            v.lines,
+            slice.ending().map(|e| e.name()),
+            ending,
             "{name}: slice reader"
         );
         let mapped = cobsfile::open(&path).unwrap();
-        assert_eq!(
-            dump(&mut mapped.reader_with(&builder)),
-            v.lines,
-            "{name}: mapped reader"
-        );
+        let mut reader = mapped.reader_with(&builder);
+        assert_eq!(dump(&mut reader), v.lines, "{name}: mapped reader");
+        assert_eq!(reader.ending().map(|e| e.name()), ending, "{name}: mapped");
         for chunk in [1, 7, 1 << 20] {
             let mut stream = builder.from_read(Trickle(&bytes, chunk));
             assert_eq!(
@@ -429,15 +467,81 @@ fn readers_yield_the_vectors() {
                 v.lines,
                 "{name}: stream reader, {chunk}-byte reads"
             );
+            assert_eq!(stream.ending().map(|e| e.name()), ending, "{name}: stream");
         }
+
+        // `verify`, on one thread, on several over ranges a few bytes long, and of a stream.
+        let verified = |report: Result<cobsfile::Report, Error>| {
+            report.ok().map(|r| {
+                let complete = matches!(r.ending, Ending::Finished | Ending::Open);
+                assert_eq!(r.is_clean(), r.damaged.is_empty() && complete, "{name}");
+                r.ending.name()
+            })
+        };
+        assert_eq!(verified(builder.verify(&bytes)), ending, "{name}: verify");
+        for threads in [2, 3] {
+            let ranges = builder.clone().threads(threads).min_split(1);
+            assert_eq!(
+                verified(ranges.verify(&bytes)),
+                ending,
+                "{name}: verify on {threads} threads"
+            );
+        }
+        let stream = cobsfile::verify(&mut builder.from_read(Trickle(&bytes, 7)));
+        assert_eq!(verified(stream), ending, "{name}: verify of a stream");
+        let stopped = v.lines.iter().any(|l| l.starts_with("error "));
+        assert_eq!(
+            ending.is_none(),
+            stopped,
+            "{name}: an ending line, unless stopped"
+        );
     }
+}
+
+/// An appender writes what `ending-open` and `ending-appended` show: a log it starts begins
+/// with the header and a log block; appending to a finished file puts a log block first; each
+/// block it appends has a sync byte of its own in front (spec 11.1).
+#[test]
+fn an_appender_writes_the_log_vectors() {
+    let file = temp_file::TempFile::with_contents(&[]);
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(&file.0)
+        .unwrap();
+    assert!(log.opened().created && log.opened().log_block);
+    log.append(b"hello").unwrap();
+    log.close().unwrap();
+    let open = fs::read(dir().join("ending-open.cobs")).unwrap();
+    assert_eq!(fs::read(&file.0).unwrap(), open, "a new log");
+
+    fs::write(&file.0, fs::read(dir().join("one-record.cobs")).unwrap()).unwrap();
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(&file.0)
+        .unwrap();
+    assert!(!log.opened().created && log.opened().log_block);
+    log.append(b"after").unwrap();
+    log.close().unwrap();
+    let appended = fs::read(dir().join("ending-appended.cobs")).unwrap();
+    assert_eq!(
+        fs::read(&file.0).unwrap(),
+        appended,
+        "a finished file appended to"
+    );
+
+    // An open log stays as it is when reopened: no second log block.
+    let log = Appender::open(&file.0).unwrap();
+    assert!(!log.opened().log_block);
+    log.close().unwrap();
+    assert_eq!(fs::read(&file.0).unwrap(), appended, "reopened");
 }
 
 #[test]
 fn every_file_starts_with_the_same_bytes() {
-    let empty = fs::read(dir().join("empty.cobs")).unwrap();
+    let no_records = fs::read(dir().join("no-records.cobs")).unwrap();
+    let (start, end) = no_records.split_at(19);
     assert_eq!(
-        empty,
+        start,
         header_block(1),
         "the header block is as the spec spells it out"
     );
@@ -445,7 +549,25 @@ fn every_file_starts_with_the_same_bytes() {
         0x00, 0x02, 0x20, 0x01, 0x0e, b'C', b'O', b'B', b'S', b'F', b'I', b'L', b'E', 0x02, 0x31,
         0xed, 0xe8, 0x56, 0x00,
     ];
-    assert_eq!(empty, spec_bytes, "spec/FORMAT.md section 5");
+    assert_eq!(start, spec_bytes, "spec/FORMAT.md section 5");
+    // The end and log blocks as sections 8.6 and 8.7 spell them out, after the sync byte
+    // that opens them.
+    let end_block = [0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00];
+    assert_eq!(end, end_block, "spec/FORMAT.md section 8.6");
+    assert_eq!(
+        end_block[4..8],
+        crc32fast::hash(&[0x0c, 0x00]).to_le_bytes()
+    );
+    assert_eq!(raw_block(6, b"\x00", b"", b""), end_block);
+    let log_block = [0x0e, 0x0e, 0x01, 0x05, 0x71, 0x3f, 0x5a, 0xdf, 0x00];
+    assert_eq!(
+        log_block[4..8],
+        crc32fast::hash(&[0x0e, 0x00]).to_le_bytes()
+    );
+    assert_eq!(raw_block(7, b"\x00", b"", b""), log_block);
+    let open = fs::read(dir().join("ending-open.cobs")).unwrap();
+    assert_eq!(open[19..28], log_block, "spec/FORMAT.md section 8.7");
+    let empty = start.to_vec();
     assert_eq!(
         crc32fast::hash(b"123456789"),
         0xCBF4_3926,

@@ -54,7 +54,9 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
 
 /// `cat` of one file.
 fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
-    if args.read.threads > 1 {
+    // Range reads go through the whole file: with --skip or --limit, the reader (decoding on
+    // the same threads) goes straight to the record and stops after the last.
+    if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() {
         if let input::Input::Mapped(file) = input::open(path)? {
             return run_split(args, path, &file);
         }
@@ -194,8 +196,8 @@ fn run_follow(args: &Args, path: &Path) -> Result<Outcome, Failure> {
             }
             Ok(event) => eprintln!("cobsfile: {name}: {event}"),
             Err(e) => {
-                if matches!(e, Error::Damaged { .. }) {
-                    outcome = Outcome::Damaged;
+                if let Error::Damaged { cause, .. } = &e {
+                    outcome = outcome.worst(Outcome::of_damage(cause));
                 }
                 eprintln!("cobsfile: {name}: {e}");
             }
@@ -246,8 +248,13 @@ fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Fai
     if let Some(failure) = sink.failed {
         return Err(failure);
     }
+    // What was read, damaged or unreadable; how the file ends only if it was read to the end.
+    let damage = report
+        .damaged
+        .iter()
+        .fold(Outcome::Clean, |o, d| o.worst(Outcome::of_damage(&d.cause)));
     if sink.closed {
-        return Ok(super::verify::outcome(&report));
+        return Ok(damage);
     }
     if sink.newline_owed && !sink.no_final_newline {
         quiet_broken_pipe(sink.out.write_all(b"\n"))?;
@@ -261,7 +268,12 @@ fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Fai
     if unknown > 0 {
         eprintln!("cobsfile: {name}: skipped {unknown} block(s) of unknown type");
     }
-    Ok(super::verify::outcome(&report))
+    let ending = Outcome::of_ending(report.ending);
+    if ending != Outcome::Clean {
+        let text = super::verify::ending_text(report.ending, None);
+        eprintln!("cobsfile: {name}: {text}");
+    }
+    Ok(damage.worst(ending))
 }
 
 /// One range's records, formatted.

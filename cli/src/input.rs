@@ -108,7 +108,9 @@ pub fn name(path: &Path) -> String {
 /// Reports reader errors on stderr, one line each, and decides how a command ends.
 ///
 /// Damage seen before the first intact block is held back: if no intact block turns up at
-/// all, the input is not a cobsfile and one line says so instead of a list of damage.
+/// all, the input is not a cobsfile and one line says so instead of a list of damage. A reader
+/// that read its input to the end knows how it ends: an unfinished or empty input gets one
+/// line more, and its own outcome.
 pub struct Diagnostics {
     name: String,
     held: Vec<String>,
@@ -131,16 +133,14 @@ impl Diagnostics {
     /// Takes an error from `reader`: damage is reported and reading goes on; anything else
     /// stops the command.
     pub fn error<S: Source>(&mut self, reader: &Reader<S>, err: Error) -> Result<(), Failure> {
-        if !matches!(err, Error::Damaged { .. }) {
+        let Error::Damaged { cause, .. } = &err else {
             return Err(Failure::at(&self.name, err));
+        };
+        self.outcome = self.outcome.worst(Outcome::of_damage(cause));
+        if cause.is_over_limit() && self.over_limit.is_none() {
+            self.over_limit = Some(cause.clone());
         }
-        self.outcome = Outcome::Damaged;
         let line = format!("cobsfile: {}: {err}", self.name);
-        if let Error::Damaged { cause, .. } = &err {
-            if cause.is_over_limit() && self.over_limit.is_none() {
-                self.over_limit = Some(cause.clone());
-            }
-        }
         if reader.stats().blocks == 0 && self.held.len() < 64 {
             self.held.push(line);
         } else {
@@ -156,7 +156,8 @@ impl Diagnostics {
         }
     }
 
-    /// Ends the command: fails when a damaged input held no intact block at all.
+    /// Ends the command: fails when a damaged input held no intact block at all; says when a
+    /// reader that read to the end found the input unfinished or empty (spec 9.5.1).
     pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
         let stats = reader.stats();
         if stats.blocks == 0 && stats.damaged_regions > 0 {
@@ -166,6 +167,14 @@ impl Diagnostics {
             ));
         }
         self.release();
+        if let Some(ending) = reader.ending() {
+            let outcome = Outcome::of_ending(ending);
+            if outcome != Outcome::Clean {
+                let text = super::verify::ending_text(ending, None);
+                eprintln!("cobsfile: {}: {text}", self.name);
+            }
+            self.outcome = self.outcome.worst(outcome);
+        }
         Ok(self.outcome)
     }
 }

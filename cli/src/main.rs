@@ -2,8 +2,8 @@
 //! library. Each command parses nothing itself and calls the library; this module maps
 //! outcomes to one line on stderr and an exit status.
 //!
-//! Exit status: 0 success on clean input, 1 an error that stopped the command, 2 a usage error,
-//! 3 damage was skipped (the output holds every intact record).
+//! Exit status: see [`EXIT_STATUS`], which `--help` prints, and [`Outcome`], which maps how a
+//! command ended to it.
 
 mod args;
 mod cat;
@@ -27,9 +27,24 @@ use clap::{Parser, Subcommand};
 
 pub use framing::Framing;
 
+/// The exit statuses, as `--help` lists them (and the README).
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  clean: nothing damaged or unreadable, and the file is finished (or an open log)
+  1  an error stopped the command (one line on stderr)
+  2  usage error, or a command refused as given (an output that is one of the inputs,
+     an existing file without --force)
+  3  damage found and skipped (the output holds every intact record)
+  4  unreadable blocks (a zstd dictionary not given with --dict, a codec this tool does not
+     support, a dictionary over the reader's limits), nothing damaged
+  5  the file is unfinished (cut, or its writer stopped before the end block a finished
+     file has) or empty, nothing damaged
+When several apply, the first of 1, 3, 5, 4 wins: damage, then an unfinished file, then
+unreadable blocks.";
+
 /// A container format in which a zero byte only ever means "a block starts here".
 #[derive(Debug, Parser)]
-#[command(name = "cobsfile", version, about, max_term_width = 100)]
+#[command(name = "cobsfile", version, about, max_term_width = 100, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -39,15 +54,19 @@ struct Cli {
 enum Command {
     /// Pack records from a file or stdin into a cobsfile.
     Pack(pack::Args),
-    /// Write every intact record to stdout; damage is skipped and reported on stderr.
+    /// Write every intact record to stdout; damage is skipped and reported on stderr, and so
+    /// is a file that is unfinished (exit 5).
     Cat(cat::Args),
     /// List blocks: offset, type, size, records, status.
     Ls(ListArgs),
     /// Show the metadata blocks, skipping data blocks by their length fields.
     Meta(ListArgs),
-    /// Read and check every block; report intact and damaged ranges (exit 0 only if clean).
+    /// Read and check every block; report intact, damaged and unreadable ranges and whether
+    /// the file is finished, an open log, unfinished or empty (exit 0 only if clean).
+    #[command(long_about = VERIFY_ABOUT)]
     Verify(ListArgs),
-    /// Write a new file holding every intact block; report what was lost (exit 3 if anything).
+    /// Write a new, finished file holding every intact block; report what was lost (exit 3 if
+    /// anything).
     Recover(recover::Args),
     /// Work with zstd dictionaries.
     #[command(subcommand)]
@@ -58,14 +77,102 @@ enum Command {
     Man(generate::ManArgs),
 }
 
-/// How a command ended, short of an error.
-/// Ordered by severity, the least first: several files end with the worst of theirs.
+/// What `verify --help` says it prints.
+const VERIFY_ABOUT: &str = "\
+Read and check every block of each FILE, and report what was found.
+
+Text: one line per damaged range (byte offsets, cause, and what it held when the file's
+index says), one line for the blocks that could not be read (a dictionary not given, a
+codec or limit), then a summary line per file: clean, or how much is damaged; the
+intact blocks by type, the records, intact bytes of all; and how the file ends:
+finished (its writer finished it), an open log (appended to, which is normal),
+unfinished (cut at a block boundary, or its writer stopped) or empty.
+
+--json: one object per file, with \"file\", \"clean\", \"ending\", \"blocks\" (by type),
+\"records\", \"intact\" (ranges), \"damaged\" and \"unreadable\" (ranges, each with a
+\"status\" word, \"cause\" as spec 9.8 names it and a \"message\"), and their byte counts.
+
+Exit 0 only for a clean file (finished or an open log); see cobsfile --help for the
+others.";
+
+/// How a command ended, short of an error (a [`Failure`], exit 1, which outranks them all).
+///
+/// Ordered from the least severe to the most, so that a command over several inputs ends with
+/// the [`worst`](Self::worst) of theirs: a failure, then damage, then an unfinished input,
+/// then unreadable blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
-    /// The input was clean.
+    /// The input was clean: nothing damaged or unreadable, finished or an open log (exit 0).
     Clean,
-    /// Damage was skipped and reported.
+    /// Blocks this tool could not read (a dictionary not given, a codec it does not support,
+    /// a dictionary over its limits), but nothing damaged (exit 4).
+    Unreadable,
+    /// Nothing damaged, but the input is unfinished or empty (exit 5).
+    Unfinished,
+    /// Damage was skipped and reported (exit 3).
     Damaged,
+}
+
+impl Outcome {
+    /// The exit status (see [`EXIT_STATUS`]).
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Clean => 0,
+            Outcome::Damaged => 3,
+            Outcome::Unreadable => 4,
+            Outcome::Unfinished => 5,
+        }
+    }
+
+    /// The more severe of two outcomes.
+    pub fn worst(self, other: Outcome) -> Outcome {
+        self.max(other)
+    }
+
+    /// What a full read's report says: damage, then an unfinished or empty input, then
+    /// unreadable blocks.
+    pub fn of(report: &cobsfile::Report) -> Outcome {
+        let mut outcome = Outcome::Clean;
+        if report.has_unreadable() {
+            outcome = outcome.worst(Outcome::Unreadable);
+        }
+        outcome = outcome.worst(Outcome::of_ending(report.ending));
+        if report.has_damage() {
+            outcome = outcome.worst(Outcome::Damaged);
+        }
+        outcome
+    }
+
+    /// What a damaged or unreadable range makes of a command.
+    pub fn of_damage(damage: &cobsfile::Cause) -> Outcome {
+        if damage.is_damage() {
+            Outcome::Damaged
+        } else {
+            Outcome::Unreadable
+        }
+    }
+
+    /// What how an input ends makes of a command: clean if finished or an open log.
+    pub fn of_ending(ending: cobsfile::Ending) -> Outcome {
+        match ending {
+            cobsfile::Ending::Finished | cobsfile::Ending::Open => Outcome::Clean,
+            _ => Outcome::Unfinished,
+        }
+    }
+}
+
+/// The exit status of a command that ended so (see [`EXIT_STATUS`]); a failure is reported on
+/// stderr first.
+pub fn exit_status(result: Result<Outcome, Failure>) -> ExitCode {
+    match result {
+        Ok(outcome) => ExitCode::from(outcome.code()),
+        Err(Failure { message, status }) => {
+            if !message.is_empty() {
+                eprintln!("cobsfile: {message}");
+            }
+            ExitCode::from(status)
+        }
+    }
 }
 
 /// An error that stops a command: one line naming what failed, and the exit status.
@@ -270,16 +377,7 @@ pub fn run() -> ExitCode {
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     };
-    match result {
-        Ok(Outcome::Clean) => ExitCode::SUCCESS,
-        Ok(Outcome::Damaged) => ExitCode::from(3),
-        Err(Failure { message, status }) => {
-            if !message.is_empty() {
-                eprintln!("cobsfile: {message}");
-            }
-            ExitCode::from(status)
-        }
-    }
+    exit_status(result)
 }
 
 /// Writes to stdout, treating a closed pipe (`cobsfile cat | head`) as a normal end.
@@ -293,4 +391,22 @@ pub fn quiet_broken_pipe(result: io::Result<()>) -> Result<bool, Failure> {
 
 fn main() -> ExitCode {
     run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+
+    #[test]
+    fn the_worst_outcome_wins_in_the_order_of_the_help() {
+        use Outcome::*;
+        let order = [Clean, Unreadable, Unfinished, Damaged];
+        assert_eq!(order.map(Outcome::code), [0, 4, 5, 3]);
+        for (i, a) in order.iter().enumerate() {
+            for (j, b) in order.iter().enumerate() {
+                assert_eq!(a.worst(*b), order[i.max(j)]);
+            }
+        }
+        assert!(super::EXIT_STATUS.contains("the first of 1, 3, 5, 4 wins"));
+    }
 }

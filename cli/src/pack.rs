@@ -29,7 +29,9 @@ pub struct Args {
     force: bool,
     /// Append to the log LOG instead, creating it if missing: a torn last block left by a
     /// crash is cut off (or, with other writers on the log, fenced off), the header is never
-    /// written twice, and several processes may append to one log at once.
+    /// written twice, and several processes may append to one log at once. The log is an open
+    /// log: a log block starts it, and one is written into a file that is not one yet (a
+    /// finished file, say); no end block is written.
     #[arg(long, value_name = "LOG")]
     append: Option<PathBuf>,
     /// With --append: when records reach the log. none: blocks are written when full or a
@@ -65,8 +67,8 @@ pub struct Args {
     /// Compress blocks on N threads (0: one per core); the output is the same as with one.
     #[arg(long, value_name = "N", default_value = "1", value_parser = args::parse_threads)]
     threads: usize,
-    /// Do not end the file with an index block (which lets `cat --skip` go straight to a
-    /// record).
+    /// Do not write an index block (which lets `cat --skip` go straight to a record) before
+    /// the end block that finishes the file.
     #[arg(long)]
     no_index: bool,
     /// Write every block in one write of at most PIPE_BUF (4096) bytes, which POSIX makes

@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
 
 use super::output::Output;
-use super::verify::{not_a_cobsfile, outcome, report_json, write_text};
+use super::verify::{not_a_cobsfile, report_json, write_text};
 use super::{input, is_stdio, Failure, Outcome, ReadOptions};
 
 #[derive(Debug, clap::Args)]
@@ -88,7 +88,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         write_text(&mut out, &name, report, "lost").and_then(|()| {
             writeln!(
                 out,
-                "{out_name}: wrote {} blocks, {} records, {} bytes",
+                "{out_name}: wrote {} blocks, {} records, {} bytes; finished",
                 recovery.blocks, report.records, recovery.written
             )
         })
@@ -112,5 +112,5 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         );
         return Ok(Outcome::Damaged);
     }
-    Ok(outcome(report))
+    Ok(Outcome::of(report))
 }

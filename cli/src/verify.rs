@@ -1,9 +1,10 @@
-//! `cobsfile verify`: every block read and checked; a report of intact and damaged ranges.
+//! `cobsfile verify`: every block read and checked; a report of intact, damaged and unreadable
+//! ranges, and of how the file ends.
 
 use std::io::{self, Write};
 use std::path::Path;
 
-use cobsfile::{Cause, Reader, Report, Source};
+use cobsfile::{Cause, Damage, Ending, Reader, Report, Source};
 use serde_json::{json, Value};
 
 use super::input::{self, ReadJob};
@@ -35,7 +36,7 @@ impl Verify {
             write_text(&mut out, &self.name, report, "damaged")
         };
         super::quiet_broken_pipe(written)?;
-        Ok(outcome(report))
+        Ok(Outcome::of(report))
     }
 }
 
@@ -73,16 +74,75 @@ pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
     }
 }
 
-/// Clean when nothing is damaged or unreadable.
-pub fn outcome(report: &Report) -> Outcome {
-    if report.is_clean() {
-        Outcome::Clean
-    } else {
-        Outcome::Damaged
+/// How a file ends, as the summary says it (spec 9.5.1). `ends_in_damage`: whether damage
+/// runs to the end of the input, when known.
+pub fn ending_text(ending: Ending, ends_in_damage: Option<bool>) -> String {
+    match ending {
+        Ending::Finished => "finished".into(),
+        Ending::Open => "open log".into(),
+        Ending::Empty => "empty: 0 bytes, no blocks".into(),
+        _ => {
+            let how = match ends_in_damage {
+                Some(true) => "ends in damage, without",
+                Some(false) => "ends at a block boundary without",
+                None => "ends without",
+            };
+            format!(
+                "unfinished: {how} the end block a finished file has (cut, or its writer stopped)"
+            )
+        }
     }
 }
 
-/// One line per damaged range (`verb` says what became of it), then a summary line.
+/// The ending of `report` as the summary says it.
+fn report_ending(report: &Report) -> String {
+    let ends_in_damage = report
+        .damaged
+        .last()
+        .is_some_and(|d| d.range.end == report.len);
+    ending_text(report.ending, Some(ends_in_damage))
+}
+
+/// Why the unreadable ranges of `report` could not be read, each reason once.
+fn unreadable_reasons(report: &Report) -> Vec<String> {
+    let mut reasons: Vec<String> = Vec::new();
+    for d in unreadable(report) {
+        let reason = match &d.cause {
+            Cause::Dictionary { needed, .. } => {
+                format!("needs zstd dictionary {needed:016x}, give it with --dict")
+            }
+            Cause::UnsupportedCodec { codec, .. } => {
+                format!("codec {codec}, which this tool does not support")
+            }
+            Cause::Limit { what, limit, .. } => {
+                format!("over this reader's limit of {limit} {what}")
+            }
+            other => other.to_string(),
+        };
+        if !reasons.contains(&reason) {
+            reasons.push(reason);
+        }
+    }
+    reasons
+}
+
+/// The damaged ranges of `report` (not the unreadable ones).
+fn damaged(report: &Report) -> impl Iterator<Item = &Damage> {
+    report.damaged.iter().filter(|d| d.is_damage())
+}
+
+/// The unreadable ranges of `report`.
+fn unreadable(report: &Report) -> impl Iterator<Item = &Damage> {
+    report.damaged.iter().filter(|d| !d.is_damage())
+}
+
+fn bytes_in<'a>(ranges: impl Iterator<Item = &'a Damage>) -> u64 {
+    ranges.map(|d| d.range.end - d.range.start).sum()
+}
+
+/// One line per damaged or unreadable range (`verb` says what became of a damaged one), a
+/// line for the unreadable ones together, then a summary line: clean or what is damaged, how
+/// the file ends, what is intact.
 pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str) -> io::Result<()> {
     for d in &report.damaged {
         let state = if d.is_damage() { verb } else { "unreadable" };
@@ -98,32 +158,70 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
             d.range.start, d.range.end, d.cause
         )?;
     }
+    let reasons = unreadable_reasons(report);
+    if !reasons.is_empty() {
+        // The blocks in them, when the file's index says.
+        let ranges = unreadable(report).count();
+        let held: Option<u64> = unreadable(report)
+            .map(|d| d.held.as_ref().map(|h| h.blocks))
+            .sum();
+        let what = match held {
+            Some(blocks) => format!("{blocks} block(s) in {ranges} range(s)"),
+            None => format!("{ranges} range(s)"),
+        };
+        writeln!(
+            out,
+            "{name}: unreadable: {what}, {} bytes: {}",
+            bytes_in(unreadable(report)),
+            reasons.join("; ")
+        )?;
+    }
     let b = &report.blocks;
     let mut kinds = format!(
-        "{} header, {} metadata, {} data, {} dictionary, {} index",
-        b.header, b.metadata, b.data, b.dictionary, b.index
+        "{} header, {} metadata, {} data, {} dictionary, {} index, {} end, {} log",
+        b.header, b.metadata, b.data, b.dictionary, b.index, b.end, b.log
     );
     for (id, n) in &b.unknown {
         kinds.push_str(&format!(", {n} of unknown type {id}"));
     }
     let state = if report.is_clean() {
-        "clean".to_owned()
-    } else {
-        let bytes = report.damaged_bytes();
+        "clean, ".to_owned()
+    } else if report.has_damage() {
+        let bytes = bytes_in(damaged(report));
         format!(
-            "{} {verb} range(s), {bytes} bytes ({:.3}%)",
-            report.damaged.len(),
+            "{} {verb} range(s), {bytes} bytes ({:.3}%); ",
+            damaged(report).count(),
             100.0 * bytes as f64 / report.len.max(1) as f64
         )
+    } else {
+        String::new()
     };
     writeln!(
         out,
-        "{name}: {state}; intact: {} blocks ({kinds}), {} records, {} of {} bytes",
+        "{name}: {state}{}; intact: {} blocks ({kinds}), {} records, {} of {} bytes",
+        report_ending(report),
         b.total(),
         report.records,
         report.intact_bytes(),
         report.len
     )
+}
+
+/// A damaged or unreadable range as a JSON object.
+fn range_json(d: &Damage) -> Value {
+    json!({
+        "start": d.range.start,
+        "end": d.range.end,
+        "status": if d.is_damage() { "damaged" } else { "unreadable" },
+        "cause": d.cause.name(),
+        "message": d.cause.to_string(),
+        "held": d.held.as_ref().map(|h| json!({
+            "blocks": h.blocks,
+            "data_blocks": h.data_blocks,
+            "metadata_blocks": h.metadata_blocks,
+            "records": h.records,
+        })),
+    })
 }
 
 /// The report as a JSON object.
@@ -134,24 +232,6 @@ pub fn report_json(name: &str, report: &Report) -> Value {
         .iter()
         .map(|(id, n)| json!({ "type": id, "blocks": n }))
         .collect();
-    let damaged: Vec<Value> = report
-        .damaged
-        .iter()
-        .map(|d| {
-            json!({
-                "start": d.range.start,
-                "end": d.range.end,
-                "status": if d.is_damage() { "damaged" } else { "unreadable" },
-                "cause": d.cause.to_string(),
-                "held": d.held.as_ref().map(|h| json!({
-                    "blocks": h.blocks,
-                    "data_blocks": h.data_blocks,
-                    "metadata_blocks": h.metadata_blocks,
-                    "records": h.records,
-                })),
-            })
-        })
-        .collect();
     let intact: Vec<Value> = report
         .intact_ranges()
         .iter()
@@ -161,6 +241,7 @@ pub fn report_json(name: &str, report: &Report) -> Value {
         "file": name,
         "size": report.len,
         "clean": report.is_clean(),
+        "ending": report.ending.name(),
         "blocks": {
             "total": b.total(),
             "header": b.header,
@@ -168,13 +249,18 @@ pub fn report_json(name: &str, report: &Report) -> Value {
             "data": b.data,
             "dictionary": b.dictionary,
             "index": b.index,
+            "end": b.end,
+            "log": b.log,
             "unknown": unknown,
         },
         "records": report.records,
         "intact_bytes": report.intact_bytes(),
         "block_bytes": report.block_bytes,
-        "damaged_bytes": report.damaged_bytes(),
+        "damaged_bytes": bytes_in(damaged(report)),
+        "unreadable_bytes": bytes_in(unreadable(report)),
         "intact": intact,
-        "damaged": damaged,
+        "damaged": damaged(report).map(range_json).collect::<Vec<_>>(),
+        "unreadable": unreadable(report).map(range_json).collect::<Vec<_>>(),
+        "unreadable_reasons": unreadable_reasons(report),
     })
 }

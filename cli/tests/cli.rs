@@ -71,6 +71,7 @@ fn pack(dir: &Path, input: &Path, extra: &[&str]) -> PathBuf {
         bin()
             .arg("pack")
             .args(extra)
+            .arg("-f")
             .arg("-o")
             .arg(&out_path)
             .arg(input),
@@ -295,12 +296,24 @@ fn vectors_through_the_tool() {
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let out = run(bin().args(["cat", "--framing", "len32"]).arg(&path), b"");
         let txt = std::fs::read_to_string(path.with_extension("txt")).unwrap();
-        let damaged = txt.lines().any(|l| l.starts_with("damaged "));
+        let damaged_lines = txt.lines().filter(|l| l.starts_with("damaged ")).count();
+        // The tool is not given the external dictionary the zstd-dictionary-* vectors need.
+        let unreadable = name.starts_with("zstd-dictionary-")
+            || txt
+                .lines()
+                .any(|l| l.starts_with("damaged ") && l.ends_with(" dictionary"));
+        let damaged = txt
+            .lines()
+            .any(|l| l.starts_with("damaged ") && !l.ends_with(" dictionary"));
+        let complete = txt
+            .lines()
+            .any(|l| l == "ending finished" || l == "ending open");
+        // Damage first (3), then an unfinished or empty file (5), then unreadable blocks (4).
         let expected = match name.as_str() {
-            _ if damaged => 3,
-            // The tool is not given the external dictionary these need.
-            n if n.starts_with("zstd-dictionary-") => 3,
             "version-2" => 1,
+            _ if damaged => 3,
+            _ if !complete => 5,
+            _ if unreadable => 4,
             _ => 0,
         };
         assert_eq!(
@@ -309,7 +322,13 @@ fn vectors_through_the_tool() {
             "{name}: {}",
             stderr(&out)
         );
-        assert_clean_stderr(&out, 2);
+        assert_eq!(
+            stderr(&out).contains(": unfinished: ") || stderr(&out).contains(": empty: "),
+            !complete && name != "version-2",
+            "{name}: {}",
+            stderr(&out)
+        );
+        assert_clean_stderr(&out, damaged_lines.max(1) + 2);
         if name == "version-2" {
             assert!(
                 stderr(&out).contains("format version 2"),
@@ -322,6 +341,13 @@ fn vectors_through_the_tool() {
         }
         let ls = run(bin().arg("ls").arg(&path), b"");
         assert_eq!(ls.status.code(), Some(expected), "ls {name}");
+        let verified = run(bin().args(["verify", "--json"]).arg(&path), b"");
+        assert_eq!(verified.status.code(), Some(expected), "verify {name}");
+        if let Some(ending) = txt.lines().find_map(|l| l.strip_prefix("ending ")) {
+            let report = &json_lines(&verified)[0];
+            assert_eq!(report["ending"], ending, "verify {name}");
+            assert_eq!(report["clean"], expected == 0, "verify {name}");
+        }
     }
 }
 
@@ -467,7 +493,7 @@ fn zstd_pack_cat_and_dictionaries() {
     let dict = dir.join("events.dict");
     let out = run(
         bin()
-            .args(["dict", "train", "--size", "8192", "-o"])
+            .args(["dict", "train", "-f", "--size", "8192", "-o"])
             .arg(&dict)
             .arg(&sample),
         b"",
@@ -499,9 +525,9 @@ fn zstd_pack_cat_and_dictionaries() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(out.stdout, std::fs::read(&sample).unwrap());
-    // Without it: unreadable, reported once, exit 3, no record.
+    // Without it: unreadable, reported once, exit 4 (not damage), no record.
     let out = run(bin().arg("cat").arg(&external), b"");
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.status.code(), Some(4));
     assert_clean_stderr(&out, 1);
     assert!(stderr(&out).contains("unreadable"), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
@@ -579,14 +605,19 @@ fn cat_skip_and_limit() {
         }
         let to = limit.map_or(usize::MAX, |n| skip + n);
         for file in [&indexed, &plain] {
-            let out = run(bin().args(&args).arg(file), b"");
-            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
-            assert_eq!(
-                String::from_utf8(out.stdout).unwrap(),
-                expect(skip, to),
-                "{args:?}"
-            );
-            assert!(out.stderr.is_empty());
+            for threads in ["1", "2"] {
+                let out = run(
+                    bin().args(&args).args(["--threads", threads]).arg(file),
+                    b"",
+                );
+                assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+                assert_eq!(
+                    String::from_utf8(out.stdout).unwrap(),
+                    expect(skip, to),
+                    "{args:?}, {threads} thread(s)"
+                );
+                assert!(out.stderr.is_empty());
+            }
         }
         let out = run(bin().args(&args).arg("-"), &stdin);
         assert_eq!(out.status.code(), Some(0), "{args:?} -: {}", stderr(&out));
@@ -597,8 +628,11 @@ fn cat_skip_and_limit() {
         );
     }
 
-    // `ls` lists the index as the last block; `pack --no-index` writes none.
+    // `ls` lists the index as the last block but the end block; `pack --no-index` writes
+    // none, and ends the file with the end block all the same.
     let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&indexed), b""));
+    let (end, rows) = rows.split_last().unwrap();
+    assert_eq!(end["type"], "end");
     assert_eq!(rows.last().unwrap()["type"], "index");
     assert_eq!(
         rows.last().unwrap()["records"].as_u64().unwrap() as usize,
@@ -607,6 +641,7 @@ fn cat_skip_and_limit() {
     );
     let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&plain), b""));
     assert!(rows.iter().all(|r| r["type"] != "index"));
+    assert_eq!(rows.last().unwrap()["type"], "end");
 }
 
 /// Damage before the records asked for: with the index it is never read (exit 0, the
@@ -728,7 +763,7 @@ fn verify_exits_0_only_for_a_clean_file() {
     assert!(out.stderr.is_empty());
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
-    assert!(text.contains(": clean;"), "{text}");
+    assert!(text.contains(": clean, finished;"), "{text}");
     assert!(text.contains("301 records"), "{text}");
     assert!(text.contains("1 of unknown type -7"), "{text}");
 
@@ -748,6 +783,7 @@ fn verify_exits_0_only_for_a_clean_file() {
         "{text}"
     );
     assert!(text.contains("1 damaged range(s)"), "{text}");
+    assert!(text.contains("; finished;"), "{text}");
 
     // From stdin, the same.
     let out = run(bin().args(["verify", "-"]), &damaged_file());
@@ -781,17 +817,33 @@ fn verify_fails_with_one_line_on_what_it_cannot_read() {
 }
 
 #[test]
-fn verify_of_an_empty_file_is_clean() {
-    // Spec section 5: a file of zero bytes holds no blocks and is clean.
+fn verify_of_an_empty_file_says_empty_and_exits_5() {
+    // Spec sections 5 and 9.5.1: a file of zero bytes holds no blocks, nothing damaged, and
+    // is empty, not clean: what a writer that never wrote leaves, or a file cut to nothing.
     let dir = scratch("verify-empty");
     let empty = dir.join("empty.cobs");
     std::fs::write(&empty, b"").unwrap();
     let out = verify(&empty, true);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let report = &json_lines(&out)[0];
-    assert_eq!(report["clean"], true);
+    assert_eq!(report["clean"], false);
+    assert_eq!(report["ending"], "empty");
     assert_eq!(report["size"], 0);
     assert_eq!(report["blocks"]["total"], 0);
+    assert_eq!(report["damaged"], serde_json::json!([]));
+    let out = verify(&empty, false);
+    assert_eq!(out.status.code(), Some(5));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("empty.cobs: empty: 0 bytes"), "{text}");
+    assert!(!text.contains("clean"), "{text}");
+    // From stdin too; and `cat` says so on stderr, exiting 5 as well.
+    let out = run(bin().args(["verify", "-"]), b"");
+    assert_eq!(out.status.code(), Some(5));
+    let out = run(bin().arg("cat").arg(&empty), b"");
+    assert_eq!(out.status.code(), Some(5));
+    assert!(out.stdout.is_empty());
+    assert_clean_stderr(&out, 1);
+    assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
 }
 
 #[test]
@@ -809,6 +861,11 @@ fn verify_json_has_every_field() {
     assert_eq!(r["file"], path.display().to_string());
     assert_eq!(r["size"], bytes.len() as u64);
     assert_eq!(r["clean"], false);
+    assert_eq!(r["ending"], "finished");
+    assert_eq!(r["unreadable"], serde_json::json!([]));
+    assert_eq!(r["unreadable_bytes"], 0);
+    assert_eq!(r["blocks"]["end"], 1);
+    assert_eq!(r["blocks"]["log"], 0);
     assert_eq!(r["records"], report.records);
     assert_eq!(r["blocks"]["total"], report.blocks.total());
     assert_eq!(r["blocks"]["header"], 1);
@@ -829,7 +886,9 @@ fn verify_json_has_every_field() {
     assert_eq!(damaged[0]["start"], report.damaged[0].range.start);
     assert_eq!(damaged[0]["end"], report.damaged[0].range.end);
     assert_eq!(damaged[0]["status"], "damaged");
-    assert!(damaged[0]["cause"].as_str().is_some_and(|c| !c.is_empty()));
+    // A fixed word for scripts (spec 9.8's name), the sentence beside it.
+    assert_eq!(damaged[0]["cause"], report.damaged[0].cause.name());
+    assert_eq!(damaged[0]["message"], report.damaged[0].cause.to_string());
     // Intact and damaged ranges tile the file.
     let mut ranges: Vec<(u64, u64)> = r["intact"]
         .as_array()
@@ -854,6 +913,7 @@ fn verify_json_has_every_field() {
     std::fs::write(&clean, written_file()).unwrap();
     let r = &json_lines(&verify(&clean, true))[0];
     assert_eq!(r["clean"], true);
+    assert_eq!(r["ending"], "finished");
     assert_eq!(r["records"], 301);
     assert_eq!(r["damaged"], serde_json::json!([]));
     assert_eq!(r["intact"], serde_json::json!([[0, written_file().len()]]));
@@ -870,7 +930,7 @@ fn recover_a_clean_file_gives_it_back() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(out.stderr.is_empty());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains(": clean;"), "{text}");
+    assert!(text.contains(": clean, finished;"), "{text}");
     assert!(text.contains("out.cobs: wrote "), "{text}");
     // A file as the writer wrote it is exactly what recover writes.
     assert_eq!(std::fs::read(&output).unwrap(), bytes);
@@ -1211,7 +1271,8 @@ fn pack_append_beside_other_writers_does_not_call_their_blocks_torn() {
 }
 
 /// A `--max-body-size` too small for every block of a valid file says so, not "not a cobsfile"
-/// (issue 11, finding 9).
+/// (issue 11, finding 9). Every block body holds at least 5 bytes (its codec and CRC), and the
+/// end block's no more: a limit below 5 refuses every block.
 #[test]
 fn a_max_body_size_too_small_for_every_block_says_so() {
     let file = root().join("spec/vectors/one-record.cobs");
@@ -1227,7 +1288,7 @@ fn a_max_body_size_too_small_for_every_block_says_so() {
             "{}",
             stderr(&out)
         );
-        for limit in ["1", "5"] {
+        for limit in ["1", "4"] {
             let out = run(
                 bin()
                     .arg(command)
@@ -1250,7 +1311,7 @@ fn a_max_body_size_too_small_for_every_block_says_so() {
     }
     let out = run(
         bin()
-            .args(["cat", "--threads", "2", "--max-block-size", "5"])
+            .args(["cat", "--threads", "2", "--max-block-size", "4"])
             .arg(&file),
         b"",
     );
@@ -1702,11 +1763,13 @@ fn cat_of_a_file_cut_under_it_reports_the_lost_bytes_as_damage() {
             .len();
         assert_eq!(got.len(), before_cut, "{args:?}");
         assert!(got[..] == lines[..before_cut], "{args:?}: records differ");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        // The damage, and that the file (cut) no longer ends with its end block.
+        assert_eq!(err.lines().count(), 2, "{args:?}: {err}");
         assert!(
             err.contains("damaged") && err.contains(&format!("..{len} ")),
             "{args:?}: {err}"
         );
+        assert!(err.contains(": unfinished: "), "{args:?}: {err}");
     }
 }
 
@@ -1793,6 +1856,348 @@ fn recover_killed_while_writing_leaves_no_temporary_file() {
             .unwrap();
         assert!(report.is_clean());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// How a file ends (spec 9.5.1), and the exit statuses that follow from it.
+
+/// `verify --json` of `path`: its exit status and report.
+fn verify_json(path: &Path) -> (Option<i32>, serde_json::Value) {
+    let out = verify(path, true);
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    (out.status.code(), json_lines(&out).remove(0))
+}
+
+#[test]
+fn help_lists_the_exit_statuses() {
+    let out = run(bin().arg("--help"), b"");
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for status in [
+        "  0  clean",
+        "  1  an error",
+        "  2  usage",
+        "  3  damage",
+        "  4  unreadable",
+    ] {
+        assert!(help.contains(status), "{status}: {help}");
+    }
+    assert!(help.contains("  5  the file is unfinished"), "{help}");
+    assert!(help.contains("the first of 1, 3, 5, 4 wins"), "{help}");
+}
+
+#[test]
+fn a_finished_pack_verifies_finished_and_clean() {
+    let dir = scratch("ending-finished");
+    let sample = root().join("samples/events.jsonl");
+    for extra in [&[][..], &["--no-index"], &["--threads", "2", "--zstd", "1"]] {
+        let file = pack(&dir, &sample, extra);
+        let (code, report) = verify_json(&file);
+        assert_eq!(code, Some(0), "{extra:?}");
+        assert_eq!(report["ending"], "finished", "{extra:?}");
+        assert_eq!(report["clean"], true, "{extra:?}");
+        assert_eq!(report["blocks"]["end"], 1, "{extra:?}");
+        let out = verify(&file, false);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains(": clean, finished; intact: "), "{text}");
+    }
+}
+
+#[test]
+fn a_pack_killed_mid_write_verifies_unfinished_and_exits_5() {
+    let dir = scratch("ending-killed");
+    let out_path = dir.join("killed.cobs");
+    // `pack > killed.cobs`: with -o, a killed pack leaves nothing under the name (see
+    // `a_killed_pack_leaves_nothing_under_the_final_name`); into a redirection, the blocks
+    // written so far stay.
+    let mut child = bin()
+        .args(["pack", "--block-target", "1000"])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Enough records for a few blocks, then nothing more: `pack` waits on its input, between
+    // two blocks, when it is stopped as `timeout` stops it.
+    let mut input = child.stdin.take().unwrap();
+    for i in 0..500 {
+        writeln!(input, "{{\"event\":{i},\"payload\":\"xxxxxxxxxxxxxxxx\"}}").unwrap();
+    }
+    input.flush().unwrap();
+    let mut len = 0;
+    let mut still = 0;
+    while still < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = std::fs::metadata(&out_path).map_or(0, |m| m.len());
+        still = if now == len && now > 19 { still + 1 } else { 0 };
+        len = now;
+    }
+    // SAFETY: a signal to our own child process, which has not been waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    drop(input);
+
+    let (code, report) = verify_json(&out_path);
+    assert_eq!(code, Some(5), "{report}");
+    assert_eq!(report["ending"], "unfinished");
+    assert_eq!(report["clean"], false);
+    assert_eq!(report["damaged"], serde_json::json!([]));
+    assert!(report["records"].as_u64().unwrap() > 0);
+    let out = verify(&out_path, false);
+    assert_eq!(out.status.code(), Some(5));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains(": unfinished: ends at a block boundary without the end block"),
+        "{text}"
+    );
+    assert!(!text.contains("clean"), "{text}");
+}
+
+#[test]
+fn a_file_cut_right_after_a_block_is_unfinished_for_verify_cat_and_recover() {
+    let dir = scratch("ending-cut");
+    let sample = root().join("samples/events.jsonl");
+    let file = pack(&dir, &sample, &["--block-target", "4096"]);
+    let bytes = std::fs::read(&file).unwrap();
+    // Right after the closing sync byte of the third data block.
+    let third = cobsfile::ReaderBuilder::new()
+        .from_slice(&bytes)
+        .blocks()
+        .map(Result::unwrap)
+        .filter(|b| b.block_type == cobsfile::BlockType::Data)
+        .nth(2)
+        .unwrap();
+    let cut_at = (third.offset + third.size + 1) as usize;
+    let cut = dir.join("cut.cobs");
+    std::fs::write(&cut, &bytes[..cut_at]).unwrap();
+    let records: Vec<u8> = cobsfile::ReaderBuilder::new()
+        .from_slice(&bytes[..cut_at])
+        .read_all()
+        .0
+        .iter()
+        .flat_map(|r| [&r[..], b"\n"].concat())
+        .collect();
+
+    for threads in ["1", "2"] {
+        let out = run(bin().args(["verify", "--threads", threads]).arg(&cut), b"");
+        assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains(": unfinished: ends at a block boundary"),
+            "{text}"
+        );
+        let out = run(
+            bin()
+                .args(["verify", "--json", "--threads", threads])
+                .arg(&cut),
+            b"",
+        );
+        let report = &json_lines(&out)[0];
+        assert_eq!(
+            (report["clean"].clone(), report["ending"].clone()),
+            (false.into(), "unfinished".into())
+        );
+
+        // `cat` writes every record there is, says on stderr that the file is unfinished,
+        // and exits 5, as `zcat` of a cut file fails.
+        let out = run(bin().args(["cat", "--threads", threads]).arg(&cut), b"");
+        assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+        assert_eq!(out.stdout, records);
+        assert_clean_stderr(&out, 1);
+        assert!(
+            stderr(&out).contains("cut.cobs: unfinished: "),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // From stdin too.
+    let out = run(bin().args(["cat", "-"]), &bytes[..cut_at]);
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(out.stdout, records);
+    // `--limit` stops before the end: nothing to say about it.
+    let out = run(bin().args(["cat", "--limit", "3"]).arg(&cut), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stderr.is_empty());
+
+    // `recover` says the input is unfinished (exit 5) and writes a finished file.
+    let output = dir.join("recovered.cobs");
+    let out = recover(&cut, &output, false);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("cut.cobs: unfinished: "), "{text}");
+    assert!(text.contains("recovered.cobs: wrote "), "{text}");
+    let (code, report) = verify_json(&output);
+    assert_eq!(
+        (code, report["ending"].clone()),
+        (Some(0), "finished".into())
+    );
+    assert_eq!(run(bin().arg("cat").arg(&output), b"").stdout, records);
+}
+
+#[test]
+fn a_log_made_by_pack_append_is_open_and_clean() {
+    let dir = scratch("ending-open");
+    let log = dir.join("log.cobs");
+    let _ = std::fs::remove_file(&log);
+    for input in [&b"one\ntwo\n"[..], b"three\n"] {
+        let out = run(bin().args(["pack", "--append"]).arg(&log), input);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let (code, report) = verify_json(&log);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["ending"], "open");
+    assert_eq!(report["clean"], true);
+    assert_eq!(
+        report["blocks"]["log"], 1,
+        "one log block, written when the log was made"
+    );
+    let text = String::from_utf8(verify(&log, false).stdout).unwrap();
+    assert!(text.contains(": clean, open log; intact: "), "{text}");
+    let out = run(bin().arg("cat").arg(&log), b"");
+    assert_eq!(
+        (out.status.code(), &out.stdout[..]),
+        (Some(0), &b"one\ntwo\nthree\n"[..])
+    );
+    assert!(out.stderr.is_empty());
+
+    // Appending to a finished file makes it an open log: a log block after its end block.
+    let finished = pack(&dir, &root().join("samples/events.jsonl"), &[]);
+    let (code, _) = verify_json(&finished);
+    assert_eq!(code, Some(0));
+    let out = run(bin().args(["pack", "--append"]).arg(&finished), b"later\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (code, report) = verify_json(&finished);
+    assert_eq!((code, report["ending"].clone()), (Some(0), "open".into()));
+    assert_eq!(
+        (
+            report["blocks"]["end"].clone(),
+            report["blocks"]["log"].clone()
+        ),
+        (1.into(), 1.into())
+    );
+    let rows = json_lines(&run(bin().args(["ls", "--json"]).arg(&finished), b""));
+    let types: Vec<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(types[types.len() - 3..], ["end", "log", "data"]);
+}
+
+/// A zstd file compressed with a dictionary kept outside it, by `pack`.
+fn external_dictionary_file(dir: &Path, meta: bool) -> (PathBuf, PathBuf) {
+    let sample = root().join("samples/events.jsonl");
+    let dict = dir.join("events.dict");
+    let out = run(
+        bin()
+            .args(["dict", "train", "-f", "--size", "8192", "-o"])
+            .arg(&dict)
+            .arg(&sample),
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = dir.join("external.cobs");
+    let mut cmd = bin();
+    cmd.args([
+        "pack",
+        "--zstd",
+        "3",
+        "--block-target",
+        "4096",
+        "--external-dict",
+        "--dict",
+    ])
+    .arg(&dict);
+    if meta {
+        cmd.args(["--meta", "source=test"]);
+    }
+    let out = run(cmd.arg("-f").arg("-o").arg(&file).arg(&sample), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    (file, dict)
+}
+
+#[test]
+fn a_missing_external_dictionary_is_unreadable_exit_4_not_damage() {
+    let dir = scratch("ending-unreadable");
+    let (file, dict) = external_dictionary_file(&dir, false);
+    let out = verify(&file, false);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "the range, the unreadable line, the summary: {text}"
+    );
+    assert!(lines[0].contains(" unreadable: "), "{text}");
+    assert!(lines[1].contains("external.cobs: unreadable: "), "{text}");
+    assert!(lines[1].contains("block(s) in 1 range(s)"), "{text}");
+    assert!(
+        lines[1].contains("needs zstd dictionary ") && lines[1].ends_with("give it with --dict"),
+        "{text}"
+    );
+    assert!(lines[2].contains(": finished; intact: "), "{text}");
+    assert!(!text.contains("damaged"), "{text}");
+
+    let (code, report) = verify_json(&file);
+    assert_eq!(code, Some(4));
+    assert_eq!(report["clean"], false);
+    assert_eq!(report["ending"], "finished");
+    assert_eq!(report["damaged"], serde_json::json!([]));
+    assert_eq!(report["damaged_bytes"], 0);
+    let unreadable = report["unreadable"].as_array().unwrap();
+    assert_eq!(unreadable.len(), 1);
+    assert_eq!(unreadable[0]["status"], "unreadable");
+    assert_eq!(
+        report["unreadable_bytes"],
+        unreadable[0]["end"].as_u64().unwrap() - unreadable[0]["start"].as_u64().unwrap()
+    );
+    assert_eq!(report["unreadable_reasons"].as_array().unwrap().len(), 1);
+
+    // `cat` and `recover` exit 4 too; with the dictionary, all is clean.
+    let out = run(bin().arg("cat").arg(&file), b"");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = recover(&file, &dir.join("recovered.cobs"), false);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = run(bin().arg("verify").arg("--dict").arg(&dict).arg(&file), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn damage_beside_a_missing_dictionary_exits_3() {
+    let dir = scratch("ending-damage-and-unreadable");
+    let (file, _) = external_dictionary_file(&dir, true);
+    // The header block damaged: the metadata block after it stays intact and separates the
+    // damage from the unreadable data blocks.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[8] ^= 0x01;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = verify(&file, false);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" damaged: "), "{text}");
+    assert!(text.contains("external.cobs: unreadable: "), "{text}");
+    assert!(text.contains("1 damaged range(s)"), "{text}");
+    let (code, report) = verify_json(&file);
+    assert_eq!(code, Some(3));
+    assert_eq!(report["damaged"].as_array().unwrap().len(), 1);
+    assert_eq!(report["unreadable"].as_array().unwrap().len(), 1);
+    let out = run(bin().arg("cat").arg(&file), b"");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+
+    // Damage and an unfinished file: damage wins. An unfinished file with unreadable blocks:
+    // unfinished wins.
+    let cut = dir.join("cut.cobs");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    assert_eq!(verify_json(&cut).0, Some(3));
+    let clean = std::fs::read(external_dictionary_file(&dir, true).0).unwrap();
+    let end = clean.len() - 10;
+    let before_index = clean[..end].iter().rposition(|&b| b == 0).unwrap();
+    std::fs::write(&cut, &clean[..=before_index]).unwrap();
+    let (code, report) = verify_json(&cut);
+    assert_eq!(
+        (code, report["ending"].clone()),
+        (Some(5), "unfinished".into())
+    );
+    assert_eq!(report["unreadable"].as_array().unwrap().len(), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

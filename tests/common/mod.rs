@@ -7,7 +7,7 @@
 use std::io::{self, Read, Write};
 
 use cobsfile::{
-    varint, BlockType, Cause, Error, Metadata, Reader, ReaderBuilder, Source, WriterBuilder,
+    varint, BlockType, Cause, Ending, Error, Metadata, Reader, ReaderBuilder, Source, WriterBuilder,
 };
 use proptest::prelude::*;
 
@@ -399,6 +399,9 @@ pub struct Observed {
     pub metadata: Vec<Result<Metadata, Fault>>,
     pub block_stats: cobsfile::Stats,
     pub record_stats: cobsfile::Stats,
+    /// `ending()` after `next_block`, and after `read_all`, returned `None`.
+    pub ending: Option<cobsfile::Ending>,
+    pub record_ending: Option<cobsfile::Ending>,
 }
 
 impl Observed {
@@ -427,6 +430,7 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
         "next_block resumed after None"
     );
     let block_stats = reader.stats().clone();
+    let ending = reader.ending();
 
     let mut reader = make();
     let infos = reader
@@ -442,6 +446,7 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
         "next_record resumed after None"
     );
     let record_stats = reader.stats().clone();
+    let record_ending = reader.ending();
 
     // `next_item`: the records and errors of `read_all`, with every intact metadata block
     // that `next_block` returns, each where it lies among the records.
@@ -476,6 +481,11 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
         .metadata()
         .map(|r| r.map_err(Fault::from))
         .collect::<Vec<_>>();
+    assert_eq!(
+        reader.ending(),
+        None,
+        "a skipping scan cannot tell how a file ends"
+    );
 
     Observed {
         blocks,
@@ -485,6 +495,8 @@ pub fn observe<S: Source>(make: &mut dyn FnMut() -> Reader<S>) -> Observed {
         metadata,
         block_stats,
         record_stats,
+        ending,
+        record_ending,
     }
 }
 
@@ -674,10 +686,42 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                 assert_eq!(b.items, None);
             }
             BlockType::Index => assert!(b.items.is_some(), "an index block counts its entries"),
+            BlockType::End | BlockType::Log => {
+                assert_eq!(
+                    (b.items, b.payload_size),
+                    (None, 0),
+                    "end and log blocks are empty"
+                );
+            }
             BlockType::Dictionary | BlockType::Unknown(_) => assert_eq!(b.items, None),
             _ => unreachable!("a block_type this test does not know"),
         }
     }
+
+    // How the input ends (spec 9.5.1), from the items alone: the last intact block, whether
+    // damage follows it, and the last end or log block since the last header block.
+    let stopped = matches!(o.blocks.last(), Some(Err(Fault::Version { .. })));
+    let expected = (!stopped).then(|| {
+        let last = o.blocks.iter().rposition(|b| b.is_ok());
+        let damage_after = o.blocks.len() > last.map_or(0, |i| i + 1);
+        let mark = o
+            .ok_blocks()
+            .map(|b| b.block_type)
+            .filter(|t| matches!(t, BlockType::Header | BlockType::End | BlockType::Log))
+            .last();
+        let last_type = last.map(|i| o.blocks[i].as_ref().unwrap().block_type);
+        if bytes.is_empty() {
+            Ending::Empty
+        } else if matches!(last_type, Some(BlockType::End | BlockType::Index)) && !damage_after {
+            Ending::Finished
+        } else if mark == Some(BlockType::Log) {
+            Ending::Open
+        } else {
+            Ending::Unfinished
+        }
+    });
+    assert_eq!(o.ending, expected, "the ending after next_block");
+    assert_eq!(o.record_ending, expected, "the ending after read_all");
 
     // read_all() = the records of the data blocks, and the same errors.
     let records: Vec<Vec<u8>> = o.ok_blocks().flat_map(|b| b.records.clone()).collect();
