@@ -288,6 +288,9 @@ struct State {
     durable: u64,
     /// When the oldest record not yet written was appended.
     waiting_since: Option<Instant>,
+    /// When the oldest record written but not yet synced was appended: a group commit is
+    /// due for it too, though nothing waits to be written (`flush` wrote it).
+    unsynced_since: Option<Instant>,
     /// Record bytes appended since the last commit.
     waiting_bytes: u64,
     /// Enough bytes wait for a group commit not to wait for its interval.
@@ -438,6 +441,7 @@ impl Appender {
                 written: 0,
                 durable: 0,
                 waiting_since: None,
+                unsynced_since: None,
                 waiting_bytes: 0,
                 commit_now: false,
                 broken: None,
@@ -548,12 +552,19 @@ impl Appender {
         state.check()?;
         let written = state.writer.write_metadata(entries);
         state.note(written)?;
-        write_waiting(&mut state)
+        write_waiting(&mut state)?;
+        drop(state);
+        // With group commit, the timer syncs what was written.
+        self.shared.changed.notify_all();
+        Ok(())
     }
 
     /// Writes the open block now, without syncing.
     pub fn flush(&mut self) -> Result<()> {
-        write_waiting(&mut lock(&self.shared))
+        write_waiting(&mut lock(&self.shared))?;
+        // With group commit, the timer syncs what was written.
+        self.shared.changed.notify_all();
+        Ok(())
     }
 
     /// Writes the open block and syncs the file: every record appended so far is durable.
@@ -660,6 +671,7 @@ impl State {
         let synced = self.sync.sync_data().map_err(Error::from);
         self.note(synced)?;
         self.durable = self.written;
+        self.unsynced_since = None;
         Ok(())
     }
 }
@@ -669,6 +681,10 @@ fn write_waiting(state: &mut State) -> Result<()> {
     state.check()?;
     let flushed = state.writer.flush();
     state.note(flushed)?;
+    if state.written < state.appended {
+        let since = state.waiting_since.unwrap_or_else(Instant::now);
+        state.unsynced_since.get_or_insert(since);
+    }
     state.written = state.appended;
     state.waiting_since = None;
     state.waiting_bytes = 0;
@@ -684,7 +700,12 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if state.closing {
             return;
         }
-        let wait = match state.waiting_since {
+        // Group commit syncs records written but not synced too (`flush` wrote them).
+        let since = match sync {
+            true => state.waiting_since.or(state.unsynced_since),
+            false => state.waiting_since,
+        };
+        let wait = match since {
             None => None,
             Some(_) if state.commit_now => Some(Duration::ZERO),
             Some(since) => Some(delay.saturating_sub(since.elapsed())),
@@ -710,6 +731,7 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if write_waiting(&mut state).is_err() {
             // Broken for good: stop waiting for these records, wake whoever waits on them.
             state.waiting_since = None;
+            state.unsynced_since = None;
             shared.changed.notify_all();
             continue;
         }
@@ -722,6 +744,9 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
             state = lock(shared);
             if state.note(synced).is_ok() {
                 state.durable = state.durable.max(written);
+                if state.durable == state.written {
+                    state.unsynced_since = None;
+                }
             }
             shared.changed.notify_all();
         }

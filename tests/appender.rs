@@ -648,6 +648,35 @@ fn group_commit_makes_every_record_durable() {
     log.close().expect("close");
 }
 
+/// A record that `flush` (or `write_metadata`) wrote before its commit is still committed:
+/// the group-commit timer used to wait only for records not yet written, so `wait_durable`
+/// on a flushed record waited forever (found by `tests/power_loss.rs`, mode group, seed
+/// 17759258367718171878).
+#[test]
+fn group_commit_syncs_records_flush_wrote() {
+    let file = missing_file();
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::group(Duration::from_millis(5)))
+        .open(&file.0)
+        .expect("open");
+    let seq = log.append(b"flushed").expect("append");
+    log.flush().expect("flush");
+    assert!(
+        eventually(Duration::from_secs(5), || log.durable() == 1),
+        "a flushed record never became durable"
+    );
+    log.wait_durable(seq).expect("wait_durable");
+    log.write_metadata([("k", b"v")]).expect("metadata");
+    let seq = log.append(b"metadata wrote it").expect("append");
+    log.write_metadata([("k", b"w")]).expect("metadata");
+    assert!(
+        eventually(Duration::from_secs(5), || log.durable() == 2),
+        "a record written with metadata never became durable"
+    );
+    log.wait_durable(seq).expect("wait_durable");
+    log.close().expect("close");
+}
+
 #[test]
 fn group_commit_starts_early_once_enough_bytes_wait() {
     let file = missing_file();
