@@ -280,6 +280,8 @@ struct State {
     writer: Writer<LogFile>,
     /// The same file, to sync it without holding the writer.
     sync: Arc<dyn Handle>,
+    /// The timer thread is syncing the file without holding the state's lock.
+    syncing: bool,
     /// Records appended.
     appended: u64,
     /// Records known to have reached the file.
@@ -437,6 +439,7 @@ impl Appender {
             state: Mutex::new(State {
                 writer,
                 sync,
+                syncing: false,
                 appended: 0,
                 written: 0,
                 durable: 0,
@@ -570,6 +573,16 @@ impl Appender {
     /// Writes the open block and syncs the file: every record appended so far is durable.
     pub fn sync(&mut self) -> Result<()> {
         let mut state = lock(&self.shared);
+        // A sync of the timer thread may be under way: its outcome comes first. A failed sync
+        // reports its error once (Linux marks the pages it could not write clean), so a
+        // sync that started after it may succeed without those pages ever reaching the disk.
+        while state.syncing {
+            state = self
+                .shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
         write_waiting(&mut state)?;
         state.sync()?;
         drop(state);
@@ -738,10 +751,13 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if sync {
             let written = state.written;
             let file = Arc::clone(&state.sync);
-            // Appending goes on while the file syncs.
+            // Appending goes on while the file syncs; a sync asked for meanwhile waits for
+            // this one (`Appender::sync`).
+            state.syncing = true;
             drop(state);
             let synced = file.sync_data().map_err(Error::from);
             state = lock(shared);
+            state.syncing = false;
             if state.note(synced).is_ok() {
                 state.durable = state.durable.max(written);
                 if state.durable == state.written {

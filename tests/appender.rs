@@ -24,6 +24,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use cobsfile::fs::SimFs;
 use cobsfile::{
     Appender, AppenderBuilder, BlockType, Durability, Ending, Error, Opened, ReaderBuilder,
     WriterBuilder,
@@ -675,6 +676,39 @@ fn group_commit_syncs_records_flush_wrote() {
     );
     log.wait_durable(seq).expect("wait_durable");
     log.close().expect("close");
+}
+
+/// A sync asked for while the group-commit timer syncs waits for that sync's outcome. A
+/// failed `fdatasync` reports its error once (Linux marks the pages it could not write clean),
+/// so a second sync that started meanwhile could succeed and report records durable that
+/// never reached the disk.
+#[test]
+fn a_sync_during_a_failed_group_commit_reports_the_failure() {
+    let fs = SimFs::new(7);
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::group(Duration::from_millis(1)))
+        .open_in(&fs, "/sim/log")
+        .expect("open");
+    log.sync().expect("sync");
+    fs.hold_syncs(true);
+    fs.fail_next_sync(std::io::ErrorKind::Other);
+    log.append(b"lost").expect("append");
+    // The timer is in its sync, which fails.
+    fs.wait_for_held_sync();
+    let release = {
+        let fs = fs.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            fs.hold_syncs(false);
+        })
+    };
+    let synced = log.sync();
+    release.join().unwrap();
+    assert!(
+        matches!(synced, Err(Error::AppenderBroken { .. })),
+        "{synced:?}"
+    );
+    assert_eq!(log.durable(), 0);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::{Contents, FileSystem, Handle};
 use crate::error::Result;
@@ -39,6 +39,8 @@ pub struct Faults {
 #[derive(Debug, Clone)]
 pub struct SimFs {
     state: Arc<Mutex<Sim>>,
+    /// Signals syncs held and released.
+    gate: Arc<Condvar>,
 }
 
 #[derive(Debug)]
@@ -50,8 +52,12 @@ struct Sim {
     next_write: Option<io::ErrorKind>,
     next_sync: Option<io::ErrorKind>,
     next_handle: u64,
-    /// Successful syncs, failed syncs, crashes: for tests to tell what was exercised.
+    /// Successful syncs so far.
     syncs: u64,
+    /// Syncs return only once this is false again (their outcome is decided when called).
+    held: bool,
+    /// Syncs waiting to return.
+    in_sync: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,7 +150,10 @@ impl SimFs {
                 next_sync: None,
                 next_handle: 0,
                 syncs: 0,
+                held: false,
+                in_sync: 0,
             })),
+            gate: Arc::new(Condvar::new()),
         }
     }
 
@@ -165,6 +174,21 @@ impl SimFs {
     /// The next sync fails with `kind`.
     pub fn fail_next_sync(&self, kind: io::ErrorKind) {
         self.lock().next_sync = Some(kind);
+    }
+
+    /// Holds every sync from returning (its outcome decided) until `held` is false again: a
+    /// test can then act while another thread is in a sync.
+    pub fn hold_syncs(&self, held: bool) {
+        self.lock().held = held;
+        self.gate.notify_all();
+    }
+
+    /// Waits until a sync is held (see [`hold_syncs`](Self::hold_syncs)).
+    pub fn wait_for_held_sync(&self) {
+        let mut sim = self.lock();
+        while sim.in_sync == 0 {
+            sim = self.gate.wait(sim).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// The bytes a reader of `path` sees now, if it exists.
@@ -307,6 +331,36 @@ impl SimHandle {
     }
 }
 
+impl SimHandle {
+    /// Syncs: decides the outcome, the disk's state with it.
+    fn sync_now(&self) -> io::Result<()> {
+        self.with(|sim, file| {
+            let fault = sim.next_sync.take();
+            let faults = sim.faults;
+            if let Some(kind) = fault.or_else(|| sim.fault(faults.sync_error)) {
+                // Reported once: the writes it covered may never reach the disk.
+                for p in &mut file.pending {
+                    p.lost = true;
+                }
+                return Err(error(kind));
+            }
+            for p in file.pending.drain(..) {
+                match p.change {
+                    // Lost for good, but the length it set, which later writes extend.
+                    Change::Write { at, ref data } if p.lost => {
+                        let end = (at as usize + data.len()).max(file.durable.len());
+                        file.durable.resize(end, 0);
+                    }
+                    ref change => apply(&mut file.durable, change),
+                }
+            }
+            file.durable.resize(file.current.len(), 0);
+            sim.syncs += 1;
+            Ok(())
+        })
+    }
+}
+
 impl Handle for SimHandle {
     fn len(&self) -> io::Result<u64> {
         self.with(|_, file| Ok(file.current.len() as u64))
@@ -359,30 +413,15 @@ impl Handle for SimHandle {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.with(|sim, file| {
-            let fault = sim.next_sync.take();
-            let faults = sim.faults;
-            if let Some(kind) = fault.or_else(|| sim.fault(faults.sync_error)) {
-                // Reported once: the writes it covered may never reach the disk.
-                for p in &mut file.pending {
-                    p.lost = true;
-                }
-                return Err(error(kind));
-            }
-            for p in file.pending.drain(..) {
-                match p.change {
-                    // Lost for good, but the length it set, which later writes extend.
-                    Change::Write { at, ref data } if p.lost => {
-                        let end = (at as usize + data.len()).max(file.durable.len());
-                        file.durable.resize(end, 0);
-                    }
-                    ref change => apply(&mut file.durable, change),
-                }
-            }
-            file.durable.resize(file.current.len(), 0);
-            sim.syncs += 1;
-            Ok(())
-        })
+        let result = self.sync_now();
+        let mut sim = self.fs.lock();
+        sim.in_sync += 1;
+        self.fs.gate.notify_all();
+        while sim.held {
+            sim = self.fs.gate.wait(sim).unwrap_or_else(|e| e.into_inner());
+        }
+        sim.in_sync -= 1;
+        result
     }
 
     fn sync_entry(&self) -> io::Result<()> {
