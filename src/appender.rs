@@ -50,7 +50,8 @@ use crate::writer::{Writer, WriterBuilder};
 /// | `Group` | records in written blocks, as `None` with `max_delay` = `interval` | the records below [`Appender::durable`]: each commit writes the open block and `fdatasync`s, at most every `interval` or once `bytes` wait |
 ///
 /// "Power cut" assumes storage that honours cache flushes. [`Appender::sync`] makes
-/// everything appended so far durable in any mode.
+/// everything appended so far durable in any mode. An appender's first sync syncs the file's
+/// directory too: a file just created may otherwise vanish in a power cut, synced data and all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Blocks are written when full or `max_delay` old; nothing is synced.
@@ -280,6 +281,9 @@ struct State {
     writer: Writer<LogFile>,
     /// The same file, to sync it without holding the writer.
     sync: Arc<dyn Handle>,
+    /// The file's directory entry is not known to be durable: whoever created the file may
+    /// not have synced its directory, so the first sync syncs it too.
+    entry_unsynced: bool,
     /// The timer thread is syncing the file without holding the state's lock.
     syncing: bool,
     /// Records appended.
@@ -439,6 +443,8 @@ impl Appender {
             state: Mutex::new(State {
                 writer,
                 sync,
+                // Whoever created the file may not have synced its directory.
+                entry_unsynced: true,
                 syncing: false,
                 appended: 0,
                 written: 0,
@@ -681,12 +687,22 @@ impl State {
     /// Syncs the file: everything written is durable.
     fn sync(&mut self) -> Result<()> {
         self.check()?;
-        let synced = self.sync.sync_data().map_err(Error::from);
+        let synced = sync_file(&*self.sync, self.entry_unsynced).map_err(Error::from);
         self.note(synced)?;
+        self.entry_unsynced = false;
         self.durable = self.written;
         self.unsynced_since = None;
         Ok(())
     }
+}
+
+/// Syncs `file`'s data, and its directory entry too if `entry` (an appender's first sync).
+fn sync_file(file: &dyn Handle, entry: bool) -> io::Result<()> {
+    file.sync_data()?;
+    if entry {
+        file.sync_entry()?;
+    }
+    Ok(())
 }
 
 /// Writes the open block, if any.
@@ -750,15 +766,17 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         }
         if sync {
             let written = state.written;
+            let entry = state.entry_unsynced;
             let file = Arc::clone(&state.sync);
             // Appending goes on while the file syncs; a sync asked for meanwhile waits for
             // this one (`Appender::sync`).
             state.syncing = true;
             drop(state);
-            let synced = file.sync_data().map_err(Error::from);
+            let synced = sync_file(&*file, entry).map_err(Error::from);
             state = lock(shared);
             state.syncing = false;
             if state.note(synced).is_ok() {
+                state.entry_unsynced &= !entry;
                 state.durable = state.durable.max(written);
                 if state.durable == state.written {
                     state.unsynced_since = None;
