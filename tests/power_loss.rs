@@ -77,16 +77,32 @@ impl Mode {
         matches!(self, Mode::FsyncFaults | Mode::GroupFaults)
     }
 
-    fn parse(name: &str) -> Mode {
-        match name {
-            "none" => Mode::None,
-            "flush" => Mode::Flush,
-            "fsync" => Mode::Fsync,
-            "group" => Mode::Group,
-            "fsync-faults" => Mode::FsyncFaults,
-            "group-faults" => Mode::GroupFaults,
-            _ => panic!("unknown mode {name}"),
+    const ALL: [Mode; 6] = [
+        Mode::None,
+        Mode::Flush,
+        Mode::Fsync,
+        Mode::Group,
+        Mode::FsyncFaults,
+        Mode::GroupFaults,
+    ];
+
+    /// The name `POWER_LOSS_MODE` takes.
+    fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Flush => "flush",
+            Mode::Fsync => "fsync",
+            Mode::Group => "group",
+            Mode::FsyncFaults => "fsync-faults",
+            Mode::GroupFaults => "group-faults",
         }
+    }
+
+    fn parse(name: &str) -> Mode {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .unwrap_or_else(|| panic!("unknown mode {name}"))
     }
 }
 
@@ -304,7 +320,10 @@ fn case(mode: Mode, seed: u64) {
             .cloned()
             .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
-        panic!("power-loss case failed: POWER_LOSS_MODE={mode:?} POWER_LOSS_SEED={seed:#x}: {msg}");
+        panic!(
+            "power-loss case failed: POWER_LOSS_MODE={} POWER_LOSS_SEED={seed:#x}: {msg}",
+            mode.name()
+        );
     }
 }
 
