@@ -23,7 +23,6 @@
 //! or until a time bound passes, which a background thread enforces so that a quiet log
 //! still reaches the file.
 
-use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;
 use std::path::Path;
@@ -35,7 +34,7 @@ use crate::block::{self, types, BlockType};
 use crate::codec::Compression;
 use crate::error::{Error, Result};
 use crate::frame::{self, Check, Found};
-use crate::mapped::{Lock, MappedFile};
+use crate::fs::{FileSystem, Handle, StdFs};
 use crate::reader::ReaderBuilder;
 use crate::writer::{Writer, WriterBuilder};
 
@@ -51,7 +50,8 @@ use crate::writer::{Writer, WriterBuilder};
 /// | `Group` | records in written blocks, as `None` with `max_delay` = `interval` | the records below [`Appender::durable`]: each commit writes the open block and `fdatasync`s, at most every `interval` or once `bytes` wait |
 ///
 /// "Power cut" assumes storage that honours cache flushes. [`Appender::sync`] makes
-/// everything appended so far durable in any mode.
+/// everything appended so far durable in any mode. An appender's first sync syncs the file's
+/// directory too: a file just created may otherwise vanish in a power cut, synced data and all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Blocks are written when full or `max_delay` old; nothing is synced.
@@ -180,7 +180,13 @@ impl AppenderBuilder {
 
     /// Opens the log at `path` for appending, creating it if missing; see [`Appender`].
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Appender> {
-        Appender::open_with(self, path.as_ref())
+        Appender::open_with(self, &StdFs, path.as_ref())
+    }
+
+    /// Opens the log at `path` on `fs`, a simulated file system in tests (see
+    /// [`crate::fs`]); [`open`](Self::open) is this on the real one.
+    pub fn open_in(&self, fs: &dyn FileSystem, path: impl AsRef<Path>) -> Result<Appender> {
+        Appender::open_with(self, fs, path.as_ref())
     }
 }
 
@@ -273,8 +279,13 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     writer: Writer<LogFile>,
-    /// A handle on the same file, to sync it without holding the writer.
-    sync: File,
+    /// The same file, to sync it without holding the writer.
+    sync: Arc<dyn Handle>,
+    /// The file's directory entry is not known to be durable: whoever created the file may
+    /// not have synced its directory, so the first sync syncs it too.
+    entry_unsynced: bool,
+    /// The timer thread is syncing the file without holding the state's lock.
+    syncing: bool,
     /// Records appended.
     appended: u64,
     /// Records known to have reached the file.
@@ -283,6 +294,9 @@ struct State {
     durable: u64,
     /// When the oldest record not yet written was appended.
     waiting_since: Option<Instant>,
+    /// When the oldest record written but not yet synced was appended: a group commit is
+    /// due for it too, though nothing waits to be written (`flush` wrote it).
+    unsynced_since: Option<Instant>,
     /// Record bytes appended since the last commit.
     waiting_bytes: u64,
     /// Enough bytes wait for a group commit not to wait for its interval.
@@ -297,7 +311,7 @@ struct State {
 /// The file, writing each block with a sync byte in front in one system call.
 #[derive(Debug)]
 struct LogFile {
-    file: File,
+    file: Arc<dyn Handle>,
     /// How a log starts: the 19 bytes every file starts with (the leading sync byte and the
     /// header block), then a log block.
     start: Vec<u8>,
@@ -309,23 +323,23 @@ impl Write for LogFile {
         // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
         // again with a header and a log block, in the same write as the block (spec 11.1,
         // rule 5).
-        let fence: &[u8] = if self.file.metadata()?.len() == 0 {
+        let fence: &[u8] = if self.file.is_empty()? {
             &self.start
         } else {
             &[0]
         };
         let fenced = [IoSlice::new(fence), IoSlice::new(buf)];
-        let n = self.file.write_vectored(&fenced)?;
+        let n = self.file.append(&fenced)?;
         if n == 0 {
             return Ok(0);
         }
         if n < fence.len() {
             // A short write to a regular file (a full disk, a signal): finish it; the block
             // may then be interleaved with another writer's, which readers see as damage.
-            self.file.write_all(&fence[n..])?;
-            self.file.write_all(buf)?;
+            append_all(&*self.file, &fence[n..])?;
+            append_all(&*self.file, buf)?;
         } else if n < fence.len() + buf.len() {
-            self.file.write_all(&buf[n - fence.len()..])?;
+            append_all(&*self.file, &buf[n - fence.len()..])?;
         }
         Ok(buf.len())
     }
@@ -333,6 +347,19 @@ impl Write for LogFile {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// Writes all of `buf` at the end of `file`, in as many writes as it takes.
+fn append_all(file: &dyn Handle, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.append(&[IoSlice::new(buf)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
@@ -345,22 +372,14 @@ impl Appender {
         AppenderBuilder::new().open(path)
     }
 
-    fn open_with(options: &AppenderBuilder, path: &Path) -> Result<Appender> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
+    fn open_with(options: &AppenderBuilder, fs: &dyn FileSystem, path: &Path) -> Result<Appender> {
+        let file = fs.open_append(path)?;
         // Alone on the file, an appender may cut a torn tail and write the header; with
         // others (each holding a shared lock while open), neither.
-        let exclusive = match file.try_lock() {
-            Ok(()) => true,
-            Err(TryLockError::WouldBlock) => {
-                file.lock_shared()?;
-                false
-            }
-            Err(TryLockError::Error(e)) => return Err(e.into()),
-        };
+        let exclusive = file.try_lock()?;
+        if !exclusive {
+            file.lock_shared()?;
+        }
         let mut opened = Opened {
             created: false,
             exclusive,
@@ -369,7 +388,7 @@ impl Appender {
             completed: false,
             log_block: false,
         };
-        let len = file.metadata()?.len();
+        let len = file.len()?;
         // The 19 bytes every file starts with and a log block (spec 8.7): how this appender
         // starts a file, in one write, so that a log is open from its first block on.
         let mut start = block::file_start();
@@ -377,12 +396,11 @@ impl Appender {
         if len == 0 {
             opened.created = true;
             opened.log_block = true;
-            (&file).write_all(&start)?;
+            append_all(&*file, &start)?;
         } else {
-            // Mapped under this appender's own lock: a shared lock taken through the same open
-            // file would replace the exclusive one.
-            let map = MappedFile::map(file.try_clone()?, Lock::Held)?;
-            let bytes = map.bytes();
+            // Read under this appender's own lock.
+            let contents = file.contents()?;
+            let bytes = contents.bytes();
             let (end, mut last) = intact_end(bytes)?;
             let mark = scan_headers_and_marks(bytes, last)?;
             if end < len {
@@ -390,7 +408,7 @@ impl Appender {
                 let complete = exclusive && lacks_closing_sync(bytes, end);
                 // A program that ignores locks may have changed the file's length since it
                 // was mapped; then the tail is not what was read, and is left alone.
-                let cut = exclusive && file.metadata()?.len() == len;
+                let cut = exclusive && file.len()? == len;
                 if complete && cut {
                     last = memchr::memrchr(0, bytes).unwrap_or(last);
                     opened.completed = true;
@@ -399,36 +417,40 @@ impl Appender {
                 }
             }
             opened.log_block = !is_open_log(bytes, last, mark);
-            drop(map);
+            drop(contents);
             if opened.completed {
-                (&file).write_all(&[0])?;
+                append_all(&*file, &[0])?;
             } else if opened.truncated {
                 file.set_len(end)?;
             }
             if opened.log_block {
                 // Before anything is appended, fenced and in one write like every block an
                 // appender writes (spec 11.1, rule 3).
-                (&file).write_all(&block::empty_block(types::LOG))?;
+                append_all(&*file, &block::empty_block(types::LOG))?;
             }
         }
-        let sync = file.try_clone()?;
+        let sync = Arc::clone(&file);
         let writer = options
             .writer
             .clone()
             .without_header()
             .build(LogFile { file, start })?;
         if exclusive {
-            // The file's start is written: let other appenders in (the clone shares the lock).
+            // The file's start is written: let other appenders in.
             sync.lock_shared()?;
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 writer,
                 sync,
+                // Whoever created the file may not have synced its directory.
+                entry_unsynced: true,
+                syncing: false,
                 appended: 0,
                 written: 0,
                 durable: 0,
                 waiting_since: None,
+                unsynced_since: None,
                 waiting_bytes: 0,
                 commit_now: false,
                 broken: None,
@@ -539,17 +561,34 @@ impl Appender {
         state.check()?;
         let written = state.writer.write_metadata(entries);
         state.note(written)?;
-        write_waiting(&mut state)
+        write_waiting(&mut state)?;
+        drop(state);
+        // With group commit, the timer syncs what was written.
+        self.shared.changed.notify_all();
+        Ok(())
     }
 
     /// Writes the open block now, without syncing.
     pub fn flush(&mut self) -> Result<()> {
-        write_waiting(&mut lock(&self.shared))
+        write_waiting(&mut lock(&self.shared))?;
+        // With group commit, the timer syncs what was written.
+        self.shared.changed.notify_all();
+        Ok(())
     }
 
     /// Writes the open block and syncs the file: every record appended so far is durable.
     pub fn sync(&mut self) -> Result<()> {
         let mut state = lock(&self.shared);
+        // A sync of the timer thread may be under way: its outcome comes first. A failed sync
+        // reports its error once (Linux marks the pages it could not write clean), so a
+        // sync that started after it may succeed without those pages ever reaching the disk.
+        while state.syncing {
+            state = self
+                .shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
         write_waiting(&mut state)?;
         state.sync()?;
         drop(state);
@@ -648,11 +687,22 @@ impl State {
     /// Syncs the file: everything written is durable.
     fn sync(&mut self) -> Result<()> {
         self.check()?;
-        let synced = self.sync.sync_data().map_err(Error::from);
+        let synced = sync_file(&*self.sync, self.entry_unsynced).map_err(Error::from);
         self.note(synced)?;
+        self.entry_unsynced = false;
         self.durable = self.written;
+        self.unsynced_since = None;
         Ok(())
     }
+}
+
+/// Syncs `file`'s data, and its directory entry too if `entry` (an appender's first sync).
+fn sync_file(file: &dyn Handle, entry: bool) -> io::Result<()> {
+    file.sync_data()?;
+    if entry {
+        file.sync_entry()?;
+    }
+    Ok(())
 }
 
 /// Writes the open block, if any.
@@ -660,6 +710,10 @@ fn write_waiting(state: &mut State) -> Result<()> {
     state.check()?;
     let flushed = state.writer.flush();
     state.note(flushed)?;
+    if state.written < state.appended {
+        let since = state.waiting_since.unwrap_or_else(Instant::now);
+        state.unsynced_since.get_or_insert(since);
+    }
     state.written = state.appended;
     state.waiting_since = None;
     state.waiting_bytes = 0;
@@ -675,7 +729,12 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if state.closing {
             return;
         }
-        let wait = match state.waiting_since {
+        // Group commit syncs records written but not synced too (`flush` wrote them).
+        let since = match sync {
+            true => state.waiting_since.or(state.unsynced_since),
+            false => state.waiting_since,
+        };
+        let wait = match since {
             None => None,
             Some(_) if state.commit_now => Some(Duration::ZERO),
             Some(since) => Some(delay.saturating_sub(since.elapsed())),
@@ -701,23 +760,27 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if write_waiting(&mut state).is_err() {
             // Broken for good: stop waiting for these records, wake whoever waits on them.
             state.waiting_since = None;
+            state.unsynced_since = None;
             shared.changed.notify_all();
             continue;
         }
         if sync {
             let written = state.written;
-            let file = state.sync.try_clone().map_err(Error::from);
-            let Ok(file) = state.note(file) else {
-                state.waiting_since = None;
-                shared.changed.notify_all();
-                continue;
-            };
-            // Appending goes on while the file syncs.
+            let entry = state.entry_unsynced;
+            let file = Arc::clone(&state.sync);
+            // Appending goes on while the file syncs; a sync asked for meanwhile waits for
+            // this one (`Appender::sync`).
+            state.syncing = true;
             drop(state);
-            let synced = file.sync_data().map_err(Error::from);
+            let synced = sync_file(&*file, entry).map_err(Error::from);
             state = lock(shared);
+            state.syncing = false;
             if state.note(synced).is_ok() {
+                state.entry_unsynced &= !entry;
                 state.durable = state.durable.max(written);
+                if state.durable == state.written {
+                    state.unsynced_since = None;
+                }
             }
             shared.changed.notify_all();
         }

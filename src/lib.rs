@@ -55,6 +55,8 @@
 //!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty); [`recover`] writes
 //!   every intact block into a new, finished file; [`Index`] finds the index block a writer ends a file
 //!   with, to seek to a record;
+//! - [`fs`] is the file operations an appender performs (the real file system, and a
+//!   simulated one that can lose power, for tests);
 //! - [`Writer`] writes blocks to any `io::Write` ([`WriterBuilder::threads`] compresses on
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
 //!   block) and appends with the [`Durability`] the caller chooses, several processes at once
@@ -73,6 +75,7 @@ mod decoder;
 mod error;
 mod follow;
 mod frame;
+pub mod fs;
 mod index;
 mod limits;
 mod mapped;

@@ -24,6 +24,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use cobsfile::fs::SimFs;
 use cobsfile::{
     Appender, AppenderBuilder, BlockType, Durability, Ending, Error, Opened, ReaderBuilder,
     WriterBuilder,
@@ -646,6 +647,68 @@ fn group_commit_makes_every_record_durable() {
         assert_eq!(check_record(r), (1, seq as u64));
     }
     log.close().expect("close");
+}
+
+/// A record that `flush` (or `write_metadata`) wrote before its commit is still committed:
+/// the group-commit timer used to wait only for records not yet written, so `wait_durable`
+/// on a flushed record waited forever (found by `tests/power_loss.rs`, mode group, seed
+/// 17759258367718171878).
+#[test]
+fn group_commit_syncs_records_flush_wrote() {
+    let file = missing_file();
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::group(Duration::from_millis(5)))
+        .open(&file.0)
+        .expect("open");
+    let seq = log.append(b"flushed").expect("append");
+    log.flush().expect("flush");
+    assert!(
+        eventually(Duration::from_secs(5), || log.durable() == 1),
+        "a flushed record never became durable"
+    );
+    log.wait_durable(seq).expect("wait_durable");
+    log.write_metadata([("k", b"v")]).expect("metadata");
+    let seq = log.append(b"metadata wrote it").expect("append");
+    log.write_metadata([("k", b"w")]).expect("metadata");
+    assert!(
+        eventually(Duration::from_secs(5), || log.durable() == 2),
+        "a record written with metadata never became durable"
+    );
+    log.wait_durable(seq).expect("wait_durable");
+    log.close().expect("close");
+}
+
+/// A sync asked for while the group-commit timer syncs waits for that sync's outcome. A
+/// failed `fdatasync` reports its error once (Linux marks the pages it could not write clean),
+/// so a second sync that started meanwhile could succeed and report records durable that
+/// never reached the disk.
+#[test]
+fn a_sync_during_a_failed_group_commit_reports_the_failure() {
+    let fs = SimFs::new(7);
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::group(Duration::from_millis(1)))
+        .open_in(&fs, "/sim/log")
+        .expect("open");
+    log.sync().expect("sync");
+    fs.hold_syncs(true);
+    fs.fail_next_sync(std::io::ErrorKind::Other);
+    log.append(b"lost").expect("append");
+    // The timer is in its sync, which fails.
+    fs.wait_for_held_sync();
+    let release = {
+        let fs = fs.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            fs.hold_syncs(false);
+        })
+    };
+    let synced = log.sync();
+    release.join().unwrap();
+    assert!(
+        matches!(synced, Err(Error::AppenderBroken { .. })),
+        "{synced:?}"
+    );
+    assert_eq!(log.durable(), 0);
 }
 
 #[test]
