@@ -12,30 +12,16 @@ use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::time::Duration;
 
+mod common;
+
 use cobsfile::fs::{Faults, SimFs};
 use cobsfile::{Appender, AppenderBuilder, Durability, Ending, Error, ReaderBuilder};
+use common::Rng;
 use proptest::prelude::*;
 
 const PATH: &str = "/sim/log.cobs";
 /// Crash states checked per case (each a different cut of the same run).
 const CRASHES: u64 = 4;
-
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Record `i` of a run: its number, its length, then bytes derived from both, so a record read
 /// back tells which it is and whether it is intact.
@@ -141,8 +127,8 @@ fn open(fs: &SimFs, mode: Mode, block_target: usize) -> cobsfile::Result<Appende
 /// Runs the case `seed` in `mode`: operations, a cut at a random moment, and the checks of
 /// [`check`] on several crash states.
 fn run_case(mode: Mode, seed: u64) {
-    let mut rng = Rng(seed);
-    let fs = SimFs::new(rng.next());
+    let mut rng = Rng::new(seed);
+    let fs = SimFs::new(rng.next_u64());
     if mode.faults() {
         fs.set_faults(Faults {
             write_error: 10,
