@@ -295,12 +295,7 @@ fn a_torn_block_cut_off_by_a_writer_is_dropped_without_a_report() {
 
     let mut follower = Follower::open(&path).unwrap();
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(intact.len() as u64)
-        .unwrap();
+    cut(&path, intact.len() as u64);
     assert_eq!(
         follower
             .next_event_timeout(Duration::from_millis(100))
@@ -326,12 +321,22 @@ fn log_with_a_long_torn_tail(path: &Path, records: &[&str]) -> Vec<u8> {
 /// appender then appends `count` records (one block each). This crate's appender itself
 /// fences rather than cuts while a follower reads (`an_appender_fences_a_tail_a_follower_reads`).
 fn cut_and_append(path: &Path, intact: usize, count: usize) {
+    cut(path, intact as u64);
+    append_after(path, count);
+}
+
+/// Cuts the file at `path` to `len` bytes, as `truncate` or a program that ignores locks.
+fn cut(path: &Path, len: u64) {
     std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .unwrap()
-        .set_len(intact as u64)
+        .set_len(len)
         .unwrap();
+}
+
+/// An appender that finds no torn tail appends `count` records (one block each).
+fn append_after(path: &Path, count: usize) {
     let mut appender = AppenderBuilder::new()
         .durability(Durability::Flush)
         .open(path)
@@ -414,15 +419,9 @@ fn a_torn_tail_cut_then_appended_to_is_dropped_without_a_report() {
     let mut follower = Follower::open(&path).unwrap();
     assert_eq!(take(&mut follower, 1), records(["before".into()]));
 
-    let intact = file_of(&["before"]).len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(intact as u64)
-        .unwrap();
+    cut(&path, file_of(&["before"]).len() as u64);
     assert_eq!(ready(&mut follower), []);
-    cut_and_append(&path, intact, 20);
+    append_after(&path, 20);
     assert_eq!(
         take(&mut follower, 20),
         records((0..20).map(|i| format!("after {i}")))
@@ -505,18 +504,13 @@ fn cutting_the_closing_sync_byte_of_a_block_read_is_a_truncation() {
 
     // The closing sync byte of the second data block, which the file's end block (9 bytes
     // after its opening sync byte) follows.
-    let cut = old.len() as u64 - 10;
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(cut)
-        .unwrap();
+    let len = old.len() as u64 - 10;
+    cut(&path, len);
     assert_eq!(
         next(&mut follower),
         Some(Got::Truncated {
             read: bytes.len() as u64,
-            len: cut
+            len
         })
     );
     assert_eq!(take(&mut follower, 1), records(["old 1".into()]));
@@ -534,12 +528,7 @@ fn truncation_is_reported_and_reading_starts_again() {
         records(["old 1", "old 2"].map(String::from))
     );
 
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    cut(&path, 0);
     assert_eq!(
         next(&mut follower),
         Some(Got::Truncated {
