@@ -64,18 +64,12 @@ pub fn open(path: &Path) -> Result<Input, Failure> {
     if is_stdio(path) {
         return Ok(Input::Stream(Box::new(io::stdin().lock())));
     }
-    let name = name(path);
-    let fail = |e| Failure::at(&name, e);
-    let file = File::open(path).map_err(fail)?;
-    let file_type = file.metadata().map_err(fail)?.file_type();
-    if file_type.is_dir() {
-        return Err(Failure::at(&name, "is a directory"));
-    }
-    if !file_type.is_file() {
+    let (file, meta) = open_file(path)?;
+    if !meta.is_file() {
         return Ok(Input::Stream(Box::new(file)));
     }
     Ok(Input::Mapped(
-        MappedFile::open_file(&file).map_err(|e| Failure::at(&name, e))?,
+        MappedFile::open_file(&file).map_err(|e| Failure::at(&name(path), e))?,
     ))
 }
 
@@ -85,6 +79,14 @@ pub fn open_records(path: &Path) -> Result<(Box<dyn io::Read>, Option<u64>), Fai
     if is_stdio(path) {
         return Ok((Box::new(io::stdin().lock()), None));
     }
+    let (file, meta) = open_file(path)?;
+    let size = meta.is_file().then_some(meta.len());
+    Ok((Box::new(file), size))
+}
+
+/// Opens the file at `path` for reading, with its metadata; a directory is refused, in the
+/// same words by every command.
+fn open_file(path: &Path) -> Result<(File, std::fs::Metadata), Failure> {
     let name = name(path);
     let fail = |e| Failure::at(&name, e);
     let file = File::open(path).map_err(fail)?;
@@ -92,8 +94,7 @@ pub fn open_records(path: &Path) -> Result<(Box<dyn io::Read>, Option<u64>), Fai
     if meta.is_dir() {
         return Err(Failure::at(&name, "is a directory"));
     }
-    let size = meta.is_file().then_some(meta.len());
-    Ok((Box::new(file), size))
+    Ok((file, meta))
 }
 
 /// The name to use for `path` in messages.

@@ -330,7 +330,7 @@ fn each_file(
             }
         }
         match one(file) {
-            Ok(outcome) => worst = worst.max(outcome),
+            Ok(outcome) => worst = worst.worst(outcome),
             Err(failure) => {
                 if !failure.message.is_empty() {
                     eprintln!("cobsfile: {}", failure.message);

@@ -133,26 +133,20 @@ pub fn refuse_inputs(path: &Path, inputs: &[&Path]) -> Result<(), Failure> {
     let Ok(out) = fs::metadata(path) else {
         return Ok(());
     };
-    for input in inputs {
-        let (same, what) = if is_stdio(input) {
-            (
-                stdin_metadata().is_some_and(|m| same_file(&m, &out)),
-                "standard input",
-            )
-        } else {
-            (
-                fs::metadata(input).is_ok_and(|m| same_file(&m, &out)),
-                "an input",
-            )
-        };
-        if same {
-            return Err(Failure::usage(format!(
+    match inputs.iter().find(|input| is_file(input, &out)) {
+        Some(input) => {
+            let what = if is_stdio(input) {
+                "standard input"
+            } else {
+                "an input"
+            };
+            Err(Failure::usage(format!(
                 "{}: is {what} of this command; write the output to another file",
                 path.display()
-            )));
+            )))
         }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses to write to standard output when it is one of `inputs` (`cobsfile pack f > f`,
@@ -161,21 +155,24 @@ pub fn refuse_stdout_input(inputs: &[&Path]) -> Result<(), Failure> {
     let Some(out) = stdout_metadata().filter(Metadata::is_file) else {
         return Ok(());
     };
-    for input in inputs {
-        let same = if is_stdio(input) {
-            stdin_metadata().is_some_and(|m| same_file(&m, &out))
-        } else {
-            fs::metadata(input).is_ok_and(|m| same_file(&m, &out))
-        };
-        if same {
-            return Err(Failure::usage(format!(
-                "{}: is also standard output, which the shell emptied before this command \
-                 ran; write the output to another file",
-                super::input::name(input)
-            )));
-        }
+    match inputs.iter().find(|input| is_file(input, &out)) {
+        Some(input) => Err(Failure::usage(format!(
+            "{}: is also standard output, which the shell emptied before this command ran; \
+             write the output to another file",
+            super::input::name(input)
+        ))),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Whether the input `input` (`-`: standard input) is the file `out` describes.
+fn is_file(input: &Path, out: &Metadata) -> bool {
+    let meta = if is_stdio(input) {
+        stdin_metadata()
+    } else {
+        fs::metadata(input).ok()
+    };
+    meta.is_some_and(|m| same_file(&m, out))
 }
 
 #[cfg(unix)]
