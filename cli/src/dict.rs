@@ -61,7 +61,7 @@ pub fn run(command: Command) -> Result<Outcome, Failure> {
         .map_err(|e| Failure::new(format!("training on {} records failed: {e}", samples.len())))?;
     let out = output.name();
     output
-        .file()
+        .writer()?
         .write_all(dictionary.bytes())
         .map_err(|e| Failure::at(&out, e))?;
     output.persist()?;

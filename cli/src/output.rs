@@ -7,28 +7,28 @@
 //! in the final name's place. A failed or killed command leaves what was there before.
 
 use std::fs::{self, File, Metadata};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+use cobsfile::fs::NewFile;
 
 use super::{is_stdio, Failure};
 
-/// A file being written, put in its place by [`persist`](Output::persist).
-///
-/// On Linux it has no name until then (`O_TMPFILE`), so nothing is left behind however the
-/// process ends, killed included. Elsewhere, or where the file system has no unnamed files,
-/// it is written under a temporary name next to the output, removed when it is dropped
-/// unplaced (an error, a panic); only a kill then leaves it.
+/// A file being written, put in its place by [`persist`](Output::persist): a
+/// [`NewFile`], which has no name until then on Linux (`O_TMPFILE`), so nothing is left behind
+/// however the process ends, killed included, and elsewhere a temporary name next to the
+/// output, removed when it is dropped unplaced.
 pub struct Output {
-    file: File,
+    file: Target,
     /// The final name, as given.
     path: PathBuf,
-    /// The temporary name, next to the output.
-    temp: PathBuf,
-    /// Whether the file is at `temp` now, to be removed unless it is put in place.
-    named: bool,
+}
+
+enum Target {
+    New(NewFile),
     /// Written in place: the output is not a regular file (`/dev/null`, a FIFO), which a
     /// rename would replace rather than write to.
-    direct: bool,
+    Direct(File),
 }
 
 impl Output {
@@ -46,45 +46,29 @@ impl Output {
                     .open(path)
                     .map_err(|e| Failure::at(&name, e))?;
                 return Ok(Output {
-                    file,
+                    file: Target::Direct(file),
                     path: path.to_owned(),
-                    temp: PathBuf::new(),
-                    named: false,
-                    direct: true,
                 });
             }
-            Ok(_) if !force => {
-                return Err(Failure::usage(format!(
-                    "{name}: already exists; not overwritten (use -f/--force to replace it)"
-                )))
-            }
+            Ok(_) if !force => return Err(exists(&name)),
             _ => {}
         }
-        let temp = temp_path(path);
-        #[cfg(target_os = "linux")]
-        if let Some(file) = unnamed::create(&temp) {
-            return Ok(Output {
-                file,
-                path: path.to_owned(),
-                temp,
-                named: false,
-                direct: false,
-            });
-        }
-        // The error names the output, never the temporary file the user did not ask for.
-        let file = File::create(&temp).map_err(|e| Failure::at(&name, e))?;
+        // The error names the output, never a temporary file the user did not ask for.
+        let file = NewFile::create(path, force).map_err(|e| Failure::at(&name, e))?;
         Ok(Output {
-            file,
+            file: Target::New(file),
             path: path.to_owned(),
-            temp,
-            named: true,
-            direct: false,
         })
     }
 
-    /// The file to write to.
-    pub fn file(&self) -> &File {
-        &self.file
+    /// A writer of the file, which may go to another thread.
+    pub fn writer(&self) -> Result<Box<dyn Write + Send>, Failure> {
+        Ok(match &self.file {
+            Target::New(file) => Box::new(file.writer()),
+            Target::Direct(file) => {
+                Box::new(file.try_clone().map_err(|e| Failure::at(&self.name(), e))?)
+            }
+        })
     }
 
     /// The final name, for messages.
@@ -92,39 +76,25 @@ impl Output {
         self.path.display().to_string()
     }
 
-    /// Syncs the file and puts it in the output's place, replacing what was there, then syncs
-    /// the directory so that the new name survives a crash too.
-    pub fn persist(mut self) -> Result<(), Failure> {
+    /// Syncs the file and puts it in the output's place (replacing what was there only with
+    /// `--force`), then syncs the directory so that the new name survives a crash too.
+    pub fn persist(self) -> Result<(), Failure> {
         let name = self.name();
-        let fail = |e: io::Error| Failure::at(&name, e);
-        if self.direct {
-            return Ok(());
+        match self.file {
+            Target::Direct(_) => Ok(()),
+            Target::New(file) => file.persist().map_err(|e| match e.kind() {
+                // Created meanwhile by someone else: still not overwritten without --force.
+                io::ErrorKind::AlreadyExists => exists(&name),
+                _ => Failure::at(&name, e),
+            }),
         }
-        self.file.sync_all().map_err(fail)?;
-        if !self.named {
-            // A file left at this name by an earlier process of the same id, as `File::create`
-            // would replace it.
-            let _ = fs::remove_file(&self.temp);
-            #[cfg(target_os = "linux")]
-            unnamed::name(&self.file, &self.temp).map_err(fail)?;
-            self.named = true;
-        }
-        fs::rename(&self.temp, &self.path).map_err(fail)?;
-        self.named = false;
-        if let Ok(dir) = File::open(directory(&self.path)) {
-            // Not every file system can sync a directory; the file itself is synced already.
-            let _ = dir.sync_all();
-        }
-        Ok(())
     }
 }
 
-impl Drop for Output {
-    fn drop(&mut self) {
-        if self.named {
-            let _ = fs::remove_file(&self.temp);
-        }
-    }
+fn exists(name: &str) -> Failure {
+    Failure::usage(format!(
+        "{name}: already exists; not overwritten (use -f/--force to replace it)"
+    ))
 }
 
 /// Refuses an output `path` that is one of `inputs`: the same file by device and inode (so
@@ -205,68 +175,4 @@ fn stdout_metadata() -> Option<Metadata> {
     return stdio_metadata(io::stdout());
     #[cfg(not(unix))]
     return None;
-}
-
-/// The directory `path` is in.
-fn directory(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
-}
-
-/// A temporary name in the output's directory.
-fn temp_path(output: &Path) -> PathBuf {
-    let file_name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    output.with_file_name(format!(".{file_name}.cobsfile-{}", std::process::id()))
-}
-
-/// Files without a name (Linux `O_TMPFILE`), named once complete.
-#[cfg(target_os = "linux")]
-mod unnamed {
-    use std::ffi::CString;
-    use std::fs::{File, OpenOptions};
-    use std::io;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::path::Path;
-
-    /// A file without a name in the directory `temp` would be in, if the file system makes
-    /// one and `/proc` is there to name it by later (else the caller names it from the start).
-    pub fn create(temp: &Path) -> Option<File> {
-        if !Path::new("/proc/self/fd").is_dir() {
-            return None;
-        }
-        OpenOptions::new()
-            .write(true)
-            .mode(0o666)
-            .custom_flags(libc::O_TMPFILE)
-            .open(super::directory(temp))
-            .ok()
-    }
-
-    /// Gives `file`, made by [`create`], the name `temp`.
-    pub fn name(file: &File, temp: &Path) -> io::Result<()> {
-        let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-        let to = CString::new(temp.as_os_str().as_bytes())?;
-        // SAFETY: both paths are valid C strings that outlive the call; linkat reads them
-        // and touches no other memory of this process.
-        let linked = unsafe {
-            libc::linkat(
-                libc::AT_FDCWD,
-                from.as_ptr(),
-                libc::AT_FDCWD,
-                to.as_ptr(),
-                libc::AT_SYMLINK_FOLLOW,
-            )
-        };
-        if linked != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
 }

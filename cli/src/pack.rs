@@ -228,12 +228,7 @@ fn open_output(
     closed: &Arc<AtomicBool>,
 ) -> Result<(Box<dyn Write + Send>, String), Failure> {
     if let Some(output) = output {
-        let name = output.name();
-        let file = output
-            .file()
-            .try_clone()
-            .map_err(|e| Failure::at(&name, e))?;
-        return Ok((Box::new(file), name));
+        return Ok((output.writer()?, output.name()));
     }
     if io::stdout().is_terminal() {
         return Err(Failure::usage(

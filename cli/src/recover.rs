@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         }
     };
 
-    let file = pending.file();
+    let file = pending.writer()?;
     let recovered = cobsfile::recover(bytes, &options, BufWriter::with_capacity(1 << 20, file));
     let recovery = match recovered {
         Ok(recovery) => recovery,
