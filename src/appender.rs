@@ -211,6 +211,10 @@ pub struct Opened {
     /// on: it started the file, or the file was not an open log (a finished file, say, whose
     /// end block is then no longer its last block).
     pub log_block: bool,
+    /// The file's header is lost: zeros stand where it should be (a power cut before the
+    /// file's first sync leaves them), though intact blocks follow. The appender appends after
+    /// them; readers report the lost start as damage, and recovery writes a clean copy.
+    pub header_lost: bool,
 }
 
 /// Appends records to a log file (spec 11.1); options in [`AppenderBuilder`].
@@ -317,31 +321,50 @@ struct LogFile {
     start: Vec<u8>,
 }
 
+/// Writes of one block an appender makes before it gives up on writes the system keeps cutting
+/// short.
+const MAX_WRITES: usize = 8;
+
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // The writer hands over one block per call: fence it.
         // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
         // again with a header and a log block, in the same write as the block (spec 11.1,
         // rule 5).
-        let fence: &[u8] = if self.file.is_empty()? {
+        let mut fence: &[u8] = if self.file.is_empty()? {
             &self.start
         } else {
             &[0]
         };
-        let fenced = [IoSlice::new(fence), IoSlice::new(buf)];
-        let n = self.file.append(&fenced)?;
-        if n == 0 {
-            return Ok(0);
+        for _ in 0..MAX_WRITES {
+            let fenced = [IoSlice::new(fence), IoSlice::new(buf)];
+            match self.file.append(&fenced) {
+                Ok(0) => return Ok(0),
+                Ok(n) if n == fence.len() + buf.len() => return Ok(buf.len()),
+                // Cut short (a full disk, a signal) just before the closing sync byte: the
+                // block is whole but for it, and it may go after another writer's block, whose
+                // opening sync byte closes this one just as well.
+                Ok(n) if n + 1 == fence.len() + buf.len() && buf.ends_with(&[0]) => {
+                    append_all(&*self.file, &[0])?;
+                    return Ok(buf.len());
+                }
+                // Cut short earlier: the part written is a torn block, which another writer's
+                // block may already follow, so the rest never goes after it. The block is
+                // written again whole behind a sync byte of its own, which ends the torn part
+                // (spec 11.1, rule 3); a torn header is written again too.
+                Ok(n) => {
+                    if n >= fence.len() {
+                        fence = &[0];
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
-        if n < fence.len() {
-            // A short write to a regular file (a full disk, a signal): finish it; the block
-            // may then be interleaved with another writer's, which readers see as damage.
-            append_all(&*self.file, &fence[n..])?;
-            append_all(&*self.file, buf)?;
-        } else if n < fence.len() + buf.len() {
-            append_all(&*self.file, &buf[n - fence.len()..])?;
-        }
-        Ok(buf.len())
+        Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("{MAX_WRITES} writes of one block in a row were cut short"),
+        ))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -387,6 +410,7 @@ impl Appender {
             truncated: false,
             completed: false,
             log_block: false,
+            header_lost: false,
         };
         let len = file.len()?;
         // The 19 bytes every file starts with and a log block (spec 8.7): how this appender
@@ -402,6 +426,7 @@ impl Appender {
             let contents = file.contents()?;
             let bytes = contents.bytes();
             let (end, mut last) = intact_end(bytes)?;
+            opened.header_lost = !bytes.starts_with(&start[..block::file_start().len()]);
             let mark = scan_headers_and_marks(bytes, last)?;
             if end < len {
                 opened.torn = Some(end..len);
@@ -877,9 +902,10 @@ fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
         Some(Ok(block))
             if block.info().block_type == BlockType::Header && block.info().offset == 0 =>
         {
-            block.info().size + 1
+            Some(block.info().size + 1)
         }
         Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
+        _ if header_lost(bytes) => None,
         _ => return Err(Error::NotACobsfile { offset: 0 }),
     };
     let mut end = bytes.len();
@@ -908,5 +934,17 @@ fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
         }
         end = close;
     }
-    Ok((header_end, 0))
+    // No intact block: a lost header is then all the evidence, which is too little.
+    header_end
+        .map(|end| (end, 0))
+        .ok_or(Error::NotACobsfile { offset: 0 })
+}
+
+/// Whether the file of `bytes` starts as one whose header a power cut took: where its 19
+/// first bytes should be, each is that byte or zero (a write lost in a power cut leaves
+/// zeros where the file's length survived without its data, sector by sector). Only with an
+/// intact block further on does the file count as a log (spec 11.1, rule 1).
+fn header_lost(bytes: &[u8]) -> bool {
+    let start = block::file_start();
+    bytes.len() >= start.len() && bytes.iter().zip(&start).all(|(&b, &s)| b == s || b == 0)
 }

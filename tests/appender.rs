@@ -353,6 +353,7 @@ fn opened(created: bool, exclusive: bool, torn: Option<(u64, u64)>, truncated: b
         completed: false,
         // A log this crate's appenders made is open: only a new one needs its log block.
         log_block: created,
+        header_lost: false,
     }
 }
 

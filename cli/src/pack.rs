@@ -271,6 +271,13 @@ fn append(
     // Only an appender alone on the log knows a tail is torn: with others on it, the bytes
     // may be a block another writer is writing right now, and are not called torn.
     let opened = log.opened();
+    if opened.header_lost {
+        eprintln!(
+            "cobsfile: {name}: the log's header is lost (zeros where it should be, as a power \
+             cut before the log's first sync leaves them); appending after its intact blocks \
+             (`cobsfile recover` writes a clean copy)"
+        );
+    }
     if let Some(torn) = &opened.torn {
         let done = if !opened.exclusive {
             "left in place and fenced off (other writers or readers have the log open; it may \

@@ -1241,6 +1241,37 @@ fn pack_append_creates_appends_and_cuts_a_torn_tail() {
 /// With other writers on the log, the bytes after its last intact block may be a block one of
 /// them is writing: `pack --append` neither cuts them nor calls them torn (issue 11, finding 9:
 /// 11 "torn block" messages for 3 real torn blocks with several writers).
+/// A power cut before a log's first sync can leave zeros where its header was, with intact
+/// blocks after them: `pack --append` appends, says so, and `verify` reports the lost start.
+/// A file of zeros with no intact block is no log: refused.
+#[test]
+fn pack_append_to_a_log_whose_header_a_power_cut_took() {
+    let dir = scratch("append-header-lost");
+    let log = dir.join("log.cobs");
+    let _ = std::fs::remove_file(&log);
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"first\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[..19].fill(0);
+    std::fs::write(&log, &bytes).unwrap();
+    let out = run(bin().args(["pack", "--append"]).arg(&log), b"second\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("header is lost"), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&log), b"");
+    assert_eq!(stdout(&out), "first\nsecond\n");
+    assert_eq!(out.status.code(), Some(3), "the lost start is damage");
+
+    let zeros = dir.join("zeros.cobs");
+    std::fs::write(&zeros, vec![0; 4096]).unwrap();
+    let out = run(bin().args(["pack", "--append"]).arg(&zeros), b"x\n");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(&zeros).unwrap(),
+        vec![0; 4096],
+        "a refused file is untouched"
+    );
+}
+
 #[test]
 fn pack_append_beside_other_writers_does_not_call_their_blocks_torn() {
     let dir = scratch("append-shared");
