@@ -27,6 +27,10 @@ use cobsfile::{
 mod temp_file;
 use temp_file::TempFile;
 
+// The power-cut scenario of `tests/power_loss.rs`, driven here by the fuzzer's bytes.
+#[path = "../tests/common/power_cut.rs"]
+mod power_cut;
+
 /// The largest block the slice and mapped readers accept here.
 const SLICE_MAX_BLOCK: usize = 1 << 16;
 /// The largest block the streaming reader accepts here.
@@ -64,6 +68,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("damage", damage),
     ("seek", seek),
     ("follow", follow),
+    ("power_loss", power_loss),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -383,9 +388,10 @@ pub fn zstd(data: &[u8]) {
 }
 
 /// Appending after arbitrary bytes (optionally behind a valid header): an appender refuses the
-/// file only when it does not start with a header of a version this library reads; when it
-/// opens it, the records appended are all there, in order, as the last records of the file,
-/// and any damage lies inside the bytes that were there before.
+/// file only when it does not start with a header of a version this library reads (or, as a
+/// power cut leaves one, zeros in its place with an intact block after them: spec 11.1, rule
+/// 1); when it opens it, the records appended are all there, in order, as the last records of
+/// the file, and any damage lies inside the bytes that were there before.
 pub fn append_after_garbage(data: &[u8]) {
     let mut input = Unstructured(data);
     let flags = input.u8();
@@ -425,11 +431,23 @@ pub fn append_after_garbage(data: &[u8]) {
             return;
         }
     };
-    assert!(
-        before.is_empty() || starts_with_header,
+    let header_lost = log.opened().header_lost;
+    assert_eq!(
+        header_lost,
+        !before.is_empty() && !starts_with_header,
         "opened a file without a header block: {:?}",
         log.opened()
     );
+    if header_lost {
+        // Zeros where the header's bytes are not: a power cut's, not any file's.
+        let empty = WriterBuilder::new().index(false).build(Vec::new());
+        let start = empty.expect("build").finish().expect("finish");
+        assert!(
+            before.len() >= 19 && (0..19).all(|i| before[i] == start[i] || before[i] == 0),
+            "took a file for one whose header a power cut took: {:02x?}",
+            &before[..before.len().min(19)]
+        );
+    }
     let completed = log.opened().completed;
     let log_block = log.opened().log_block;
     for r in &records {
@@ -1072,6 +1090,40 @@ impl Stream {
                 check_in_range(e, self.bytes.len());
             }
         }
+    }
+}
+
+/// The power-cut scenario of `tests/power_loss.rs` (`tests/common/power_cut.rs`) with every
+/// choice taken from the input: the mode, the crash states, the file system's seed (its
+/// faults), the appenders, their operations and records. Whatever they are, every record an
+/// appender reported durable is in what a sync covered at every step, and in every crash
+/// state, read back once and intact, after recovery too; the log reopens and appends.
+pub fn power_loss(data: &[u8]) {
+    let mut choices = InputChoices(data);
+    use power_cut::Choices;
+    let mode = power_cut::Mode::ALL[choices.below(power_cut::Mode::ALL.len() as u64) as usize];
+    let crash_seeds = [choices.below(u64::MAX), choices.below(u64::MAX)];
+    power_cut::run_case(mode, &mut choices, &crash_seeds);
+}
+
+/// Choices read from a fuzzer's input, a byte at a time where one is enough; zeros once it
+/// runs out.
+struct InputChoices<'a>(&'a [u8]);
+
+impl power_cut::Choices for InputChoices<'_> {
+    fn below(&mut self, n: u64) -> u64 {
+        let bytes = match n {
+            0..=256 => 1,
+            257..=65536 => 2,
+            _ => 8,
+        };
+        let mut value = 0u64;
+        for _ in 0..bytes {
+            let (&byte, rest) = self.0.split_first().unwrap_or((&0, &[]));
+            self.0 = rest;
+            value = value << 8 | u64::from(byte);
+        }
+        value % n.max(1)
     }
 }
 
