@@ -195,7 +195,7 @@ impl AppenderBuilder {
 pub struct Opened {
     /// The file was missing or empty, and the appender started it with a header.
     pub created: bool,
-    /// No other appender and no [`MappedFile`] had the file open (each holds a shared lock
+    /// No other appender and no [`MappedFile`](crate::MappedFile) had the file open (each holds a shared lock
     /// while it does): this one may cut a torn tail off.
     pub exclusive: bool,
     /// Bytes after the last intact block: a block a crashed writer did not finish (or
@@ -225,7 +225,7 @@ pub struct Opened {
 /// otherwise. Then it looks at the end: bytes after the last intact block
 /// are a torn tail, a block a crashed writer did not finish. An appender alone on the file (an
 /// exclusive advisory lock) cuts it off, or completes a block that lacks only its closing sync
-/// byte; with other appenders or a [`MappedFile`] on the file it leaves it, and it never cuts
+/// byte; with other appenders or a [`MappedFile`](crate::MappedFile) on the file it leaves it, and it never cuts
 /// anything after opening. A file that is not an open log yet (a finished file, say) gets a log
 /// block, written at opening (spec 11.1, rule 6). [`opened`](Self::opened) says what
 /// was found and done. Every block then written starts with its own sync byte and reaches the
@@ -321,54 +321,76 @@ struct LogFile {
     start: Vec<u8>,
 }
 
-/// Writes of one block an appender makes before it gives up on writes the system keeps cutting
-/// short.
-const MAX_WRITES: usize = 8;
-
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // The writer hands over one block per call: fence it.
         // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
         // again with a header and a log block, in the same write as the block (spec 11.1,
         // rule 5).
-        let mut fence: &[u8] = if self.file.is_empty()? {
+        let fence: &[u8] = if self.file.is_empty()? {
             &self.start
         } else {
             &[0]
         };
-        for _ in 0..MAX_WRITES {
-            let fenced = [IoSlice::new(fence), IoSlice::new(buf)];
-            match self.file.append(&fenced) {
-                Ok(0) => return Ok(0),
-                Ok(n) if n == fence.len() + buf.len() => return Ok(buf.len()),
-                // Cut short (a full disk, a signal) just before the closing sync byte: the
-                // block is whole but for it, and it may go after another writer's block, whose
-                // opening sync byte closes this one just as well.
-                Ok(n) if n + 1 == fence.len() + buf.len() && buf.ends_with(&[0]) => {
-                    append_all(&*self.file, &[0])?;
-                    return Ok(buf.len());
-                }
-                // Cut short earlier: the part written is a torn block, which another writer's
-                // block may already follow, so the rest never goes after it. The block is
-                // written again whole behind a sync byte of its own, which ends the torn part
-                // (spec 11.1, rule 3); a torn header is written again too.
-                Ok(n) => {
-                    if n >= fence.len() {
-                        fence = &[0];
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            format!("{MAX_WRITES} writes of one block in a row were cut short"),
-        ))
+        append_block(&*self.file, fence, buf)?;
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// Writes of one block an appender makes before it gives up on writes the system keeps cutting
+/// short.
+const MAX_WRITES: usize = 8;
+
+/// Writes `block` (`type length body 00`, or nothing) at the end of `file` behind `fence` (its
+/// opening sync byte, or the start of a file), in one write (spec 11.1, rule 3).
+fn append_block(file: &dyn Handle, mut fence: &[u8], block: &[u8]) -> io::Result<()> {
+    for _ in 0..MAX_WRITES {
+        let fenced = [IoSlice::new(fence), IoSlice::new(block)];
+        match file.append(&fenced) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) if n == fence.len() + block.len() => return Ok(()),
+            // Cut short (a full disk, a signal) just before the closing sync byte: the block
+            // is whole but for it, and it may go after another writer's block, whose opening
+            // sync byte closes this one just as well.
+            Ok(n) if n + 1 == fence.len() + block.len() && block.ends_with(&[0]) => {
+                return append_all(file, &[0]);
+            }
+            // Cut short earlier: the part written is a torn block, which another writer's
+            // block may already follow, so the rest never goes after it. The block is written
+            // again whole behind a sync byte of its own, which ends the torn part; a torn
+            // header is written again too.
+            Ok(n) => {
+                if n >= fence.len() {
+                    fence = &[0];
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::WriteZero,
+        format!("{MAX_WRITES} writes of one block in a row were cut short"),
+    ))
+}
+
+/// Writes `fence` and `block` at the end of `file` at opening: alone on the file (the exclusive
+/// lock: no other appender has it open), the rest of a write cut short simply follows it;
+/// otherwise as [`append_block`] writes every block.
+fn write_alone_or_fenced(
+    file: &dyn Handle,
+    exclusive: bool,
+    fence: &[u8],
+    block: &[u8],
+) -> io::Result<()> {
+    if exclusive {
+        append_all(file, &[fence, block].concat())
+    } else {
+        append_block(file, fence, block)
     }
 }
 
@@ -420,7 +442,7 @@ impl Appender {
         if len == 0 {
             opened.created = true;
             opened.log_block = true;
-            append_all(&*file, &start)?;
+            write_alone_or_fenced(&*file, exclusive, &start[..1], &start[1..])?;
         } else {
             // Read under this appender's own lock.
             let contents = file.contents()?;
@@ -451,7 +473,8 @@ impl Appender {
             if opened.log_block {
                 // Before anything is appended, fenced and in one write like every block an
                 // appender writes (spec 11.1, rule 3).
-                append_all(&*file, &block::empty_block(types::LOG))?;
+                let log = block::empty_block(types::LOG);
+                write_alone_or_fenced(&*file, exclusive, &log[..1], &log[1..])?;
             }
         }
         let sync = Arc::clone(&file);

@@ -176,34 +176,33 @@ impl Sim {
         Ok(())
     }
 
-    fn fault(&mut self, chance: u32) -> Option<io::ErrorKind> {
-        self.rng.per_mille(chance).then(|| {
-            if self.rng.below(2) == 0 {
-                io::ErrorKind::Other // EIO
-            } else {
-                io::ErrorKind::StorageFull // ENOSPC
-            }
-        })
+    /// Fails with the fault asked for, if any, or else one drawn with `chance` per mille.
+    fn fault(&mut self, asked: Option<io::ErrorKind>, chance: u32) -> io::Result<()> {
+        let drawn = || {
+            self.rng.per_mille(chance).then(|| {
+                if self.rng.below(2) == 0 {
+                    io::ErrorKind::Other // EIO
+                } else {
+                    io::ErrorKind::StorageFull // ENOSPC
+                }
+            })
+        };
+        match asked.or_else(drawn) {
+            Some(kind) => Err(error(kind)),
+            None => Ok(()),
+        }
     }
 
     /// A write or creation fault, asked for or drawn.
     fn write_fault(&mut self) -> io::Result<()> {
-        let fault = self.next_write.take();
-        let chance = self.faults.write_error;
-        match fault.or_else(|| self.fault(chance)) {
-            Some(kind) => Err(error(kind)),
-            None => Ok(()),
-        }
+        let asked = self.next_write.take();
+        self.fault(asked, self.faults.write_error)
     }
 
     /// A sync fault, asked for or drawn.
     fn sync_fault(&mut self) -> io::Result<()> {
-        let fault = self.next_sync.take();
-        let chance = self.faults.sync_error;
-        match fault.or_else(|| self.fault(chance)) {
-            Some(kind) => Err(error(kind)),
-            None => Ok(()),
-        }
+        let asked = self.next_sync.take();
+        self.fault(asked, self.faults.sync_error)
     }
 
     fn new_inode(&mut self, inode: Inode) -> u64 {
