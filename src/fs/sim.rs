@@ -390,13 +390,15 @@ impl SimFs {
         sim.inodes.get(id).map(|f| f.current.clone())
     }
 
-    /// The bytes of `path` on the disk: under its name as of its directory's last sync, as of
-    /// the file's last sync. What a power cut now leaves there (unless a rename since takes the
-    /// name elsewhere) holds at least these bytes.
-    pub fn synced(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+    /// The files on the disk, in one look: each name as of its directory's last sync, with
+    /// its bytes as of the file's last sync. What a power cut now leaves holds at least these
+    /// bytes, under these names or those the directories' unsynced changes give them.
+    pub fn synced(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let sim = self.lock();
-        let id = sim.durable_names.get(path.as_ref())?;
-        sim.inodes.get(id).map(|f| f.durable.clone())
+        sim.durable_names
+            .iter()
+            .filter_map(|(path, id)| Some((path.clone(), sim.inodes.get(id)?.durable.clone())))
+            .collect()
     }
 
     /// The names of the files in the directory `dir` now, sorted.
