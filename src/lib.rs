@@ -68,6 +68,8 @@
 #![deny(missing_docs)]
 
 mod appender;
+#[cfg(feature = "avro")]
+pub mod avro;
 mod block;
 pub mod cobs;
 mod codec;

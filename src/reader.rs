@@ -375,6 +375,16 @@ pub enum Item<'a> {
     Metadata(Block<'a>),
 }
 
+/// What [`Reader::next_item_at`] yields.
+#[cfg(feature = "avro")]
+#[derive(Debug)]
+pub(crate) enum ItemAt {
+    /// A record: its range in the reader's buffer, and its block's offset.
+    Record { range: Range<usize>, block: u64 },
+    /// A metadata block.
+    Metadata,
+}
+
 /// The entries of one metadata block, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
@@ -658,6 +668,32 @@ impl<S: Source> Reader<S> {
                 Ok(_) => {}
             }
         }
+    }
+
+    /// [`next_item`](Self::next_item) for drivers in this crate that loop over items: a
+    /// record as its range in [`record`](Self::record)'s buffer and the offset of its block,
+    /// or a metadata block, which [`current_block`](Self::current_block) holds.
+    #[cfg(feature = "avro")]
+    pub(crate) fn next_item_at(&mut self) -> Option<Result<ItemAt>> {
+        loop {
+            if let Some(range) = self.next_in_cursor() {
+                let block = self.decoder.current_offset().unwrap_or(0);
+                return Some(Ok(ItemAt::Record { range, block }));
+            }
+            match self.open_block()? {
+                Err(e) => return Some(Err(e)),
+                Ok(info) if info.block_type == BlockType::Metadata => {
+                    return Some(Ok(ItemAt::Metadata))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// The block the last item came from, until the next call.
+    #[cfg(feature = "avro")]
+    pub(crate) fn current_block(&self) -> Option<Block<'_>> {
+        self.decoder.block()
     }
 
     /// Iterates over the records left, each copied into a `Vec<u8>`: the items of

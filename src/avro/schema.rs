@@ -1,0 +1,256 @@
+//! Writer schemas: parsed, fingerprinted, announced in metadata blocks, and collected by
+//! fingerprint from the metadata blocks a reader meets.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use apache_avro::rabin::Rabin;
+use apache_avro::{GenericSingleObjectReader, Schema};
+
+use super::check::{self, Names};
+use super::error::{Error, Result, SchemaProblem};
+use super::{FINGERPRINT_KEY, SCHEMA_KEY};
+use crate::Block;
+
+/// A writer schema: the schema, the JSON text a file stores it as, and its fingerprint.
+///
+/// Cheap to clone (shared).
+#[derive(Clone)]
+pub struct WriterSchema(Arc<Inner>);
+
+struct Inner {
+    schema: Schema,
+    json: String,
+    fingerprint: u64,
+    names: Names,
+    decoder: GenericSingleObjectReader,
+}
+
+impl std::fmt::Debug for WriterSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterSchema")
+            .field("fingerprint", &format_args!("{:016x}", self.0.fingerprint))
+            .field("json", &self.0.json)
+            .finish()
+    }
+}
+
+impl PartialEq for WriterSchema {
+    /// The same fingerprint and the same JSON text.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.fingerprint == other.0.fingerprint && self.0.json == other.0.json
+    }
+}
+
+impl WriterSchema {
+    /// Parses a schema from its JSON text, which a file stores as given (under `avro.schema`):
+    /// documentation, aliases, defaults and other attributes are kept for whoever reads it.
+    pub fn parse(json: &str) -> Result<Self> {
+        let schema = guarded(|| Schema::parse_str(json))
+            .and_then(|parsed| parsed.map_err(|e| e.to_string()))
+            .map_err(Error::InvalidSchema)?;
+        Self::with_json(schema, json.to_owned()).map_err(Error::InvalidSchema)
+    }
+
+    /// A schema built in code (or derived with `apache-avro`'s `AvroSchema`), stored as the
+    /// JSON `apache-avro` writes for it (with its documentation, aliases and defaults).
+    pub fn new(schema: Schema) -> Result<Self> {
+        let json = guarded(|| serde_json::to_string(&schema))
+            .and_then(|json| json.map_err(|e| e.to_string()))
+            .map_err(Error::InvalidSchema)?;
+        Self::with_json(schema, json).map_err(Error::InvalidSchema)
+    }
+
+    fn with_json(schema: Schema, json: String) -> std::result::Result<Self, String> {
+        let fingerprint = guarded(|| fingerprint(&schema))?;
+        let decoder = guarded(|| GenericSingleObjectReader::new(schema.clone()))?
+            .map_err(|e| e.to_string())?;
+        let names = check::names(&schema);
+        Ok(WriterSchema(Arc::new(Inner {
+            schema,
+            json,
+            fingerprint,
+            names,
+            decoder,
+        })))
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.0.schema
+    }
+
+    /// The JSON text stored under `avro.schema`.
+    pub fn json(&self) -> &str {
+        &self.0.json
+    }
+
+    /// The CRC-64-AVRO ("Rabin") fingerprint of the schema's Parsing Canonical Form, as its 8
+    /// bytes read little-endian: what every record written with it carries.
+    pub fn fingerprint(&self) -> u64 {
+        self.0.fingerprint
+    }
+
+    /// The single-object prefix of every record written with this schema: `c3 01` and the
+    /// fingerprint's 8 bytes, little-endian.
+    pub fn prefix(&self) -> [u8; super::PREFIX_LEN] {
+        let mut prefix = [0u8; super::PREFIX_LEN];
+        prefix[..2].copy_from_slice(&super::MARKER);
+        prefix[2..].copy_from_slice(&self.0.fingerprint.to_le_bytes());
+        prefix
+    }
+
+    /// The entries of the metadata block that announces this schema: `avro.schema` (the JSON
+    /// text) and `avro.fingerprint` (8 bytes).
+    pub fn metadata(&self) -> [(&'static str, Vec<u8>); 2] {
+        [
+            (SCHEMA_KEY, self.0.json.as_bytes().to_vec()),
+            (FINGERPRINT_KEY, self.0.fingerprint.to_le_bytes().to_vec()),
+        ]
+    }
+
+    /// The schema a metadata block announces: `None` when the block has no `avro.schema`
+    /// key, an error when its schema cannot be used (spec: it does not parse, or its
+    /// fingerprint is missing or wrong). `offset` is the block's, for the error.
+    pub fn from_metadata<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        offset: u64,
+    ) -> Option<Result<Self>> {
+        let (mut json, mut stored) = (None, None);
+        for (key, value) in entries {
+            match key {
+                SCHEMA_KEY => json = Some(value),
+                FINGERPRINT_KEY => stored = Some(value),
+                _ => {}
+            }
+        }
+        let problem = |problem| Error::Schema { offset, problem };
+        let invalid = |what: String| problem(SchemaProblem::Invalid { what });
+        let json = json?;
+        let Ok(text) = std::str::from_utf8(json) else {
+            return Some(Err(invalid("not UTF-8".into())));
+        };
+        let schema = match WriterSchema::parse(text) {
+            Ok(schema) => schema,
+            Err(Error::InvalidSchema(what)) => return Some(Err(invalid(what))),
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(stored) = stored else {
+            return Some(Err(invalid(format!("no {FINGERPRINT_KEY} beside it"))));
+        };
+        if stored != schema.fingerprint().to_le_bytes() {
+            return Some(Err(problem(SchemaProblem::FingerprintMismatch {
+                stored: stored.to_vec(),
+                computed: schema.fingerprint(),
+            })));
+        }
+        Some(Ok(schema))
+    }
+
+    pub(crate) fn names(&self) -> &Names {
+        &self.0.names
+    }
+
+    pub(crate) fn decoder(&self) -> &GenericSingleObjectReader {
+        &self.0.decoder
+    }
+}
+
+/// The CRC-64-AVRO ("Rabin") fingerprint of `schema`'s Parsing Canonical Form, as its 8 bytes
+/// read little-endian (Avro's single-object encoding stores them little-endian).
+pub fn fingerprint(schema: &Schema) -> u64 {
+    let bytes = schema.fingerprint::<Rabin>().bytes;
+    let mut le = [0u8; 8];
+    le.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(le)
+}
+
+/// Writer schemas by fingerprint: the schemas a reader has met in metadata blocks, and those
+/// its caller gave it (a schema registry of sorts).
+///
+/// A schema added under a fingerprint already known replaces the one before: a reader decodes
+/// each record with the latest schema of its fingerprint met before it in the file. (Schemas
+/// with one fingerprint have one Parsing Canonical Form, so they encode data alike and differ
+/// only in what that form leaves out: documentation, defaults, aliases, logical types.)
+#[derive(Debug, Clone, Default)]
+pub struct Schemas {
+    by_fingerprint: HashMap<u64, WriterSchema>,
+}
+
+impl Schemas {
+    /// No schemas.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `schema` under its fingerprint, replacing a schema with the same fingerprint.
+    pub fn add(&mut self, schema: WriterSchema) {
+        self.by_fingerprint.insert(schema.fingerprint(), schema);
+    }
+
+    /// The schema with this fingerprint, if known.
+    pub fn get(&self, fingerprint: u64) -> Option<&WriterSchema> {
+        self.by_fingerprint.get(&fingerprint)
+    }
+
+    /// How many schemas are known.
+    pub fn len(&self) -> usize {
+        self.by_fingerprint.len()
+    }
+
+    /// Whether no schema is known.
+    pub fn is_empty(&self) -> bool {
+        self.by_fingerprint.is_empty()
+    }
+
+    /// The known schemas, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &WriterSchema> {
+        self.by_fingerprint.values()
+    }
+
+    /// Adds the schema an intact metadata block announces, if any; an error (naming the
+    /// block's offset) for a schema that cannot be used, which is not added.
+    pub fn add_from_block(&mut self, block: &Block<'_>) -> Result<Option<WriterSchema>> {
+        match WriterSchema::from_metadata(block.entries(), block.info().offset) {
+            None => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(schema)) => {
+                self.add(schema.clone());
+                Ok(Some(schema))
+            }
+        }
+    }
+
+    /// Collects the schemas of every metadata block in `bytes` (a whole file), skipping data
+    /// blocks by their lengths (spec 9.3): for readers that start past a file's schema blocks
+    /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record), a
+    /// range read). Damage and unusable schemas are passed over; a full read reports them.
+    pub fn scan(bytes: &[u8]) -> Self {
+        let mut schemas = Schemas::new();
+        let mut reader = crate::ReaderBuilder::new().from_slice(bytes);
+        for metadata in reader.metadata().flatten() {
+            let entries = metadata
+                .entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_slice()));
+            if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
+                schemas.add(schema);
+            }
+        }
+        schemas
+    }
+}
+
+/// Runs `f`, turning a panic inside `apache-avro` (which has some on inputs it does not
+/// expect) into an error, so that no schema or datum a file holds can end the program.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown");
+        format!("apache-avro failed: {what}")
+    })
+}
