@@ -159,7 +159,19 @@ impl Walk<'_> {
     }
 
     /// A zig-zag varint of at most 10 bytes (what `apache-avro` reads).
+    #[inline]
     fn long(&mut self, what: &str) -> Result<i64, Failure> {
+        // Most numbers, lengths and counts take one byte.
+        if let Some(&byte) = self.bytes.get(self.at) {
+            if byte & 0x80 == 0 {
+                self.at += 1;
+                return Ok(i64::from(byte >> 1) ^ -i64::from(byte & 1));
+            }
+        }
+        self.long_slow(what)
+    }
+
+    fn long_slow(&mut self, what: &str) -> Result<i64, Failure> {
         let mut z: u64 = 0;
         for i in 0..10 {
             let Some(&byte) = self.bytes.get(self.at) else {
@@ -175,6 +187,7 @@ impl Walk<'_> {
     }
 
     /// Passes over `n` bytes.
+    #[inline]
     fn skip(&mut self, n: u64, what: &str) -> Result<(), Failure> {
         let left = (self.bytes.len() - self.at) as u64;
         if n > left {
@@ -187,6 +200,7 @@ impl Walk<'_> {
     }
 
     /// A length-prefixed byte string.
+    #[inline]
     fn bytes(&mut self, what: &str) -> Result<(), Failure> {
         let start = self.at;
         let len = self.long(what)?;
@@ -197,6 +211,7 @@ impl Walk<'_> {
         self.skip(len as u64, what)
     }
 
+    #[inline]
     fn count(&mut self) -> Result<(), Failure> {
         self.values += 1;
         if self.values > self.max_values {
@@ -250,9 +265,15 @@ impl Walk<'_> {
             }
             Schema::Record(RecordSchema { name, fields, .. }) => {
                 let depth = self.deeper(depth)?;
-                let inner = name.fully_qualified_name(ns).namespace;
+                // The namespace of the record's full name, as `Name::fully_qualified_name`
+                // gives it, without making the name.
+                let inner = match (&name.namespace, ns) {
+                    (Some(_), _) => &name.namespace,
+                    (None, Some(enclosing)) if !enclosing.is_empty() => ns,
+                    (None, _) => &None,
+                };
                 for field in fields {
-                    self.value(&field.schema, &inner, depth)?;
+                    self.value(&field.schema, inner, depth)?;
                 }
                 Ok(())
             }

@@ -70,6 +70,7 @@ impl AvroReaderBuilder {
             block: None,
             index: 0,
             ordinal: 0,
+            last: None,
         }
     }
 }
@@ -123,6 +124,8 @@ pub struct AvroReader<S> {
     index: u64,
     /// Records met so far.
     ordinal: u64,
+    /// The schema of the last record decoded, while no schema block follows it.
+    last: Option<WriterSchema>,
 }
 
 impl<S: Source> AvroReader<S> {
@@ -238,8 +241,13 @@ impl<S: Source> AvroReader<S> {
         let mut fingerprint = [0u8; 8];
         fingerprint.copy_from_slice(&record[2..PREFIX_LEN]);
         let fingerprint = u64::from_le_bytes(fingerprint);
-        let Some(schema) = self.schemas.get(fingerprint) else {
-            return Err(RecordProblem::SchemaUnknown { fingerprint });
+        // Records of one schema usually follow one another.
+        let schema = match &self.last {
+            Some(last) if last.fingerprint() == fingerprint => last,
+            _ => match self.schemas.get(fingerprint) {
+                Some(schema) => schema,
+                None => return Err(RecordProblem::SchemaUnknown { fingerprint }),
+            },
         };
         let datum = &record[PREFIX_LEN..];
         match check::check(schema.schema(), schema.names(), datum, &self.limits) {
@@ -272,7 +280,12 @@ impl<S: Source> AvroReader<S> {
                     let block = self.reader.current_block().expect("the block just read");
                     match self.schemas.add_from_block(&block) {
                         Err(e) => return Some(Err(e)),
-                        Ok(_) => continue,
+                        Ok(None) => continue,
+                        Ok(Some(_)) => {
+                            // It may replace the schema of the last fingerprint.
+                            self.last = None;
+                            continue;
+                        }
                     }
                 }
                 Ok(ItemAt::Record { range, block }) => (range, block),
@@ -286,7 +299,10 @@ impl<S: Source> AvroReader<S> {
             let ordinal = self.ordinal;
             self.ordinal += 1;
             return Some(match self.datum_check(self.reader.record(range.clone())) {
-                Ok(schema) => Ok((range, block, self.index, ordinal, schema)),
+                Ok(schema) => {
+                    self.last = Some(schema.clone());
+                    Ok((range, block, self.index, ordinal, schema))
+                }
                 Err(problem) => Err(Error::Record {
                     offset: block,
                     index: self.index,
