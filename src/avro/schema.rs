@@ -47,7 +47,10 @@ impl WriterSchema {
     /// Parses a schema from its JSON text, which a file stores as given (under `avro.schema`):
     /// documentation, aliases, defaults and other attributes are kept for whoever reads it.
     pub fn parse(json: &str) -> Result<Self> {
-        let schema = guarded(|| Schema::parse_str(json))
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| Error::InvalidSchema(format!("not JSON: {e}")))?;
+        precheck(&value).map_err(Error::InvalidSchema)?;
+        let schema = guarded(|| Schema::parse(&value))
             .and_then(|parsed| parsed.map_err(|e| e.to_string()))
             .map_err(Error::InvalidSchema)?;
         Self::with_json(schema, json.to_owned()).map_err(Error::InvalidSchema)
@@ -242,6 +245,85 @@ impl Schemas {
     }
 }
 
+/// Refuses what `apache-avro` 0.21 panics on when it parses a schema or makes its canonical
+/// form, rather than reporting: a name, type name or alias that is not an Avro name (it
+/// unwraps their parsing), and a size, precision or scale that is not an `i64`. Avro's names are
+/// `[A-Za-z_][A-Za-z0-9_]*`, joined by dots in full names. Only what holds schemas is looked
+/// into (types, fields, items, values, union branches), not defaults or other attributes,
+/// which may hold any JSON.
+fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    let fullname = |s: &str| s.split('.').all(is_name);
+    match json {
+        Value::String(name) if !fullname(name) => Err(format!("type {name:?} is not an Avro name")),
+        Value::Array(branches) => branches.iter().try_for_each(precheck),
+        Value::Object(object) => {
+            names(object)?;
+            for key in ["type", "items", "values"] {
+                if let Some(schema) = object.get(key) {
+                    precheck(schema)?;
+                }
+            }
+            if let Some(Value::Array(fields)) = object.get("fields") {
+                for field in fields {
+                    if let Value::Object(field) = field {
+                        names(field)?;
+                        if let Some(schema) = field.get("type") {
+                            precheck(schema)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The names, aliases and sizes of a schema or field object, for [`precheck`].
+fn names(object: &serde_json::Map<String, serde_json::Value>) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    let fullname = |s: &str| s.split('.').all(is_name);
+    for (key, value) in object {
+        match (key.as_str(), value) {
+            ("name", Value::String(name)) if !fullname(name) => {
+                return Err(format!("name {name:?} is not an Avro name"));
+            }
+            ("namespace", Value::String(ns)) if !(ns.is_empty() || fullname(ns)) => {
+                return Err(format!("namespace {ns:?} is not an Avro namespace"));
+            }
+            ("aliases", Value::Array(aliases)) => {
+                for alias in aliases {
+                    if let Value::String(alias) = alias {
+                        if !fullname(alias) {
+                            return Err(format!("alias {alias:?} is not an Avro name"));
+                        }
+                    }
+                }
+            }
+            // Its canonical form takes these, wherever they are (custom attributes too), as
+            // an `i64` or a string of one.
+            ("size" | "precision" | "scale", value)
+                if !(value.as_i64().is_some()
+                    || value.as_str().is_some_and(|s| s.parse::<i64>().is_ok())) =>
+            {
+                return Err(format!("{key} {value} is not an integer"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `s` is an Avro name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Runs `f`, turning a panic inside `apache-avro` (which has some on inputs it does not
 /// expect) into an error, so that no schema or datum a file holds can end the program.
 pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
@@ -253,4 +335,39 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String
             .unwrap_or("unknown");
         format!("apache-avro failed: {what}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// apache-avro 0.21 panics on these (fuzz/regressions/avro_read/name-not-an-avro-name):
+    /// they are refused before it sees them.
+    #[test]
+    fn schemas_apache_avro_panics_on_are_refused() {
+        for json in [
+            r#"{"type":"record","name":"Eve/t","fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":"jo/ng"}]}"#,
+            r#"{"type":"record","name":"E","aliases":["a b"],"fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":{"type":"array","items":"long","name":"x y"}}]}"#,
+            r#"{"type":"fixed","name":"F","size":18446744073709551615}"#,
+            r#"{"type":"enum","name":"E","namespace":"a..b","symbols":["A"]}"#,
+            r#"{"type":"record","name":"E","size":"x","fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long","scale":1.5}]}"#,
+        ] {
+            assert!(
+                matches!(WriterSchema::parse(json), Err(Error::InvalidSchema(_))),
+                "{json}"
+            );
+        }
+    }
+
+    /// Defaults and other attributes may hold any JSON, names included.
+    #[test]
+    fn defaults_are_not_schemas() {
+        let json = r#"{"type":"record","name":"E","x-meta":{"name":"not a name"},"fields":[
+            {"name":"who","type":{"type":"record","name":"P","fields":[
+                {"name":"name","type":"string"}]},"default":{"name":"John Smith"}}]}"#;
+        WriterSchema::parse(json).unwrap();
+    }
 }
