@@ -792,3 +792,141 @@ fn fingerprints_follow_the_avro_specification() {
     );
     assert_eq!(schema.prefix()[2..], expected.to_le_bytes());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Avro's JSON encoding of any value reads back as the value, through JSON text too.
+    #[test]
+    fn json_round_trips(value in everything(), list in list()) {
+        for (value, schema) in [(value, schema(EVERYTHING)), (list, schema(LIST))] {
+            let json = cobsfile::avro::json::to_json(&value, &schema).unwrap();
+            prop_assert_eq!(&cobsfile::avro::json::from_json(&json, &schema).unwrap(), &value);
+            let text = json.to_string();
+            prop_assert_eq!(&cobsfile::avro::json::from_json_str(&text, &schema).unwrap(), &value);
+        }
+    }
+}
+
+/// JSON in Avro's encoding, with unions tagged or bare and defaults for missing fields; what
+/// does not conform is refused, naming where.
+#[test]
+fn json_is_read_by_the_schema() {
+    use cobsfile::avro::json::{from_json_str, to_json};
+
+    let schema = schema(
+        r#"{"type":"record","name":"E","namespace":"n","fields":[
+            {"name":"id","type":"long"},
+            {"name":"c","type":{"type":"enum","name":"Colour","symbols":["RED","BLUE"]},"default":"RED"},
+            {"name":"tag","type":["null","string","long","Colour"],"default":null},
+            {"name":"raw","type":"bytes","default":"\u00ff"},
+            {"name":"items","type":{"type":"array","items":{"type":"record","name":"I","fields":[
+                {"name":"x","type":"int"}]}},"default":[]}
+        ]}"#,
+    );
+    let record = |tag: Value, c: Value, raw: &[u8], items: Vec<i32>| {
+        let items = items
+            .into_iter()
+            .map(|x| Value::Record(vec![("x".into(), Value::Int(x))]))
+            .collect();
+        Value::Record(vec![
+            ("id".into(), Value::Long(1)),
+            ("c".into(), c),
+            ("tag".into(), tag),
+            ("raw".into(), Value::Bytes(raw.to_vec())),
+            ("items".into(), Value::Array(items)),
+        ])
+    };
+    let null = Value::Union(0, Box::new(Value::Null));
+    let red = Value::Enum(0, "RED".into());
+    let blue = Value::Enum(1, "BLUE".into());
+    let cases = [
+        (
+            r#"{"id":1}"#,
+            record(null.clone(), red.clone(), &[0xff], vec![]),
+        ),
+        (
+            r#"{"id":1,"tag":{"string":"x"},"c":"BLUE","raw":"a\u0000","items":[{"x":2}]}"#,
+            record(
+                Value::Union(1, Box::new(Value::String("x".into()))),
+                blue.clone(),
+                b"a\0",
+                vec![2],
+            ),
+        ),
+        (
+            r#"{"id":1,"tag":"x"}"#,
+            record(
+                Value::Union(1, Box::new(Value::String("x".into()))),
+                red.clone(),
+                &[0xff],
+                vec![],
+            ),
+        ),
+        (
+            r#"{"id":1,"tag":7}"#,
+            record(
+                Value::Union(2, Box::new(Value::Long(7))),
+                red.clone(),
+                &[0xff],
+                vec![],
+            ),
+        ),
+        (
+            r#"{"id":1,"tag":{"n.Colour":"BLUE"}}"#,
+            record(
+                Value::Union(3, Box::new(blue.clone())),
+                red.clone(),
+                &[0xff],
+                vec![],
+            ),
+        ),
+    ];
+    for (text, expected) in cases {
+        let value = from_json_str(text, &schema).unwrap();
+        assert_eq!(value, expected, "{text}");
+        // Written back in Avro's encoding, unions tagged.
+        let again = from_json_str(&to_json(&value, &schema).unwrap().to_string(), &schema).unwrap();
+        assert_eq!(again, value);
+    }
+    let tagged = to_json(
+        &from_json_str(r#"{"id":1,"tag":"x"}"#, &schema).unwrap(),
+        &schema,
+    )
+    .unwrap();
+    assert_eq!(tagged["tag"], serde_json::json!({"string": "x"}));
+
+    let refused = [
+        (r#"{"tag":"x"}"#, ".id", "missing"),
+        (r#"{"id":"1"}"#, ".id", "expected an integer"),
+        (r#"{"id":1,"extra":2}"#, ".extra", "no such field"),
+        (r#"{"id":1,"c":"GREEN"}"#, ".c", "not one of the symbols"),
+        (r#"{"id":1,"raw":"\u0100"}"#, ".raw", "not a byte"),
+        (
+            r#"{"id":1,"items":[{"x":1},{"x":2.5}]}"#,
+            ".items[1].x",
+            "is not a long",
+        ),
+        (
+            r#"{"id":1,"items":[{"x":4294967296}]}"#,
+            ".items[0].x",
+            "is not an int",
+        ),
+        (r#"{"id":1,"tag":[1]}"#, ".tag", "fits no branch"),
+        (
+            r#"{"id":1,"tag":{"long":"x"}}"#,
+            ".tag{\"long\"}",
+            "expected an integer",
+        ),
+        (r#"{"id":1"#, "", "not JSON"),
+    ];
+    for (text, path, reason) in refused {
+        match from_json_str(text, &schema) {
+            Err(Error::InvalidValue { path: p, reason: r }) => {
+                assert_eq!(p, path, "{text}: {r}");
+                assert!(r.contains(reason), "{text}: {r}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}

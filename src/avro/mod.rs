@@ -51,6 +51,7 @@
 
 mod check;
 mod error;
+pub mod json;
 mod path;
 mod reader;
 mod resolve;
