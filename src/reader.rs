@@ -286,7 +286,7 @@ impl ReaderBuilder {
     /// )?;
     /// assert_eq!(report.records, 10_000);
     /// assert!(report.is_clean());
-    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
+    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum::<u64>());
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn read_ranges<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
