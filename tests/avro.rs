@@ -506,7 +506,10 @@ fn invalid_values_are_refused_and_nothing_is_written() {
         what: i32,
     }
     let e = writer.write(&Wrong { id: 1, what: 2 }).unwrap_err();
-    assert!(matches!(e, Error::InvalidValue { .. }), "{e}");
+    assert!(
+        matches!(&e, Error::InvalidValue { path, .. } if path == ".what"),
+        "{e}"
+    );
     writer.write_value(&event_v1(5)).unwrap();
     let file = writer.finish().unwrap();
     let (values, errors) = read(&file, &AvroReaderBuilder::new());

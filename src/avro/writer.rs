@@ -146,14 +146,23 @@ impl<S: RecordSink> AvroWriter<S> {
     /// resolution of a value: an `i32` for a `long` field, a string for an enum symbol, an
     /// `Option` for a union with null).
     pub fn write<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<S::Receipt> {
-        let value = guarded(|| apache_avro::to_value(value))
-            .map_err(|reason| invalid(String::new(), reason))?
-            .map_err(|e| invalid(String::new(), reason(&e)))?;
+        let to_value = || {
+            guarded(|| apache_avro::to_value(value))
+                .map_err(|reason| invalid(String::new(), reason))?
+                .map_err(|e| invalid(String::new(), reason(&e)))
+        };
         let schema = self.schema.schema();
-        let value = guarded(|| value.clone().resolve(schema))
-            .map_err(|reason| invalid(String::new(), reason))?
-            .map_err(|e| invalid(path::find(&value, &self.schema), reason(&e)))?;
-        self.write_value(&value)
+        let resolved = match guarded(|| to_value().map(|v| v.resolve(schema))) {
+            Ok(Ok(Ok(resolved))) => resolved,
+            Ok(Err(e)) => return Err(e),
+            // Converted again to find where it does not fit: the first conversion was
+            // consumed, and copying every value to keep one for errors costs every write.
+            Ok(Ok(Err(e))) => {
+                return Err(invalid(path::find(&to_value()?, &self.schema), reason(&e)))
+            }
+            Err(panic) => return Err(invalid(String::new(), panic)),
+        };
+        self.write_value(&resolved)
     }
 
     /// The record `write_value` would write for `value` (prefix and datum), without writing
