@@ -7,6 +7,7 @@ use apache_avro::types::Value;
 use apache_avro::GenericSingleObjectWriter;
 use serde::Serialize;
 
+use super::check::{self, DatumLimits, Failure};
 use super::error::{Error, Result};
 use super::path;
 use super::schema::{guarded, WriterSchema};
@@ -163,6 +164,45 @@ impl<S: RecordSink> AvroWriter<S> {
             Err(panic) => return Err(invalid(String::new(), panic)),
         };
         self.write_value(&resolved)
+    }
+
+    /// Writes a datum already in Avro's binary encoding of the schema, as it is (an Avro
+    /// object container file's record, copied byte for byte): checked first as a reader
+    /// checks a record (spec 15.3: its layout, the reader's default limits, nothing left
+    /// after it, its values), so that nothing is written that a reader would refuse.
+    pub fn write_datum(&mut self, datum: &[u8]) -> Result<S::Receipt> {
+        let refuse = |reason: String| invalid(String::new(), reason);
+        let schema = &self.schema;
+        match check::check(
+            schema.schema(),
+            schema.names(),
+            datum,
+            &DatumLimits::default(),
+        ) {
+            Ok(end) if end == datum.len() => {}
+            Ok(end) => {
+                let left = datum.len() - end;
+                return Err(refuse(format!("{left} bytes left after the datum")));
+            }
+            Err(Failure::Invalid { at, what }) => {
+                return Err(refuse(format!("at byte {at}: {what}")))
+            }
+            Err(Failure::Limit { what, limit }) => {
+                return Err(refuse(format!(
+                    "it would decode to more than {limit} {what}"
+                )))
+            }
+        }
+        self.record.clear();
+        self.record.extend_from_slice(&schema.prefix());
+        self.record.extend_from_slice(datum);
+        let mut rest = &self.record[..];
+        match guarded(|| schema.decoder().read_value(&mut rest)) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(refuse(e.to_string())),
+            Err(panic) => return Err(refuse(panic)),
+        }
+        Ok(self.sink.write_record(&self.record)?)
     }
 
     /// The record `write_value` would write for `value` (prefix and datum), without writing
