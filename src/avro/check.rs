@@ -16,8 +16,7 @@ use apache_avro::schema::{
 };
 use apache_avro::Schema;
 
-/// Bounds on what one record may decode to, whatever its bytes declare (spec: "Typed records:
-/// Avro", limits).
+/// Bounds on what one record may decode to, whatever its bytes declare (spec 15.4).
 ///
 /// A datum decodes to at most `values_base + values_per_byte * len` values (each null, number,
 /// string, record, array item and so on counts one; `len` is the datum's length), nested at

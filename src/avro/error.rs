@@ -84,7 +84,7 @@ impl Error {
     }
 }
 
-/// Why a record of an intact block is not returned (spec "Typed records: Avro", reading).
+/// Why a record of an intact block is not returned (spec 15.3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordProblem {

@@ -1,5 +1,5 @@
 //! Typed records: Avro schemas in the file, records in Avro's single-object encoding (feature
-//! `avro`; spec/FORMAT.md, "Typed records: Avro").
+//! `avro`; spec/FORMAT.md, section 15).
 //!
 //! A file announces a schema in a metadata block (keys `avro.schema`, the schema's JSON, and
 //! `avro.fingerprint`, its 64-bit CRC-64-AVRO fingerprint) before the first record written

@@ -101,7 +101,7 @@ impl<'a> Datum<'a> {
 
 /// Reads typed records: the values of records written by an
 /// [`AvroWriter`](super::AvroWriter), or anything else that writes Avro's single-object
-/// encoding and announces its schemas in metadata blocks (spec: "Typed records: Avro").
+/// encoding and announces its schemas in metadata blocks (spec 15).
 ///
 /// It reads the file in order with [`Reader`], so it meets each metadata block before the
 /// records after it, and keeps every schema announced, by fingerprint. Each record is decoded
@@ -134,9 +134,9 @@ impl<S: Source> AvroReader<S> {
         AvroReaderBuilder::new().build(reader)
     }
 
-    /// The next record checked against its writer schema as every record is before it is
-    /// decoded (spec: "Typed records: Avro", reading), not decoded: for copying records as they are (to an Avro object container file, say).
-    /// Errors as for [`next_value`](Self::next_value).
+    /// The next record, checked as every record is before it is decoded (spec 15.3, checks 1
+    /// to 4) but not decoded: for copying records as they are (into an Avro object container
+    /// file, say). Errors as for [`next_value`](Self::next_value).
     pub fn next_datum(&mut self) -> Option<Result<Datum<'_>>> {
         let (range, offset, index, ordinal, schema) = match self.next_checked()? {
             Ok(found) => found,
@@ -228,10 +228,10 @@ impl<S: Source> AvroReader<S> {
         self.reader
     }
 
-    /// The check each record passes before it is decoded (spec: "Typed records: Avro",
-    /// reading): it starts with the marker `c3 01`, its fingerprint names a known schema, and
-    /// its datum, walked as that schema says without allocating, ends exactly at the end of
-    /// the record, declares no length past it and stays within the [`DatumLimits`].
+    /// The check each record passes before it is decoded (spec 15.3, checks 1 to 4): it
+    /// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum,
+    /// walked as that schema says without allocating, ends exactly at the end of the record,
+    /// declares no length past it and stays within the [`DatumLimits`].
     fn datum_check(&self, record: &[u8]) -> std::result::Result<WriterSchema, RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
