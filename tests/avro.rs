@@ -191,6 +191,36 @@ fn list() -> impl Strategy<Value = Value> {
     })
 }
 
+/// cobsfile's prefix for `apache-avro`'s single-object readers and writers, whose own
+/// fingerprints differ for decimal and duration types (see
+/// `fingerprints_agree_with_apaches_python_implementation`).
+struct Prefix([u8; 10]);
+
+impl apache_avro::headers::HeaderBuilder for Prefix {
+    fn build_header(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
+/// `apache-avro`'s single-object writer of `schema`, the oracle.
+fn oracle_writer(schema: &WriterSchema) -> GenericSingleObjectWriter {
+    GenericSingleObjectWriter::new_with_capacity_and_header_builder(
+        schema.schema(),
+        64,
+        Prefix(schema.prefix()),
+    )
+    .unwrap()
+}
+
+/// `apache-avro`'s single-object reader of `schema`, the oracle.
+fn oracle_reader(schema: &WriterSchema) -> GenericSingleObjectReader {
+    GenericSingleObjectReader::new_with_header_builder(
+        schema.schema().clone(),
+        Prefix(schema.prefix()),
+    )
+    .unwrap()
+}
+
 /// A file of `values` written with `schema` by the typed writer.
 fn write(schema: &WriterSchema, values: &[Value], builder: WriterBuilder) -> Vec<u8> {
     let mut writer = AvroWriter::new(builder.build(Vec::new()).unwrap(), schema.clone()).unwrap();
@@ -244,8 +274,8 @@ proptest! {
         // The oracle: apache-avro's own single-object encoding of each value is the record.
         let records = records(&file);
         prop_assert_eq!(records.len(), values.len());
-        let mut oracle_writer = GenericSingleObjectWriter::new_with_capacity(schema.schema(), 64).unwrap();
-        let oracle_reader = GenericSingleObjectReader::new(schema.schema().clone()).unwrap();
+        let mut oracle_writer = oracle_writer(&schema);
+        let oracle_reader = oracle_reader(&schema);
         for (record, value) in records.iter().zip(&values) {
             let mut expected = Vec::new();
             oracle_writer.write_value_ref(value, &mut expected).unwrap();
@@ -356,7 +386,7 @@ fn apache_avro_single_objects_are_read() {
     let mut writer = Writer::new(Vec::new()).unwrap();
     let [(k1, v1), (k2, v2)] = schema.metadata();
     writer.write_metadata([(k1, v1), (k2, v2)]).unwrap();
-    let mut oracle = GenericSingleObjectWriter::new_with_capacity(schema.schema(), 64).unwrap();
+    let mut oracle = oracle_writer(&schema);
     let values: Vec<Value> = (0..5).map(event_v1).collect();
     for value in &values {
         let mut record = Vec::new();
@@ -587,7 +617,7 @@ fn wrong_fingerprints_and_invalid_schemas_are_reported() {
     writer
         .write_metadata([("other", "no schema here")])
         .unwrap();
-    let mut oracle = GenericSingleObjectWriter::new_with_capacity(schema.schema(), 64).unwrap();
+    let mut oracle = oracle_writer(&schema);
     let mut record = Vec::new();
     oracle.write_value_ref(&event_v1(1), &mut record).unwrap();
     writer.write_record(&record).unwrap();
@@ -986,4 +1016,142 @@ fn container_file_datums_are_copied_byte_for_byte() {
     let (read_back, errors) = read(&file, &AvroReaderBuilder::new());
     assert!(errors.is_empty());
     assert_eq!(read_back, from_ocf);
+}
+
+/// Schemas of one fingerprint differ only in what the canonical form leaves out: each record
+/// decodes with the latest one announced before it (spec 15.3), here a logical type added to
+/// a fixed type (stripped from the canonical form, which keeps the named type's object).
+#[test]
+fn the_latest_schema_of_a_fingerprint_decodes_the_records_after_it() {
+    let plain = schema(
+        r#"{"type":"record","name":"T","fields":[
+        {"name":"took","type":{"type":"fixed","name":"F","size":12}}]}"#,
+    );
+    let typed = schema(
+        r#"{"type":"record","name":"T","doc":"how long","fields":[
+            {"name":"took","type":{"type":"fixed","name":"F","size":12,"logicalType":"duration"}}]}"#,
+    );
+    assert_eq!(plain.fingerprint(), typed.fingerprint());
+    assert_ne!(plain, typed);
+    let bytes = [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0];
+    let fixed = Value::Record(vec![("took".into(), Value::Fixed(12, bytes.to_vec()))]);
+    let duration = Value::Record(vec![(
+        "took".into(),
+        Value::Duration(apache_avro::Duration::from(bytes)),
+    )]);
+    let mut writer = AvroWriter::new(Writer::new(Vec::new()).unwrap(), plain).unwrap();
+    writer.write_value(&fixed).unwrap();
+    writer.change_schema(typed.clone()).unwrap();
+    writer.write_value(&duration).unwrap();
+    let file = writer.finish().unwrap();
+    let records = records(&file);
+    assert_eq!(records[0], records[1], "the same bytes");
+    let (values, errors) = read(&file, &AvroReaderBuilder::new());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(values, [fixed.clone(), duration]);
+    // A schema given to the reader is replaced by the file's own.
+    let (values, _) = read(&file, &AvroReaderBuilder::new().schema(typed));
+    assert_eq!(values[0], fixed);
+}
+
+/// A logical type on a primitive type changes the fingerprint: apache-avro (and Apache Avro's
+/// Python implementation, 1.12) keep `{"type":"long"}` in the canonical form, where the plain
+/// type is `"long"` (spec 15.1).
+#[test]
+fn a_logical_type_on_a_primitive_changes_the_fingerprint() {
+    let plain = schema(r#"{"type":"record","name":"T","fields":[{"name":"at","type":"long"}]}"#);
+    let timed = schema(
+        r#"{"type":"record","name":"T","fields":[
+            {"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}}]}"#,
+    );
+    assert_eq!(
+        timed.schema().canonical_form(),
+        r#"{"name":"T","type":"record","fields":[{"name":"at","type":{"type":"long"}}]}"#
+    );
+    // The values the Python implementation gives for these two schemas.
+    assert_eq!(plain.fingerprint(), 1728280458692782748);
+    assert_eq!(timed.fingerprint(), 13887320667972532217);
+}
+
+/// Parsing Canonical Forms and fingerprints of Apache Avro's Python implementation (1.12.2:
+/// `avro.schema.parse(json).canonical_form` and `.fingerprint("CRC-64-AVRO")`, its bytes read
+/// little-endian), an oracle independent of apache-avro, whose 0.21 differs for decimal and
+/// duration types.
+const PYTHON_CANONICAL_FORMS: &[(&str, &str, u64)] = &[
+    (r#""long""#, r#""long""#, 15011871142588980663),
+    (r#"{"type":"long"}"#, r#""long""#, 15011871142588980663),
+    (
+        r#"{"type":"long","logicalType":"timestamp-millis"}"#,
+        r#"{"type":"long"}"#,
+        7635232846682232745,
+    ),
+    (
+        r#"{"type":"int","logicalType":"date"}"#,
+        r#"{"type":"int"}"#,
+        8145260995063234477,
+    ),
+    (
+        r#"{"type":"string","logicalType":"uuid"}"#,
+        r#"{"type":"string"}"#,
+        13836284643062531879,
+    ),
+    (
+        r#"{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}"#,
+        r#"{"type":"bytes"}"#,
+        17971614560321851438,
+    ),
+    (
+        r#"{"type":"fixed","name":"F","size":8,"logicalType":"decimal","precision":10,"scale":2}"#,
+        r#"{"name":"F","type":"fixed","size":8}"#,
+        17610045279583317449,
+    ),
+    (
+        r#"{"type":"fixed","name":"F","namespace":"a.b","size":12,"logicalType":"duration","doc":"x","aliases":["G"]}"#,
+        r#"{"name":"a.b.F","type":"fixed","size":12}"#,
+        1074561863760982557,
+    ),
+    (
+        r#"["null","string",{"type":"array","items":{"type":"map","values":"double"}}]"#,
+        r#"["null","string",{"type":"array","items":{"type":"map","values":"double"}}]"#,
+        8001304648064201087,
+    ),
+    (
+        r#"{"type":"record","name":"R","namespace":"n.s","doc":"d","fields":[{"name":"a","type":{"type":"enum","name":"E","symbols":["X","Y"],"default":"X"},"default":"Y","order":"descending","aliases":["z"]},{"name":"b","type":"E"},{"name":"c","type":{"type":"record","name":"other.Inner","fields":[{"name":"d","type":["null","n.s.R"]}]}},{"name":"e","type":"other.Inner"},{"name":"f","type":{"type":"fixed","name":"Fx","size":4}}]}"#,
+        r#"{"name":"n.s.R","type":"record","fields":[{"name":"a","type":{"name":"n.s.E","type":"enum","symbols":["X","Y"]}},{"name":"b","type":"n.s.E"},{"name":"c","type":{"name":"other.Inner","type":"record","fields":[{"name":"d","type":["null","n.s.R"]}]}},{"name":"e","type":"other.Inner"},{"name":"f","type":{"name":"n.s.Fx","type":"fixed","size":4}}]}"#,
+        729360834245470108,
+    ),
+    (
+        r#"{"type":"record","name":"T","fields":[{"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}}]}"#,
+        r#"{"name":"T","type":"record","fields":[{"name":"at","type":{"type":"long"}}]}"#,
+        13887320667972532217,
+    ),
+    (
+        r#"{"type":"record","name":"T","fields":[{"name":"x","type":{"type":"int","custom":1}}]}"#,
+        r#"{"name":"T","type":"record","fields":[{"name":"x","type":{"type":"int"}}]}"#,
+        17658769598625380948,
+    ),
+];
+
+/// Fingerprints are of the Parsing Canonical Form as the Avro specification (and Apache Avro's
+/// Python implementation) has it; apache-avro 0.21's own differ for decimal and duration types.
+#[test]
+fn fingerprints_agree_with_apaches_python_implementation() {
+    for (json, canonical, expected) in PYTHON_CANONICAL_FORMS {
+        let schema = schema(json);
+        assert_eq!(
+            schema.fingerprint(),
+            *expected,
+            "{json}: canonical form {canonical}"
+        );
+    }
+    let decimal = schema(PYTHON_CANONICAL_FORMS[5].0);
+    let theirs = decimal
+        .schema()
+        .fingerprint::<apache_avro::rabin::Rabin>()
+        .bytes;
+    assert_ne!(
+        theirs,
+        decimal.fingerprint().to_le_bytes(),
+        "apache-avro 0.21 keeps precision and scale"
+    );
 }

@@ -685,9 +685,9 @@ fn typed_readers_yield_the_avro_vectors() {
         let mut reader = AvroReader::new(ReaderBuilder::new().from_slice(&bytes));
         while let Some(item) = reader.next_datum() {
             let Ok(datum) = item else { continue };
-            let oracle =
-                apache_avro::GenericSingleObjectReader::new(datum.schema.schema().clone()).unwrap();
-            let Ok(value) = oracle.read_value(&mut &datum.record[..]) else {
+            let Ok(value) =
+                apache_avro::from_avro_datum(datum.schema.schema(), &mut datum.datum(), None)
+            else {
                 continue;
             };
             let sink = WriterBuilder::new().build(Vec::new()).unwrap();

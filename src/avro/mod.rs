@@ -49,6 +49,7 @@
 //! # Ok::<(), cobsfile::avro::Error>(())
 //! ```
 
+mod canonical;
 mod check;
 mod error;
 pub mod json;
@@ -62,7 +63,7 @@ pub use apache_avro;
 pub use check::DatumLimits;
 pub use error::{Error, RecordProblem, Result, SchemaProblem};
 pub use reader::{AvroReader, AvroReaderBuilder, Datum};
-pub use schema::{fingerprint, Schemas, WriterSchema};
+pub use schema::{Schemas, WriterSchema};
 pub use writer::{AvroWriter, RecordSink};
 
 /// The metadata key of a schema's JSON text.

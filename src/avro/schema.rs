@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use apache_avro::rabin::Rabin;
+use apache_avro::headers::HeaderBuilder;
 use apache_avro::{GenericSingleObjectReader, Schema};
 
+use super::canonical;
 use super::check::{self, Names};
 use super::error::{Error, Result, SchemaProblem};
 use super::{FINGERPRINT_KEY, SCHEMA_KEY};
@@ -53,22 +54,32 @@ impl WriterSchema {
         let schema = guarded(|| Schema::parse(&value))
             .and_then(|parsed| parsed.map_err(|e| e.to_string()))
             .map_err(Error::InvalidSchema)?;
-        Self::with_json(schema, json.to_owned()).map_err(Error::InvalidSchema)
+        Self::with_json(schema, json.to_owned(), &value).map_err(Error::InvalidSchema)
     }
 
     /// A schema built in code (or derived with `apache-avro`'s `AvroSchema`), stored as the
     /// JSON `apache-avro` writes for it (with its documentation, aliases and defaults).
+    ///
+    /// `apache-avro` writes some schemas differently from how they were given (0.21 names a
+    /// `duration` fixed type `duration`), which changes their fingerprint: to store a
+    /// schema's JSON as written, [`parse`](Self::parse) it.
     pub fn new(schema: Schema) -> Result<Self> {
-        let json = guarded(|| serde_json::to_string(&schema))
+        let value = guarded(|| serde_json::to_value(&schema))
             .and_then(|json| json.map_err(|e| e.to_string()))
             .map_err(Error::InvalidSchema)?;
-        Self::with_json(schema, json).map_err(Error::InvalidSchema)
+        Self::with_json(schema, value.to_string(), &value).map_err(Error::InvalidSchema)
     }
 
-    fn with_json(schema: Schema, json: String) -> std::result::Result<Self, String> {
-        let fingerprint = guarded(|| fingerprint(&schema))?;
-        let decoder = guarded(|| GenericSingleObjectReader::new(schema.clone()))?
-            .map_err(|e| e.to_string())?;
+    fn with_json(
+        schema: Schema,
+        json: String,
+        value: &serde_json::Value,
+    ) -> std::result::Result<Self, String> {
+        let fingerprint = canonical::fingerprint64(canonical::canonical_form(value)?.as_bytes());
+        let prefix = Prefix::of(fingerprint);
+        let decoder =
+            guarded(|| GenericSingleObjectReader::new_with_header_builder(schema.clone(), prefix))?
+                .map_err(|e| e.to_string())?;
         let names = check::names(&schema);
         Ok(WriterSchema(Arc::new(Inner {
             schema,
@@ -90,7 +101,7 @@ impl WriterSchema {
     }
 
     /// The CRC-64-AVRO ("Rabin") fingerprint of the schema's Parsing Canonical Form, as its 8
-    /// bytes read little-endian: what every record written with it carries.
+    /// bytes read little-endian: what every record written with it carries (spec 15.1).
     pub fn fingerprint(&self) -> u64 {
         self.0.fingerprint
     }
@@ -98,10 +109,14 @@ impl WriterSchema {
     /// The single-object prefix of every record written with this schema: `c3 01` and the
     /// fingerprint's 8 bytes, little-endian.
     pub fn prefix(&self) -> [u8; super::PREFIX_LEN] {
-        let mut prefix = [0u8; super::PREFIX_LEN];
-        prefix[..2].copy_from_slice(&super::MARKER);
-        prefix[2..].copy_from_slice(&self.0.fingerprint.to_le_bytes());
-        prefix
+        Prefix::of(self.0.fingerprint).0
+    }
+
+    /// The canonical form's fingerprint as a header for `apache-avro`'s single-object
+    /// readers and writers, whose own fingerprints differ for some schemas (see
+    /// [`canonical`]).
+    pub(crate) fn header(&self) -> Prefix {
+        Prefix::of(self.0.fingerprint)
     }
 
     /// The entries of the metadata block that announces this schema: `avro.schema` (the JSON
@@ -160,13 +175,23 @@ impl WriterSchema {
     }
 }
 
-/// The CRC-64-AVRO ("Rabin") fingerprint of `schema`'s Parsing Canonical Form, as its 8 bytes
-/// read little-endian (Avro's single-object encoding stores them little-endian).
-pub fn fingerprint(schema: &Schema) -> u64 {
-    let bytes = schema.fingerprint::<Rabin>().bytes;
-    let mut le = [0u8; 8];
-    le.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(le)
+/// A single-object prefix, as `apache-avro` takes one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prefix([u8; super::PREFIX_LEN]);
+
+impl Prefix {
+    fn of(fingerprint: u64) -> Self {
+        let mut prefix = [0u8; super::PREFIX_LEN];
+        prefix[..2].copy_from_slice(&super::MARKER);
+        prefix[2..].copy_from_slice(&fingerprint.to_le_bytes());
+        Prefix(prefix)
+    }
+}
+
+impl HeaderBuilder for Prefix {
+    fn build_header(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
 }
 
 /// Writer schemas by fingerprint: the schemas a reader has met in metadata blocks, and those

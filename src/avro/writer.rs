@@ -241,9 +241,15 @@ impl<W: Write> AvroWriter<Writer<W>> {
 }
 
 fn encoder(schema: &WriterSchema) -> Result<GenericSingleObjectWriter> {
-    guarded(|| GenericSingleObjectWriter::new_with_capacity(schema.schema(), 1024))
-        .map_err(Error::InvalidSchema)?
-        .map_err(|e| Error::InvalidSchema(e.to_string()))
+    guarded(|| {
+        GenericSingleObjectWriter::new_with_capacity_and_header_builder(
+            schema.schema(),
+            1024,
+            schema.header(),
+        )
+    })
+    .map_err(Error::InvalidSchema)?
+    .map_err(|e| Error::InvalidSchema(e.to_string()))
 }
 
 fn announce<S: RecordSink>(sink: &mut S, schema: &WriterSchema) -> Result<()> {
