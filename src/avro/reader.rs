@@ -78,6 +78,7 @@ impl AvroReaderBuilder {
 /// A record checked against its writer schema, not decoded: its single-object encoding and
 /// where it was found. See [`AvroReader::next_datum`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Datum<'a> {
     /// The writer schema the record's fingerprint names.
     pub schema: WriterSchema,
