@@ -69,6 +69,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("seek", seek),
     ("follow", follow),
     ("power_loss", power_loss),
+    #[cfg(feature = "avro")]
+    ("avro_read", avro_read),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -1548,6 +1550,112 @@ fn fnv_from(mut h: u64, data: &[u8]) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
     h
+}
+
+/// The typed reader (feature `avro`) over a file, with small limits: no panic, whatever the
+/// schemas and records hold; each record is a value or one error, as the datum reader sees
+/// it; every value returned conforms to the schema its record names; memory stays within a
+/// bound of the reader's limits and the input's length.
+///
+/// An input that starts with 0x00 is the file. Any other is a schema and datums: the
+/// schema's length (2 bytes) and JSON, then datums (a length byte each), which the harness
+/// writes into a file as a writer of typed records would (the schema's metadata block, each
+/// datum after the prefix of the schema's fingerprint), so that mutations land on the schema
+/// and the datums rather than on CRCs.
+#[cfg(feature = "avro")]
+pub fn avro_read(data: &[u8]) {
+    match data.first() {
+        Some(0) | None => avro_read_file(data),
+        Some(_) => {
+            let mut u = Unstructured(&data[1..]);
+            let len = usize::from(u.u16()) % 4096;
+            let json = u.bytes(len);
+            let fingerprint = std::str::from_utf8(json)
+                .ok()
+                .and_then(|json| cobsfile::avro::WriterSchema::parse(json).ok())
+                .map_or([0; 8], |schema| schema.fingerprint().to_le_bytes());
+            let mut writer = WriterBuilder::new().build(Vec::new()).expect("header");
+            writer
+                .write_metadata([("avro.schema", json), ("avro.fingerprint", &fingerprint)])
+                .expect("metadata");
+            while !u.0.is_empty() {
+                let len = usize::from(u.u8());
+                let mut record = vec![0xc3, 0x01];
+                record.extend_from_slice(&fingerprint);
+                record.extend_from_slice(u.bytes(len));
+                writer.write_record(&record).expect("record");
+            }
+            avro_read_file(&writer.finish().expect("finish"));
+        }
+    }
+}
+
+#[cfg(feature = "avro")]
+fn avro_read_file(data: &[u8]) {
+    use cobsfile::avro::{AvroReaderBuilder, DatumLimits, Error as AvroError};
+
+    let limits = DatumLimits::default()
+        .values_base(1024)
+        .values_per_byte(16)
+        .max_depth(32);
+    let typed = AvroReaderBuilder::new().limits(limits);
+    let (items, peak) = measure(|| {
+        let mut reader = typed.build(slice_options().from_slice(data));
+        let mut items = Vec::new();
+        while let Some(item) = reader.next_value() {
+            items.push(item.map_err(|e| e.name()));
+        }
+        items
+    });
+    // The reader's blocks, each value's tree (at most 1024 + 16 per byte of its datum, a few
+    // hundred bytes each), the schemas' JSON parsed more than once.
+    let bound = 4 * SLICE_MAX_BLOCK
+        + DICTIONARY_MEMORY
+        + SLACK
+        + 2048 * (1024 + 16 * data.len())
+        + 64 * data.len();
+    assert!(
+        peak <= bound,
+        "the typed reader held {peak} bytes at once, over its bound of {bound}"
+    );
+
+    let mut reader = typed.build(slice_options().from_slice(data));
+    let mut checked = Vec::new();
+    while let Some(item) = reader.next_datum() {
+        checked.push(match item {
+            Ok(datum) => {
+                assert_eq!(datum.record[..2], [0xc3, 0x01]);
+                assert_eq!(
+                    datum.record[2..10],
+                    datum.schema.fingerprint().to_le_bytes()
+                );
+                Ok(datum.schema.clone())
+            }
+            Err(e) => {
+                if let AvroError::Record { offset, .. } | AvroError::Schema { offset, .. } = &e {
+                    assert!((*offset as usize) < data.len(), "{e}");
+                }
+                Err(e.name())
+            }
+        });
+    }
+    // Each item of next_value is the item of next_datum, decoded: a value of its schema, or
+    // an error where the check passed but apache-avro's decoding did not.
+    assert_eq!(
+        items.len(),
+        checked.len(),
+        "next_value and next_datum disagree"
+    );
+    for (item, check) in items.iter().zip(&checked) {
+        match (item, check) {
+            (Ok(value), Ok(schema)) => assert!(value.validate(schema.schema()), "{value:?}"),
+            (Err(name), Ok(_)) => assert_eq!(*name, "undecodable"),
+            (Err(name), Err(checked)) => assert_eq!(name, checked),
+            (Ok(value), Err(checked)) => {
+                panic!("{value:?} returned where the check found {checked}")
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

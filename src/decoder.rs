@@ -413,6 +413,13 @@ impl Decoder {
         ))
     }
 
+    /// The offset of the block the last [`Step::Block`] announced.
+    #[cfg(feature = "avro")]
+    #[inline]
+    pub(crate) fn current_offset(&self) -> Option<u64> {
+        self.current.as_ref().map(|(info, _)| info.offset)
+    }
+
     /// The buffer the last decoded block lies in, whether or not it is still current: what a
     /// driver's cursor into that block reads from (the cursor is emptied whenever the block
     /// stops being current, so it never reads a stale block). Cheaper than

@@ -61,6 +61,9 @@
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
 //!   block) and appends with the [`Durability`] the caller chooses, several processes at once
 //!   if need be;
+//! - `avro` (feature `avro`) writes typed records through a [`Writer`] or an [`Appender`] and
+//!   reads them through a [`Reader`]: schemas in metadata blocks, each record in Avro's
+//!   single-object encoding;
 //! - [`Follower`] reads a growing file (an append-only log) as blocks land, like `tail -f`,
 //!   through truncation and log rotation;
 //! - the `cobsfile` command-line tool parses arguments and formats output around the library.
@@ -68,6 +71,8 @@
 #![deny(missing_docs)]
 
 mod appender;
+#[cfg(feature = "avro")]
+pub mod avro;
 mod block;
 pub mod cobs;
 mod codec;

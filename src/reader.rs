@@ -286,7 +286,7 @@ impl ReaderBuilder {
     /// )?;
     /// assert_eq!(report.records, 10_000);
     /// assert!(report.is_clean());
-    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum());
+    /// assert_eq!(total.0, (0..10_000).map(|i| format!("event {i}").len() as u64).sum::<u64>());
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn read_ranges<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
@@ -373,6 +373,16 @@ pub enum Item<'a> {
     Record(&'a [u8]),
     /// An intact metadata block; its entries are [`Block::entries`].
     Metadata(Block<'a>),
+}
+
+/// What [`Reader::next_item_at`] yields.
+#[cfg(feature = "avro")]
+#[derive(Debug)]
+pub(crate) enum ItemAt {
+    /// A record: its range in the reader's buffer, and its block's offset.
+    Record { range: Range<usize>, block: u64 },
+    /// A metadata block.
+    Metadata,
 }
 
 /// The entries of one metadata block, owned.
@@ -658,6 +668,32 @@ impl<S: Source> Reader<S> {
                 Ok(_) => {}
             }
         }
+    }
+
+    /// [`next_item`](Self::next_item) for drivers in this crate that loop over items: a
+    /// record as its range in [`record`](Self::record)'s buffer and the offset of its block,
+    /// or a metadata block, which [`current_block`](Self::current_block) holds.
+    #[cfg(feature = "avro")]
+    pub(crate) fn next_item_at(&mut self) -> Option<Result<ItemAt>> {
+        loop {
+            if let Some(range) = self.next_in_cursor() {
+                let block = self.decoder.current_offset().unwrap_or(0);
+                return Some(Ok(ItemAt::Record { range, block }));
+            }
+            match self.open_block()? {
+                Err(e) => return Some(Err(e)),
+                Ok(info) if info.block_type == BlockType::Metadata => {
+                    return Some(Ok(ItemAt::Metadata))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// The block the last item came from, until the next call.
+    #[cfg(feature = "avro")]
+    pub(crate) fn current_block(&self) -> Option<Block<'_>> {
+        self.decoder.block()
     }
 
     /// Iterates over the records left, each copied into a `Vec<u8>`: the items of

@@ -17,6 +17,11 @@
 //! ending finished|open|unfinished|empty
 //! ```
 //!
+//! Typed vectors (spec 15) also list what a typed reader yields, before the `ending` line:
+//! `avro value VALUE`, `avro error NAME OFFSET INDEX` (a record), `avro schema-error NAME
+//! OFFSET` (a metadata block), `avro damaged START END CAUSE`; they are checked with the
+//! `avro` feature, in both directions (each value the typed writer encodes is its record).
+//!
 //! The `ending` line, last, is how the file ends (spec 9.5.1), as `verify` reports it; every
 //! vector has one but those a newer version stops.
 //!
@@ -201,6 +206,9 @@ struct Vector {
     name: String,
     directives: Vec<Vec<Vec<u8>>>,
     lines: Vec<String>,
+    /// What a typed reader yields, from the `avro` lines.
+    #[cfg_attr(not(feature = "avro"), allow(dead_code))]
+    avro: Vec<String>,
     /// How the file ends, from the `ending` line.
     ending: Option<String>,
 }
@@ -209,10 +217,14 @@ fn load(name: &str) -> Vector {
     let txt = fs::read_to_string(dir().join(format!("{name}.txt"))).expect("vector text");
     let mut directives = Vec::new();
     let mut lines = Vec::new();
+    let mut avro = Vec::new();
     let mut ending = None;
     for line in txt.lines() {
         if let Some(directive) = line.strip_prefix("% ") {
             directives.push(words(directive));
+        } else if line.starts_with("avro ") {
+            assert!(ending.is_none(), "{name}: the ending line is not last");
+            avro.push(line.to_owned());
         } else if let Some(kind) = line.strip_prefix("ending ") {
             assert!(ending.is_none(), "{name}: two ending lines");
             ending = Some(kind.to_owned());
@@ -225,6 +237,7 @@ fn load(name: &str) -> Vector {
         name: name.to_owned(),
         directives,
         lines,
+        avro,
         ending,
     }
 }
@@ -629,4 +642,70 @@ fn vectors_recover_to_what_readers_yield() {
         assert!(second.is_lossless(), "{name}");
         assert_eq!(again, out, "{name}: recovering a recovered file changes it");
     }
+}
+
+#[cfg(feature = "avro")]
+#[path = "common/avro_lines.rs"]
+mod avro_lines;
+
+/// Typed readers yield the `avro` lines (over a slice, a stream and on threads), and the
+/// typed writer writes the records of the vectors it could have written: each value a
+/// typed reader returns encodes to its record, and each usable schema block is what
+/// `WriterSchema::metadata` gives.
+#[cfg(feature = "avro")]
+#[test]
+fn typed_readers_yield_the_avro_vectors() {
+    use cobsfile::avro::{AvroReader, AvroWriter, WriterSchema};
+
+    let mut typed = 0;
+    for name in names() {
+        let v = load(&name);
+        if v.avro.is_empty() {
+            continue;
+        }
+        typed += 1;
+        let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
+        let mut slice = AvroReader::new(ReaderBuilder::new().from_slice(&bytes));
+        assert_eq!(avro_lines::typed_lines(&mut slice), v.avro, "{name}: slice");
+        let mut threads = AvroReader::new(ReaderBuilder::new().threads(2).from_slice(&bytes));
+        assert_eq!(
+            avro_lines::typed_lines(&mut threads),
+            v.avro,
+            "{name}: threads"
+        );
+        let mut stream = AvroReader::new(ReaderBuilder::new().from_read(Trickle(&bytes, 7)));
+        assert_eq!(
+            avro_lines::typed_lines(&mut stream),
+            v.avro,
+            "{name}: stream"
+        );
+        if directive(&v, "from").is_some() {
+            continue;
+        }
+        let mut reader = AvroReader::new(ReaderBuilder::new().from_slice(&bytes));
+        while let Some(item) = reader.next_datum() {
+            let Ok(datum) = item else { continue };
+            let Ok(value) =
+                apache_avro::from_avro_datum(datum.schema.schema(), &mut datum.datum(), None)
+            else {
+                continue;
+            };
+            let sink = WriterBuilder::new().build(Vec::new()).unwrap();
+            let mut writer = AvroWriter::new(sink, datum.schema.clone()).unwrap();
+            assert_eq!(writer.encode_value(&value).unwrap(), datum.record, "{name}");
+        }
+        let mut reader = ReaderBuilder::new().from_slice(&bytes);
+        for metadata in reader.metadata().map(Result::unwrap) {
+            let entries = metadata.entries.iter().map(|(k, v)| (k.as_str(), &v[..]));
+            if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
+                let expected: Vec<(String, Vec<u8>)> = schema
+                    .metadata()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect();
+                assert_eq!(metadata.entries, expected, "{name}");
+            }
+        }
+    }
+    assert_eq!(typed, 5, "the Avro vectors");
 }

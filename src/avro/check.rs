@@ -1,0 +1,412 @@
+//! Checking a datum against its writer schema before decoding it: every length and count it
+//! declares must fit in the record that holds it, so decoding allocates in proportion to the
+//! record, whatever its bytes claim.
+//!
+//! `apache-avro` allocates what a datum declares before reading it (a string of 2^40 bytes, an
+//! array of 2^60 nulls, a fixed of the size a hostile schema gives), up to a process-wide
+//! limit of 512 MiB per allocation that only the first caller can set. So each datum is walked
+//! here first, allocating nothing: a string's length must not pass the record's end, each
+//! value counts against [`DatumLimits`], and nesting against its depth limit. Only a datum that
+//! passes is handed to `apache-avro`.
+
+use std::collections::HashMap;
+
+use apache_avro::schema::{
+    ArraySchema, DecimalSchema, FixedSchema, MapSchema, Name, Namespace, RecordSchema,
+};
+use apache_avro::Schema;
+
+/// Bounds on what one record may decode to, whatever its bytes declare (spec 15.4).
+///
+/// A datum decodes to at most `values_base + values_per_byte * len` values (each null, number,
+/// string, record, array item and so on counts one; `len` is the datum's length), nested at
+/// most `max_depth` deep (records, arrays, maps and unions each add a level). A record past
+/// either is reported as over a limit (not damage: a reader with larger limits decodes it).
+/// The defaults, 65,536 values plus 16 per byte and 128 levels, pass every datum whose values
+/// take a byte each on average, and keep the memory `apache-avro` spends on a datum under
+/// about 2 KiB per byte of it plus 6 MiB, and its recursion within a thread's default stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "limits do nothing until used: each method returns the changed limits"]
+pub struct DatumLimits {
+    pub(crate) values_base: u64,
+    pub(crate) values_per_byte: u64,
+    pub(crate) max_depth: usize,
+}
+
+impl Default for DatumLimits {
+    fn default() -> Self {
+        DatumLimits {
+            values_base: 1 << 16,
+            values_per_byte: 16,
+            max_depth: 128,
+        }
+    }
+}
+
+impl DatumLimits {
+    /// The values any datum may decode to, however short (default 65,536).
+    pub fn values_base(mut self, values: u64) -> Self {
+        self.values_base = values;
+        self
+    }
+
+    /// The values a datum may decode to per byte of its length (default 16).
+    pub fn values_per_byte(mut self, values: u64) -> Self {
+        self.values_per_byte = values;
+        self
+    }
+
+    /// The deepest nesting of records, arrays, maps and unions a datum may have (default 128).
+    /// Decoding recurses once per level: raise it on a thread with a larger stack only.
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// The most values a datum of `len` bytes may decode to.
+    fn max_values(&self, len: usize) -> u64 {
+        self.values_per_byte
+            .saturating_mul(len as u64)
+            .saturating_add(self.values_base)
+    }
+}
+
+/// Why a datum failed its check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The bytes do not follow the schema (at the datum's byte `at`).
+    Invalid { at: usize, what: String },
+    /// The datum is over one of the [`DatumLimits`].
+    Limit { what: &'static str, limit: u64 },
+}
+
+/// The named types of a schema, by full name, for following references.
+pub(crate) type Names = HashMap<Name, Schema>;
+
+/// Every record, enum and fixed type `schema` defines, by full name.
+pub(crate) fn names(schema: &Schema) -> Names {
+    let mut names = HashMap::new();
+    collect(schema, &None, &mut names);
+    names
+}
+
+fn collect(schema: &Schema, namespace: &Namespace, names: &mut Names) {
+    match schema {
+        Schema::Array(ArraySchema { items, .. }) => collect(items, namespace, names),
+        Schema::Map(MapSchema { types, .. }) => collect(types, namespace, names),
+        Schema::Union(union) => {
+            for variant in union.variants() {
+                collect(variant, namespace, names);
+            }
+        }
+        Schema::Record(RecordSchema { name, fields, .. }) => {
+            let full = name.fully_qualified_name(namespace);
+            let inner = full.namespace.clone();
+            names.entry(full).or_insert_with(|| schema.clone());
+            for field in fields {
+                collect(&field.schema, &inner, names);
+            }
+        }
+        Schema::Enum(e) => {
+            names
+                .entry(e.name.fully_qualified_name(namespace))
+                .or_insert_with(|| schema.clone());
+        }
+        Schema::Fixed(FixedSchema { name, .. }) => {
+            names
+                .entry(name.fully_qualified_name(namespace))
+                .or_insert_with(|| schema.clone());
+        }
+        _ => {}
+    }
+}
+
+/// Walks the datum at the start of `bytes` as `schema` says, and returns where it ends.
+pub(crate) fn check(
+    schema: &Schema,
+    names: &Names,
+    bytes: &[u8],
+    limits: &DatumLimits,
+) -> Result<usize, Failure> {
+    let mut walk = Walk {
+        bytes,
+        at: 0,
+        values: 0,
+        max_values: limits.max_values(bytes.len()),
+        max_depth: limits.max_depth,
+        names,
+    };
+    walk.value(schema, &None, 0)?;
+    Ok(walk.at)
+}
+
+struct Walk<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    values: u64,
+    max_values: u64,
+    max_depth: usize,
+    names: &'a Names,
+}
+
+impl Walk<'_> {
+    fn invalid(&self, what: impl Into<String>) -> Failure {
+        Failure::Invalid {
+            at: self.at,
+            what: what.into(),
+        }
+    }
+
+    /// A zig-zag varint of at most 10 bytes (what `apache-avro` reads).
+    #[inline]
+    fn long(&mut self, what: &str) -> Result<i64, Failure> {
+        // Most numbers, lengths and counts take one byte.
+        if let Some(&byte) = self.bytes.get(self.at) {
+            if byte & 0x80 == 0 {
+                self.at += 1;
+                return Ok(i64::from(byte >> 1) ^ -i64::from(byte & 1));
+            }
+        }
+        self.long_slow(what)
+    }
+
+    fn long_slow(&mut self, what: &str) -> Result<i64, Failure> {
+        let mut z: u64 = 0;
+        for i in 0..10 {
+            let Some(&byte) = self.bytes.get(self.at) else {
+                return Err(self.invalid(format!("{what} runs past the end of the record")));
+            };
+            self.at += 1;
+            z |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok((z >> 1) as i64 ^ -((z & 1) as i64));
+            }
+        }
+        Err(self.invalid(format!("{what} is longer than 10 bytes")))
+    }
+
+    /// Passes over `n` bytes.
+    #[inline]
+    fn skip(&mut self, n: u64, what: &str) -> Result<(), Failure> {
+        let left = (self.bytes.len() - self.at) as u64;
+        if n > left {
+            return Err(self.invalid(format!(
+                "{what} of {n} bytes runs past the end of the record ({left} left)"
+            )));
+        }
+        self.at += n as usize;
+        Ok(())
+    }
+
+    /// A length-prefixed byte string.
+    #[inline]
+    fn bytes(&mut self, what: &str) -> Result<(), Failure> {
+        let start = self.at;
+        let len = self.long(what)?;
+        if len < 0 {
+            self.at = start;
+            return Err(self.invalid(format!("{what} has a negative length {len}")));
+        }
+        self.skip(len as u64, what)
+    }
+
+    #[inline]
+    fn count(&mut self) -> Result<(), Failure> {
+        self.values += 1;
+        if self.values > self.max_values {
+            return Err(Failure::Limit {
+                what: "values",
+                limit: self.max_values,
+            });
+        }
+        Ok(())
+    }
+
+    fn value(&mut self, schema: &Schema, ns: &Namespace, depth: usize) -> Result<(), Failure> {
+        self.count()?;
+        match schema {
+            Schema::Null => Ok(()),
+            Schema::Boolean => self.skip(1, "a boolean"),
+            Schema::Int
+            | Schema::Long
+            | Schema::Date
+            | Schema::TimeMillis
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos
+            | Schema::Enum(_) => self.long("a number").map(drop),
+            Schema::Float => self.skip(4, "a float"),
+            Schema::Double => self.skip(8, "a double"),
+            Schema::Duration => self.skip(12, "a duration"),
+            Schema::Bytes | Schema::BigDecimal | Schema::Uuid => self.bytes("bytes"),
+            Schema::String => self.bytes("a string"),
+            Schema::Fixed(FixedSchema { size, .. }) => self.skip(*size as u64, "a fixed"),
+            Schema::Decimal(DecimalSchema { inner, .. }) => self.value(inner, ns, depth),
+            Schema::Union(union) => {
+                let depth = self.deeper(depth)?;
+                let start = self.at;
+                let index = self.long("a union index")?;
+                let variants = union.variants();
+                match usize::try_from(index).ok().and_then(|i| variants.get(i)) {
+                    Some(variant) => self.value(variant, ns, depth),
+                    None => {
+                        self.at = start;
+                        Err(self.invalid(format!(
+                            "union index {index} is not one of the union's {} branches",
+                            variants.len()
+                        )))
+                    }
+                }
+            }
+            Schema::Record(RecordSchema { name, fields, .. }) => {
+                let depth = self.deeper(depth)?;
+                // The namespace of the record's full name, as `Name::fully_qualified_name`
+                // gives it, without making the name.
+                let inner = match (&name.namespace, ns) {
+                    (Some(_), _) => &name.namespace,
+                    (None, Some(enclosing)) if !enclosing.is_empty() => ns,
+                    (None, _) => &None,
+                };
+                for field in fields {
+                    self.value(&field.schema, inner, depth)?;
+                }
+                Ok(())
+            }
+            Schema::Array(ArraySchema { items, .. }) => {
+                let depth = self.deeper(depth)?;
+                self.blocks(|walk| walk.value(items, ns, depth))
+            }
+            Schema::Map(MapSchema { types, .. }) => {
+                let depth = self.deeper(depth)?;
+                self.blocks(|walk| {
+                    walk.bytes("a map key")?;
+                    walk.value(types, ns, depth)
+                })
+            }
+            Schema::Ref { name } => {
+                let full = name.fully_qualified_name(ns);
+                match self.names.get(&full) {
+                    // A reference names a record, enum or fixed type, which `value` counts.
+                    Some(named) => {
+                        self.values -= 1;
+                        self.value(named, &full.namespace, depth)
+                    }
+                    None => Err(self.invalid(format!("the schema names no type {full}"))),
+                }
+            }
+        }
+    }
+
+    fn deeper(&self, depth: usize) -> Result<usize, Failure> {
+        if depth >= self.max_depth {
+            return Err(Failure::Limit {
+                what: "levels of nesting",
+                limit: self.max_depth as u64,
+            });
+        }
+        Ok(depth + 1)
+    }
+
+    /// The blocks of an array or a map: a count, its items, until a count of 0. A negative
+    /// count is followed by the block's size in bytes.
+    fn blocks(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<(), Failure>,
+    ) -> Result<(), Failure> {
+        loop {
+            let start = self.at;
+            let count = self.long("a block count")?;
+            let count = match count {
+                0 => return Ok(()),
+                n if n > 0 => n as u64,
+                n => {
+                    let size = self.long("a block size")?;
+                    if size < 0 {
+                        self.at = start;
+                        return Err(self.invalid(format!("a block has a negative size {size}")));
+                    }
+                    n.unsigned_abs()
+                }
+            };
+            for _ in 0..count {
+                // Each item counts as a value, so a count of 2^60 zero-byte items stops at
+                // the limit.
+                item(self)?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(schema: &str, bytes: &[u8]) -> Result<usize, Failure> {
+        let schema = Schema::parse_str(schema).unwrap();
+        check(&schema, &names(&schema), bytes, &DatumLimits::default())
+    }
+
+    #[test]
+    fn lengths_must_fit_in_the_record() {
+        assert_eq!(run(r#""string""#, b"\x06abc"), Ok(4));
+        assert!(matches!(
+            run(r#""string""#, b"\x08abc"),
+            Err(Failure::Invalid { .. })
+        ));
+        // A string claiming 2^62 bytes.
+        let huge = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(matches!(
+            run(r#""bytes""#, &huge),
+            Err(Failure::Invalid { .. })
+        ));
+        assert!(matches!(
+            run(r#""bytes""#, b"\x01"),
+            Err(Failure::Invalid { .. })
+        ));
+        let fixed = r#"{"type":"fixed","name":"f","size":1099511627776}"#;
+        assert!(matches!(run(fixed, b"ab"), Err(Failure::Invalid { .. })));
+    }
+
+    #[test]
+    fn zero_byte_items_count_against_the_limit() {
+        // 2^62 nulls in two bytes... and more.
+        let array = r#"{"type":"array","items":"null"}"#;
+        let claim = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00];
+        assert!(matches!(
+            run(array, &claim),
+            Err(Failure::Limit { what: "values", .. })
+        ));
+        // A thousand nulls are fine.
+        assert_eq!(run(array, &[0xd0, 0x0f, 0x00]), Ok(3));
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let list = r#"{"type":"record","name":"Node","fields":[
+            {"name":"next","type":["null","Node"]}]}"#;
+        let mut deep = vec![2u8; 1000];
+        deep.push(0);
+        assert!(matches!(
+            run(list, &deep),
+            Err(Failure::Limit {
+                what: "levels of nesting",
+                ..
+            })
+        ));
+        assert_eq!(run(list, &[2, 2, 0]), Ok(3));
+        assert!(matches!(run(list, &[2, 4]), Err(Failure::Invalid { .. })));
+    }
+
+    #[test]
+    fn trailing_bytes_are_left() {
+        assert_eq!(run(r#""long""#, &[0x02, 0x02]), Ok(1));
+        assert!(matches!(
+            run(r#""long""#, &[0x80; 11]),
+            Err(Failure::Invalid { .. })
+        ));
+    }
+}

@@ -1,0 +1,324 @@
+//! The typed reader: collects the schemas the file announces, and decodes each record with the
+//! schema its fingerprint names.
+
+use apache_avro::types::Value;
+use apache_avro::Schema;
+use serde::de::DeserializeOwned;
+
+use super::check::{self, DatumLimits, Failure};
+use super::error::{Error, RecordProblem, Result};
+use super::resolve::ReaderSchema;
+use super::schema::{guarded, Schemas, WriterSchema};
+use super::{MARKER, PREFIX_LEN};
+use crate::reader::ItemAt;
+use crate::{Reader, Source};
+
+/// Options for typed readers.
+#[derive(Debug, Clone, Default)]
+#[must_use = "options do nothing until used: each method returns the changed options"]
+pub struct AvroReaderBuilder {
+    schemas: Schemas,
+    reader_schema: Option<ReaderSchema>,
+    limits: DatumLimits,
+}
+
+impl AvroReaderBuilder {
+    /// Default options: no schemas but the file's, no reader schema, the default limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes records into `schema` by Avro's schema resolution (fields added with defaults,
+    /// fields removed, promotions such as `int` to `long`, aliases), whatever schema each was
+    /// written with. A record whose writer schema does not resolve to it is reported
+    /// ([`RecordProblem::Unresolvable`]).
+    pub fn reader_schema(mut self, schema: Schema) -> Self {
+        self.reader_schema = Some(ReaderSchema::new(schema));
+        self
+    }
+
+    /// Knows `schema` from the start, as if the file announced it first: records that name it
+    /// decode even when the file's metadata block with it is lost, or lies before where
+    /// reading starts. Schemas the file announces replace given ones of the same fingerprint.
+    pub fn schema(mut self, schema: WriterSchema) -> Self {
+        self.schemas.add(schema);
+        self
+    }
+
+    /// Knows these schemas from the start (see [`schema`](Self::schema)); e.g.
+    /// [`Schemas::scan`] of the whole file, for a reader that starts past its schema blocks.
+    pub fn schemas(mut self, schemas: &Schemas) -> Self {
+        for schema in schemas.iter() {
+            self.schemas.add(schema.clone());
+        }
+        self
+    }
+
+    /// Bounds what a record may decode to (see [`DatumLimits`]).
+    pub fn limits(mut self, limits: DatumLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// A typed reader of the records `reader` reads.
+    pub fn build<S: Source>(&self, reader: Reader<S>) -> AvroReader<S> {
+        AvroReader {
+            reader,
+            schemas: self.schemas.clone(),
+            reader_schema: self.reader_schema.clone(),
+            limits: self.limits,
+            block: None,
+            index: 0,
+            ordinal: 0,
+            last: None,
+        }
+    }
+}
+
+/// A record checked against its writer schema, not decoded: its single-object encoding and
+/// where it was found. See [`AvroReader::next_datum`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Datum<'a> {
+    /// The writer schema the record's fingerprint names.
+    pub schema: WriterSchema,
+    /// The whole record: `c3 01`, the fingerprint, the datum.
+    pub record: &'a [u8],
+    /// Absolute offset of the opening sync byte of the record's data block.
+    pub offset: u64,
+    /// The record's position in its block, from 0.
+    pub index: u64,
+    /// The record's position among the records this reader met, from 0.
+    pub ordinal: u64,
+}
+
+impl<'a> Datum<'a> {
+    /// The Avro binary datum, after the 10-byte prefix: what an Avro object container file
+    /// stores for the record.
+    pub fn datum(&self) -> &'a [u8] {
+        &self.record[PREFIX_LEN..]
+    }
+}
+
+/// Reads typed records: the values of records written by an
+/// [`AvroWriter`](super::AvroWriter), or anything else that writes Avro's single-object
+/// encoding and announces its schemas in metadata blocks (spec 15).
+///
+/// It reads the file in order with [`Reader`], so it meets each metadata block before the
+/// records after it, and keeps every schema announced, by fingerprint. Each record is decoded
+/// with the schema its fingerprint names, from the slice the reader already holds. What
+/// cannot be returned is an error naming the record's block and position, after which
+/// reading goes on: damage (the block's records are lost), a metadata block whose schema
+/// cannot be used, a record whose schema is unknown or that does not decode
+/// ([`Error::Record`]). A record is never decoded with a schema it does not name, and nothing
+/// undecodable is returned.
+///
+/// It is an [`Iterator`] of values, as [`next_value`](Self::next_value) returns them.
+#[derive(Debug)]
+pub struct AvroReader<S> {
+    reader: Reader<S>,
+    schemas: Schemas,
+    reader_schema: Option<ReaderSchema>,
+    limits: DatumLimits,
+    /// The block of the last record, and that record's index in it.
+    block: Option<u64>,
+    index: u64,
+    /// Records met so far.
+    ordinal: u64,
+    /// The schema of the last record decoded, while no schema block follows it.
+    last: Option<WriterSchema>,
+}
+
+impl<S: Source> AvroReader<S> {
+    /// A typed reader with default options ([`AvroReaderBuilder`]).
+    pub fn new(reader: Reader<S>) -> Self {
+        AvroReaderBuilder::new().build(reader)
+    }
+
+    /// The next record, checked as every record is before it is decoded (spec 15.3, checks 1
+    /// to 4) but not decoded: for copying records as they are (into an Avro object container
+    /// file, say). Errors as for [`next_value`](Self::next_value).
+    pub fn next_datum(&mut self) -> Option<Result<Datum<'_>>> {
+        let (range, offset, index, ordinal, schema) = match self.next_checked()? {
+            Ok(found) => found,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(Datum {
+            schema,
+            record: self.reader.record(range),
+            offset,
+            index,
+            ordinal,
+        }))
+    }
+
+    /// The next record's value, decoded with its writer schema and resolved to the reader
+    /// schema if one was given; or an error, after which reading goes on.
+    pub fn next_value(&mut self) -> Option<Result<Value>> {
+        let (range, offset, index, ordinal, schema) = match self.next_checked()? {
+            Ok(found) => found,
+            Err(e) => return Some(Err(e)),
+        };
+        let record = self.reader.record(range);
+        let problem = |problem| Error::Record {
+            offset,
+            index,
+            ordinal,
+            problem,
+        };
+        let fingerprint = schema.fingerprint();
+        let undecodable = |what: String| RecordProblem::Undecodable {
+            fingerprint,
+            at: 0,
+            what,
+        };
+        let mut rest = record;
+        let value = match guarded(|| schema.decoder().read_value(&mut rest)) {
+            Ok(Ok(value)) if rest.is_empty() => value,
+            Ok(Ok(_)) => return Some(Err(problem(undecodable("decoded short".into())))),
+            Ok(Err(e)) => return Some(Err(problem(undecodable(e.to_string())))),
+            Err(panic) => return Some(Err(problem(undecodable(panic)))),
+        };
+        let Some(reader_schema) = &self.reader_schema else {
+            return Some(Ok(value));
+        };
+        let unresolvable = |what| RecordProblem::Unresolvable { fingerprint, what };
+        Some(match guarded(|| reader_schema.resolve(value)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(problem(unresolvable(e.to_string()))),
+            Err(panic) => Err(problem(unresolvable(panic))),
+        })
+    }
+
+    /// The next record's value deserialized into `T` (from the value
+    /// [`next_value`](Self::next_value) returns); a value that does not fit `T` is reported
+    /// ([`RecordProblem::Deserialize`]) and reading goes on.
+    pub fn next_as<T: DeserializeOwned>(&mut self) -> Option<Result<T>> {
+        let value = match self.next_value()? {
+            Ok(value) => value,
+            Err(e) => return Some(Err(e)),
+        };
+        let (offset, index) = (self.block.unwrap_or(0), self.index);
+        let ordinal = self.ordinal - 1;
+        let problem = |what| Error::Record {
+            offset,
+            index,
+            ordinal,
+            problem: RecordProblem::Deserialize { what },
+        };
+        Some(match guarded(|| apache_avro::from_value::<T>(&value)) {
+            Ok(Ok(typed)) => Ok(typed),
+            Ok(Err(e)) => Err(problem(e.to_string())),
+            Err(panic) => Err(problem(panic)),
+        })
+    }
+
+    /// The schemas known so far: those given, and those of the metadata blocks read.
+    pub fn schemas(&self) -> &Schemas {
+        &self.schemas
+    }
+
+    /// The reader of the file's blocks, e.g. for its [`stats`](Reader::stats) or
+    /// [`ending`](Reader::ending).
+    pub fn reader(&self) -> &Reader<S> {
+        &self.reader
+    }
+
+    /// The reader of the file's blocks back.
+    pub fn into_inner(self) -> Reader<S> {
+        self.reader
+    }
+
+    /// The check each record passes before it is decoded (spec 15.3, checks 1 to 4): it
+    /// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum,
+    /// walked as that schema says without allocating, ends exactly at the end of the record,
+    /// declares no length past it and stays within the [`DatumLimits`].
+    fn datum_check(&self, record: &[u8]) -> std::result::Result<WriterSchema, RecordProblem> {
+        if record.len() < PREFIX_LEN || record[..2] != MARKER {
+            return Err(RecordProblem::NoMarker {
+                found: record[..record.len().min(PREFIX_LEN)].to_vec(),
+            });
+        }
+        let mut fingerprint = [0u8; 8];
+        fingerprint.copy_from_slice(&record[2..PREFIX_LEN]);
+        let fingerprint = u64::from_le_bytes(fingerprint);
+        // Records of one schema usually follow one another.
+        let schema = match &self.last {
+            Some(last) if last.fingerprint() == fingerprint => last,
+            _ => match self.schemas.get(fingerprint) {
+                Some(schema) => schema,
+                None => return Err(RecordProblem::SchemaUnknown { fingerprint }),
+            },
+        };
+        let datum = &record[PREFIX_LEN..];
+        match check::check(schema.schema(), schema.names(), datum, &self.limits) {
+            Ok(end) if end == datum.len() => Ok(schema.clone()),
+            Ok(end) => Err(RecordProblem::TrailingBytes {
+                fingerprint,
+                left: (datum.len() - end) as u64,
+                len: datum.len() as u64,
+            }),
+            Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
+                fingerprint,
+                at: at as u64,
+                what,
+            }),
+            Err(Failure::Limit { what, limit }) => Err(RecordProblem::Limit { what, limit }),
+        }
+    }
+
+    /// The next record that passes [`datum_check`](Self::datum_check): its range in the
+    /// reader's buffer, block offset, index, ordinal and schema. Metadata blocks met on the
+    /// way add their schemas (or are reported).
+    #[allow(clippy::type_complexity)]
+    fn next_checked(
+        &mut self,
+    ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema)>> {
+        loop {
+            let (range, block) = match self.reader.next_item_at()? {
+                Err(e) => return Some(Err(e.into())),
+                Ok(ItemAt::Metadata) => {
+                    let block = self.reader.current_block().expect("the block just read");
+                    match self.schemas.add_from_block(&block) {
+                        Err(e) => return Some(Err(e)),
+                        Ok(None) => continue,
+                        Ok(Some(_)) => {
+                            // It may replace the schema of the last fingerprint.
+                            self.last = None;
+                            continue;
+                        }
+                    }
+                }
+                Ok(ItemAt::Record { range, block }) => (range, block),
+            };
+            if self.block == Some(block) {
+                self.index += 1;
+            } else {
+                self.block = Some(block);
+                self.index = 0;
+            }
+            let ordinal = self.ordinal;
+            self.ordinal += 1;
+            return Some(match self.datum_check(self.reader.record(range.clone())) {
+                Ok(schema) => {
+                    self.last = Some(schema.clone());
+                    Ok((range, block, self.index, ordinal, schema))
+                }
+                Err(problem) => Err(Error::Record {
+                    offset: block,
+                    index: self.index,
+                    ordinal,
+                    problem,
+                }),
+            });
+        }
+    }
+}
+
+impl<S: Source> Iterator for AvroReader<S> {
+    type Item = Result<Value>;
+
+    fn next(&mut self) -> Option<Result<Value>> {
+        self.next_value()
+    }
+}

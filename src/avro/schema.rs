@@ -1,0 +1,398 @@
+//! Writer schemas: parsed, fingerprinted, announced in metadata blocks, and collected by
+//! fingerprint from the metadata blocks a reader meets.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use apache_avro::headers::HeaderBuilder;
+use apache_avro::{GenericSingleObjectReader, Schema};
+
+use super::canonical;
+use super::check::{self, Names};
+use super::error::{Error, Result, SchemaProblem};
+use super::{FINGERPRINT_KEY, SCHEMA_KEY};
+use crate::Block;
+
+/// A writer schema: the schema, the JSON text a file stores it as, and its fingerprint.
+///
+/// Cheap to clone (shared).
+#[derive(Clone)]
+pub struct WriterSchema(Arc<Inner>);
+
+struct Inner {
+    schema: Schema,
+    json: String,
+    fingerprint: u64,
+    names: Names,
+    decoder: GenericSingleObjectReader,
+}
+
+impl std::fmt::Debug for WriterSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterSchema")
+            .field("fingerprint", &format_args!("{:016x}", self.0.fingerprint))
+            .field("json", &self.0.json)
+            .finish()
+    }
+}
+
+impl PartialEq for WriterSchema {
+    /// The same fingerprint and the same JSON text.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.fingerprint == other.0.fingerprint && self.0.json == other.0.json
+    }
+}
+
+impl WriterSchema {
+    /// Parses a schema from its JSON text, which a file stores as given (under `avro.schema`):
+    /// documentation, aliases, defaults and other attributes are kept for whoever reads it.
+    pub fn parse(json: &str) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| Error::InvalidSchema(format!("not JSON: {e}")))?;
+        precheck(&value).map_err(Error::InvalidSchema)?;
+        let schema = guarded(|| Schema::parse(&value))
+            .and_then(|parsed| parsed.map_err(|e| e.to_string()))
+            .map_err(Error::InvalidSchema)?;
+        Self::with_json(schema, json.to_owned(), &value).map_err(Error::InvalidSchema)
+    }
+
+    /// A schema built in code (or derived with `apache-avro`'s `AvroSchema`), stored as the
+    /// JSON `apache-avro` writes for it (with its documentation, aliases and defaults).
+    ///
+    /// `apache-avro` writes some schemas differently from how they were given (0.21 names a
+    /// `duration` fixed type `duration`), which changes their fingerprint: to store a
+    /// schema's JSON as written, [`parse`](Self::parse) it.
+    pub fn new(schema: Schema) -> Result<Self> {
+        let value = guarded(|| serde_json::to_value(&schema))
+            .and_then(|json| json.map_err(|e| e.to_string()))
+            .map_err(Error::InvalidSchema)?;
+        Self::with_json(schema, value.to_string(), &value).map_err(Error::InvalidSchema)
+    }
+
+    fn with_json(
+        schema: Schema,
+        json: String,
+        value: &serde_json::Value,
+    ) -> std::result::Result<Self, String> {
+        let fingerprint = canonical::fingerprint64(canonical::canonical_form(value)?.as_bytes());
+        let prefix = Prefix::of(fingerprint);
+        let decoder =
+            guarded(|| GenericSingleObjectReader::new_with_header_builder(schema.clone(), prefix))?
+                .map_err(|e| e.to_string())?;
+        let names = check::names(&schema);
+        Ok(WriterSchema(Arc::new(Inner {
+            schema,
+            json,
+            fingerprint,
+            names,
+            decoder,
+        })))
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.0.schema
+    }
+
+    /// The JSON text stored under `avro.schema`.
+    pub fn json(&self) -> &str {
+        &self.0.json
+    }
+
+    /// The CRC-64-AVRO ("Rabin") fingerprint of the schema's Parsing Canonical Form, as its 8
+    /// bytes read little-endian: what every record written with it carries (spec 15.1).
+    pub fn fingerprint(&self) -> u64 {
+        self.0.fingerprint
+    }
+
+    /// The single-object prefix of every record written with this schema: `c3 01` and the
+    /// fingerprint's 8 bytes, little-endian.
+    pub fn prefix(&self) -> [u8; super::PREFIX_LEN] {
+        Prefix::of(self.0.fingerprint).0
+    }
+
+    /// The canonical form's fingerprint as a header for `apache-avro`'s single-object
+    /// readers and writers, whose own fingerprints differ for some schemas (see
+    /// [`canonical`]).
+    pub(crate) fn header(&self) -> Prefix {
+        Prefix::of(self.0.fingerprint)
+    }
+
+    /// The entries of the metadata block that announces this schema: `avro.schema` (the JSON
+    /// text) and `avro.fingerprint` (8 bytes).
+    pub fn metadata(&self) -> [(&'static str, Vec<u8>); 2] {
+        [
+            (SCHEMA_KEY, self.0.json.as_bytes().to_vec()),
+            (FINGERPRINT_KEY, self.0.fingerprint.to_le_bytes().to_vec()),
+        ]
+    }
+
+    /// The schema a metadata block announces: `None` when the block has no `avro.schema`
+    /// key, an error when its schema cannot be used (spec: it does not parse, or its
+    /// fingerprint is missing or wrong). `offset` is the block's, for the error.
+    pub fn from_metadata<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        offset: u64,
+    ) -> Option<Result<Self>> {
+        let (mut json, mut stored) = (None, None);
+        for (key, value) in entries {
+            match key {
+                SCHEMA_KEY => json = Some(value),
+                FINGERPRINT_KEY => stored = Some(value),
+                _ => {}
+            }
+        }
+        let problem = |problem| Error::Schema { offset, problem };
+        let invalid = |what: String| problem(SchemaProblem::Invalid { what });
+        let json = json?;
+        let Ok(text) = std::str::from_utf8(json) else {
+            return Some(Err(invalid("not UTF-8".into())));
+        };
+        let schema = match WriterSchema::parse(text) {
+            Ok(schema) => schema,
+            Err(Error::InvalidSchema(what)) => return Some(Err(invalid(what))),
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(stored) = stored else {
+            return Some(Err(invalid(format!("no {FINGERPRINT_KEY} beside it"))));
+        };
+        if stored != schema.fingerprint().to_le_bytes() {
+            return Some(Err(problem(SchemaProblem::FingerprintMismatch {
+                stored: stored.to_vec(),
+                computed: schema.fingerprint(),
+            })));
+        }
+        Some(Ok(schema))
+    }
+
+    pub(crate) fn names(&self) -> &Names {
+        &self.0.names
+    }
+
+    pub(crate) fn decoder(&self) -> &GenericSingleObjectReader {
+        &self.0.decoder
+    }
+}
+
+/// A single-object prefix, as `apache-avro` takes one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prefix([u8; super::PREFIX_LEN]);
+
+impl Prefix {
+    fn of(fingerprint: u64) -> Self {
+        let mut prefix = [0u8; super::PREFIX_LEN];
+        prefix[..2].copy_from_slice(&super::MARKER);
+        prefix[2..].copy_from_slice(&fingerprint.to_le_bytes());
+        Prefix(prefix)
+    }
+}
+
+impl HeaderBuilder for Prefix {
+    fn build_header(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
+/// Writer schemas by fingerprint: the schemas a reader has met in metadata blocks, and those
+/// its caller gave it (a schema registry of sorts).
+///
+/// A schema added under a fingerprint already known replaces the one before: a reader decodes
+/// each record with the latest schema of its fingerprint met before it in the file. (Schemas
+/// with one fingerprint have one Parsing Canonical Form, so they encode data alike and differ
+/// only in what that form leaves out: documentation, defaults, aliases, logical types.)
+#[derive(Debug, Clone, Default)]
+pub struct Schemas {
+    by_fingerprint: HashMap<u64, WriterSchema>,
+}
+
+impl Schemas {
+    /// No schemas.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `schema` under its fingerprint, replacing a schema with the same fingerprint.
+    pub fn add(&mut self, schema: WriterSchema) {
+        self.by_fingerprint.insert(schema.fingerprint(), schema);
+    }
+
+    /// The schema with this fingerprint, if known.
+    pub fn get(&self, fingerprint: u64) -> Option<&WriterSchema> {
+        self.by_fingerprint.get(&fingerprint)
+    }
+
+    /// How many schemas are known.
+    pub fn len(&self) -> usize {
+        self.by_fingerprint.len()
+    }
+
+    /// Whether no schema is known.
+    pub fn is_empty(&self) -> bool {
+        self.by_fingerprint.is_empty()
+    }
+
+    /// The known schemas, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &WriterSchema> {
+        self.by_fingerprint.values()
+    }
+
+    /// Adds the schema an intact metadata block announces, if any; an error (naming the
+    /// block's offset) for a schema that cannot be used, which is not added.
+    pub fn add_from_block(&mut self, block: &Block<'_>) -> Result<Option<WriterSchema>> {
+        match WriterSchema::from_metadata(block.entries(), block.info().offset) {
+            None => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(schema)) => {
+                self.add(schema.clone());
+                Ok(Some(schema))
+            }
+        }
+    }
+
+    /// Collects the schemas of every metadata block in `bytes` (a whole file), skipping data
+    /// blocks by their lengths (spec 9.3): for readers that start past a file's schema blocks
+    /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record), a
+    /// range read). Damage and unusable schemas are passed over; a full read reports them.
+    pub fn scan(bytes: &[u8]) -> Self {
+        let mut schemas = Schemas::new();
+        let mut reader = crate::ReaderBuilder::new().from_slice(bytes);
+        for metadata in reader.metadata().flatten() {
+            let entries = metadata
+                .entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_slice()));
+            if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
+                schemas.add(schema);
+            }
+        }
+        schemas
+    }
+}
+
+/// Refuses what `apache-avro` 0.21 panics on when it parses a schema or makes its canonical
+/// form, rather than reporting: a name, type name or alias that is not an Avro name (it
+/// unwraps their parsing), and a size, precision or scale that is not an `i64`. Avro's names are
+/// `[A-Za-z_][A-Za-z0-9_]*`, joined by dots in full names. Only what holds schemas is looked
+/// into (types, fields, items, values, union branches), not defaults or other attributes,
+/// which may hold any JSON.
+fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    let fullname = |s: &str| s.split('.').all(is_name);
+    match json {
+        Value::String(name) if !fullname(name) => Err(format!("type {name:?} is not an Avro name")),
+        Value::Array(branches) => branches.iter().try_for_each(precheck),
+        Value::Object(object) => {
+            names(object)?;
+            for key in ["type", "items", "values"] {
+                if let Some(schema) = object.get(key) {
+                    precheck(schema)?;
+                }
+            }
+            if let Some(Value::Array(fields)) = object.get("fields") {
+                for field in fields {
+                    if let Value::Object(field) = field {
+                        names(field)?;
+                        if let Some(schema) = field.get("type") {
+                            precheck(schema)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The names, aliases and sizes of a schema or field object, for [`precheck`].
+fn names(object: &serde_json::Map<String, serde_json::Value>) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    let fullname = |s: &str| s.split('.').all(is_name);
+    for (key, value) in object {
+        match (key.as_str(), value) {
+            ("name", Value::String(name)) if !fullname(name) => {
+                return Err(format!("name {name:?} is not an Avro name"));
+            }
+            ("namespace", Value::String(ns)) if !(ns.is_empty() || fullname(ns)) => {
+                return Err(format!("namespace {ns:?} is not an Avro namespace"));
+            }
+            ("aliases", Value::Array(aliases)) => {
+                for alias in aliases {
+                    if let Value::String(alias) = alias {
+                        if !fullname(alias) {
+                            return Err(format!("alias {alias:?} is not an Avro name"));
+                        }
+                    }
+                }
+            }
+            // Its canonical form takes these, wherever they are (custom attributes too), as
+            // an `i64` or a string of one.
+            ("size" | "precision" | "scale", value)
+                if !(value.as_i64().is_some()
+                    || value.as_str().is_some_and(|s| s.parse::<i64>().is_ok())) =>
+            {
+                return Err(format!("{key} {value} is not an integer"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `s` is an Avro name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Runs `f`, turning a panic inside `apache-avro` (which has some on inputs it does not
+/// expect) into an error, so that no schema or datum a file holds can end the program.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown");
+        format!("apache-avro failed: {what}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// apache-avro 0.21 panics on these (fuzz/regressions/avro_read/name-not-an-avro-name):
+    /// they are refused before it sees them.
+    #[test]
+    fn schemas_apache_avro_panics_on_are_refused() {
+        for json in [
+            r#"{"type":"record","name":"Eve/t","fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":"jo/ng"}]}"#,
+            r#"{"type":"record","name":"E","aliases":["a b"],"fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":{"type":"array","items":"long","name":"x y"}}]}"#,
+            r#"{"type":"fixed","name":"F","size":18446744073709551615}"#,
+            r#"{"type":"enum","name":"E","namespace":"a..b","symbols":["A"]}"#,
+            r#"{"type":"record","name":"E","size":"x","fields":[]}"#,
+            r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long","scale":1.5}]}"#,
+        ] {
+            assert!(
+                matches!(WriterSchema::parse(json), Err(Error::InvalidSchema(_))),
+                "{json}"
+            );
+        }
+    }
+
+    /// Defaults and other attributes may hold any JSON, names included.
+    #[test]
+    fn defaults_are_not_schemas() {
+        let json = r#"{"type":"record","name":"E","x-meta":{"name":"not a name"},"fields":[
+            {"name":"who","type":{"type":"record","name":"P","fields":[
+                {"name":"name","type":"string"}]},"default":{"name":"John Smith"}}]}"#;
+        WriterSchema::parse(json).unwrap();
+    }
+}
