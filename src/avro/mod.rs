@@ -51,6 +51,7 @@
 
 mod canonical;
 mod check;
+pub mod container;
 mod error;
 pub mod json;
 mod path;
