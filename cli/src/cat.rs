@@ -36,6 +36,16 @@ pub struct Args {
     /// replaced (log rotation) is reported on stderr and followed.
     #[arg(long, short = 'f')]
     follow: bool,
+    /// Typed records (written by `pack --schema`): each as one line of JSON in Avro's JSON
+    /// encoding, decoded with the schema it names (bytes and fixed as strings of characters
+    /// U+0000..U+00FF, a union as {"branch": value} or null, logical types as their
+    /// underlying type). A record that cannot be decoded is reported, never guessed at.
+    #[arg(long, conflicts_with_all = ["follow", "framing"])]
+    json: bool,
+    /// With --json: resolve every record to this schema (Avro's schema resolution: fields
+    /// added with defaults, fields removed, promotions, aliases).
+    #[arg(long, value_name = "FILE.avsc", requires = "json")]
+    reader_schema: Option<PathBuf>,
     /// The cobsfiles, read one after the other (`-` for stdin). --skip and --limit apply to
     /// each; --follow takes one.
     #[arg(value_name = "FILE", required = true)]
@@ -43,6 +53,24 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
+    if args.json {
+        let reader_schema = args
+            .reader_schema
+            .as_deref()
+            .map(super::typed::load_schema)
+            .transpose()?;
+        return super::each_file(&args.files, None, |file| {
+            // From the start of the file, so that every schema block before the records is
+            // read: --skip counts records read.
+            let job = super::typed::JsonCat {
+                name: input::name(file),
+                reader_schema: reader_schema.clone(),
+                skip: args.skip,
+                limit: args.limit,
+            };
+            input::read(file, &args.read, job)
+        });
+    }
     if args.follow {
         let [file] = &args.files[..] else {
             return Err(Failure::usage("--follow follows one file"));
@@ -79,7 +107,8 @@ struct Cat {
 impl ReadJob for Cat {
     type Output = Outcome;
 
-    fn run<S: Source>(self, reader: &mut Reader<S>, size: Option<u64>) -> Result<Outcome, Failure> {
+    fn run<S: Source>(self, mut reader: Reader<S>, size: Option<u64>) -> Result<Outcome, Failure> {
+        let reader = &mut reader;
         let progress = Progress::start(size, "reading");
         let stdout = io::stdout().lock();
         let mut out = BufWriter::with_capacity(1 << 18, stdout);

@@ -15,11 +15,7 @@ pub trait ReadJob {
     /// What the job returns.
     type Output;
     /// Runs the job; `size` is the input's length when known.
-    fn run<S: Source>(
-        self,
-        reader: &mut Reader<S>,
-        size: Option<u64>,
-    ) -> Result<Self::Output, Failure>;
+    fn run<S: Source>(self, reader: Reader<S>, size: Option<u64>) -> Result<Self::Output, Failure>;
 }
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
@@ -41,11 +37,11 @@ pub fn read_from<J: ReadJob>(
         Input::Stream(stream) => {
             let mut reader = builder.from_read(stream);
             reader.skip_records(skip);
-            job.run(&mut reader, None)
+            job.run(reader, None)
         }
         Input::Mapped(file) => {
-            let mut reader = file.reader_at_record(&builder, skip);
-            job.run(&mut reader, Some(file.bytes().len() as u64))
+            let reader = file.reader_at_record(&builder, skip);
+            job.run(reader, Some(file.bytes().len() as u64))
         }
     }
 }
@@ -149,6 +145,12 @@ impl Diagnostics {
             eprintln!("{line}");
         }
         Ok(())
+    }
+
+    /// Takes a problem found in an intact block (a typed record that cannot be decoded) and
+    /// reported already: the command ends no better than `outcome`.
+    pub fn note(&mut self, outcome: Outcome) {
+        self.outcome = self.outcome.worst(outcome);
     }
 
     fn release(&mut self) {

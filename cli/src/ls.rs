@@ -90,7 +90,8 @@ impl Row {
 impl ReadJob for Ls {
     type Output = Outcome;
 
-    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+    fn run<S: Source>(self, mut reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let reader = &mut reader;
         let mut out = BufWriter::new(io::stdout().lock());
         if !self.json {
             let header = writeln!(

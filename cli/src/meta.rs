@@ -26,7 +26,7 @@ fn run_one(args: &ListArgs, path: &Path) -> Result<Outcome, Failure> {
     };
     let builder = args.read.builder()?;
     match input::open(path)? {
-        input::Input::Stream(stream) => job.run(&mut builder.from_read(stream), None),
+        input::Input::Stream(stream) => job.run(builder.from_read(stream), None),
         input::Input::Mapped(file) => {
             let mut scan = file.metadata_with(&builder);
             job.print(&mut scan, |scan| scan.reader())
@@ -52,12 +52,31 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The schema of typed records (`avro.schema`) as JSON, and its fingerprint
+/// (`avro.fingerprint`, 8 bytes little-endian) as the hex of the number, for people and
+/// tools; `None` for other entries, or values that are not what these keys hold.
+fn typed_value(key: &str, value: &[u8]) -> Option<Value> {
+    match key {
+        cobsfile::avro::SCHEMA_KEY => serde_json::from_slice(value).ok(),
+        cobsfile::avro::FINGERPRINT_KEY => {
+            let bytes: [u8; 8] = value.try_into().ok()?;
+            Some(Value::String(format!("{:016x}", u64::from_le_bytes(bytes))))
+        }
+        _ => None,
+    }
+}
+
 fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -> io::Result<()> {
     if json {
         let entries: Map<String, Value> = block
             .entries
             .iter()
-            .map(|(k, v)| (k.clone(), json_value(v)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    typed_value(k, v).unwrap_or_else(|| json_value(v)),
+                )
+            })
             .collect();
         return writeln!(
             out,
@@ -67,6 +86,22 @@ fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -
     }
     writeln!(out, "metadata at offset {}:", block.offset)?;
     for (key, value) in &block.entries {
+        match typed_value(key, value) {
+            // The schema indented, one line per attribute, under its key.
+            Some(Value::String(fingerprint)) => {
+                writeln!(out, "  {key} = {fingerprint}")?;
+                continue;
+            }
+            Some(schema) => {
+                let pretty = serde_json::to_string_pretty(&schema).map_err(io::Error::other)?;
+                writeln!(out, "  {key} =")?;
+                for line in pretty.lines() {
+                    writeln!(out, "    {line}")?;
+                }
+                continue;
+            }
+            None => {}
+        }
         match std::str::from_utf8(value) {
             Ok(text) => writeln!(out, "  {key} = {text:?}")?,
             Err(_) => writeln!(out, "  {key} = hex:{}", hex(value))?,
@@ -78,7 +113,8 @@ fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -
 impl ReadJob for Meta {
     type Output = Outcome;
 
-    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+    fn run<S: Source>(self, mut reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let reader = &mut reader;
         self.print(&mut reader.metadata(), |blocks| blocks.reader())
     }
 }

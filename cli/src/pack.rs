@@ -17,6 +17,7 @@ use super::args;
 use super::framing::{FramingError, FINAL_NEWLINE_KEY};
 use super::output::Output;
 use super::progress::Progress;
+use super::typed::JsonLines;
 use super::{input, is_stdio, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -81,9 +82,27 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", conflicts_with = "append",
           value_parser = args::bytes_in(1..=u64::MAX))]
     pipe_buffer: Option<usize>,
+    /// Typed records: each input record (a line) is a JSON value of the Avro schema in
+    /// FILE.avsc, written as an Avro datum in single-object encoding, with the schema stored
+    /// in the file (spec 15). A line that is not such a value stops the command (naming its
+    /// number and where in the value), leaving no output, unless --invalid skip.
+    #[arg(long, value_name = "FILE.avsc")]
+    schema: Option<PathBuf>,
+    /// With --schema: what a line that is not a value of the schema does. stop: the command
+    /// fails and writes nothing; skip: it is reported and left out, the command goes on and
+    /// exits with 3.
+    #[arg(long, value_enum, default_value = "stop", requires = "schema")]
+    invalid: Invalid,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
+}
+
+/// `--invalid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Invalid {
+    Stop,
+    Skip,
 }
 
 fn parse_durability(arg: &str) -> Result<Durability, String> {
@@ -119,6 +138,53 @@ const BLOCK_TARGET_MAX: u64 = cobsfile::DEFAULT_MAX_BODY_SIZE as u64;
 enum PackError {
     Framing(FramingError),
     Library(cobsfile::Error),
+    /// An input record that is not a value of the schema (`--schema`).
+    Invalid(String),
+}
+
+impl From<cobsfile::Error> for PackError {
+    fn from(e: cobsfile::Error) -> Self {
+        PackError::Library(e)
+    }
+}
+
+impl From<cobsfile::avro::Error> for PackError {
+    fn from(e: cobsfile::avro::Error) -> Self {
+        match e {
+            cobsfile::avro::Error::File(e) => PackError::Library(e),
+            e => PackError::Invalid(e.to_string()),
+        }
+    }
+}
+
+/// Writes each input record to `sink`: as it is, or, with a schema, as the typed record of
+/// the JSON value it holds (after the metadata block announcing the schema).
+fn typed_or_raw<'a, S: cobsfile::avro::RecordSink + 'a>(
+    lines: &'a mut Option<JsonLines>,
+    sink: S,
+) -> Result<impl FnMut(&[u8]) -> Result<(), PackError> + 'a, Failure> {
+    enum Out<S> {
+        Raw(S),
+        Typed(Box<cobsfile::avro::AvroWriter<S>>),
+    }
+    let mut out = match lines {
+        Some(lines) => Out::Typed(Box::new(
+            cobsfile::avro::AvroWriter::new(sink, lines.schema().clone())
+                .map_err(|e| Failure::new(e.to_string()))?,
+        )),
+        None => Out::Raw(sink),
+    };
+    Ok(move |record: &[u8]| match &mut out {
+        Out::Raw(sink) => sink.write_record(record).map(drop).map_err(PackError::from),
+        Out::Typed(writer) => match lines.as_mut().expect("typed").value(record) {
+            Ok(Some(value)) => writer
+                .write_value(&value)
+                .map(drop)
+                .map_err(PackError::from),
+            Ok(None) => Ok(()),
+            Err(message) => Err(PackError::Invalid(message)),
+        },
+    })
 }
 
 impl From<FramingError> for PackError {
@@ -138,9 +204,26 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         .as_deref()
         .map(super::load_dictionary)
         .transpose()?;
+    let mut lines = match &args.schema {
+        Some(path) => Some(JsonLines::new(
+            super::typed::load_schema(path)?,
+            args.invalid == Invalid::Skip,
+            input::name(&args.input),
+        )),
+        None => None,
+    };
     let (source, size) = input::open_records(&args.input)?;
     if let Some(log) = &args.append {
-        return append(&args, log, source, size, compression, dictionary);
+        append(
+            &args,
+            log,
+            source,
+            size,
+            compression,
+            dictionary,
+            &mut lines,
+        )?;
+        return Ok(skipped(&lines));
     }
     let output = match &args.output {
         Some(path) if !is_stdio(path) => Some(Output::create(path, args.force, &[&args.input])?),
@@ -178,9 +261,10 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
             size,
             out_name: &out_name,
         };
-        let unterminated =
-            records.feed("packing", max_len, |record| writer.write_record(record))?;
-        if unterminated {
+        let write = typed_or_raw(&mut lines, &mut writer)?;
+        let unterminated = records.feed("packing", max_len, write)?;
+        // Typed records are values, not lines: nothing to say of a final newline.
+        if unterminated && lines.is_none() {
             // So that `cat` gives the input back byte for byte (spec 8.2).
             writer
                 .write_metadata([(FINAL_NEWLINE_KEY, "no")])
@@ -197,7 +281,22 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     if let Some(output) = output {
         output.persist()?;
     }
-    Ok(Outcome::Clean)
+    Ok(skipped(&lines))
+}
+
+/// Clean, or with lines skipped by `--invalid skip` (said on stderr), damaged: records of the
+/// input are not in the output.
+fn skipped(lines: &Option<JsonLines>) -> Outcome {
+    match lines {
+        Some(lines) if lines.skipped > 0 => {
+            eprintln!(
+                "cobsfile: {} line(s) skipped: not values of the schema",
+                lines.skipped
+            );
+            Outcome::Damaged
+        }
+        _ => Outcome::Clean,
+    }
 }
 
 /// Standard output, noting when its reader has gone away.
@@ -252,6 +351,7 @@ fn append(
     size: Option<u64>,
     compression: Option<Compression>,
     dictionary: Option<Dictionary>,
+    lines: &mut Option<JsonLines>,
 ) -> Result<Outcome, Failure> {
     let name = log.display().to_string();
     let fail = |e| Failure::at(&name, e);
@@ -307,7 +407,9 @@ fn append(
     };
     // A log's last line stays open to the lines appended after it: `cat` ends it with a
     // newline whether the input had one or not.
-    records.feed("appending", max_len, |record| log.append(record).map(drop))?;
+    // A typed writer announces its schema each time it opens the log (spec 15.1).
+    let write = typed_or_raw(lines, &mut log)?;
+    records.feed("appending", max_len, write)?;
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)
 }
@@ -347,7 +449,7 @@ impl Records<'_> {
         self,
         verb: &str,
         max_len: usize,
-        mut write: impl FnMut(&[u8]) -> cobsfile::Result<()>,
+        mut write: impl FnMut(&[u8]) -> Result<(), PackError>,
     ) -> Result<bool, Failure> {
         let progress = Progress::start(self.size, verb);
         let mut input = BufReader::with_capacity(1 << 20, self.source);
@@ -356,7 +458,7 @@ impl Records<'_> {
             .args
             .framing
             .read_records(&mut input, max_len, |record| {
-                write(record).map_err(PackError::Library)?;
+                write(record)?;
                 consumed += record.len() as u64;
                 if consumed & 0xfffff < record.len() as u64 {
                     progress.set(consumed);
@@ -367,6 +469,7 @@ impl Records<'_> {
             Ok(unterminated) => Ok(unterminated),
             Err(PackError::Framing(e)) => Err(Failure::at(&input::name(&self.args.input), e)),
             Err(PackError::Library(e)) => Err(Failure::at(self.out_name, e)),
+            Err(PackError::Invalid(e)) => Err(Failure::at(&input::name(&self.args.input), e)),
         }
     }
 }

@@ -43,7 +43,8 @@ impl Verify {
 impl ReadJob for Verify {
     type Output = Outcome;
 
-    fn run<S: Source>(self, reader: &mut Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+    fn run<S: Source>(self, mut reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let reader = &mut reader;
         let report = cobsfile::verify(reader).map_err(|e| Failure::at(&self.name, e))?;
         self.print(&report)
     }

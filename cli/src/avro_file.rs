@@ -1,0 +1,276 @@
+//! `cobsfile import` and `cobsfile export`: Avro object container files into typed records and
+//! back, datums copied byte for byte (`cobsfile::avro::container`).
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use cobsfile::avro::container::{Codec, Container, ContainerLimits, ContainerWriter};
+use cobsfile::avro::{self, AvroReaderBuilder, AvroWriter, WriterSchema};
+use cobsfile::{Compression, WriterBuilder, DEFAULT_BLOCK_TARGET};
+
+use super::input::{self, Input};
+use super::output::Output;
+use super::{args, Failure, Outcome, ReadOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The Avro object container file (`-` for stdin).
+    #[arg(value_name = "FILE.avro")]
+    input: PathBuf,
+    /// The cobsfile to write, put in place only once complete.
+    #[arg(short, long, value_name = "OUT.cobs")]
+    output: PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(short, long)]
+    force: bool,
+    /// Target bytes of records per data block (K, M, G suffixes). [default: 256K]
+    #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=cobsfile::DEFAULT_MAX_BODY_SIZE as u64))]
+    block_target: Option<usize>,
+    /// Compress data blocks with zstd at LEVEL (as `pack --zstd`).
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_level)]
+    zstd: Option<i32>,
+    /// The most bytes one Avro block may decompress to (K, M, G suffixes); a larger one is
+    /// reported and skipped. [default: 64M]
+    #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
+    max_avro_block: Option<usize>,
+}
+
+/// `cobsfile import`: every block of the Avro file that passes its checks, its datums as they
+/// are; a damaged block is reported with its byte range and skipped to the next sync marker.
+pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
+    let name = input::name(&args.input);
+    let compression = args
+        .zstd
+        .map(|level| Compression::zstd(level).map_err(|e| Failure::usage(e.to_string())))
+        .transpose()?;
+    let read;
+    let mapped;
+    let bytes: &[u8] = match input::open(&args.input)? {
+        Input::Stream(mut stream) => {
+            let mut buffer = Vec::new();
+            stream
+                .read_to_end(&mut buffer)
+                .map_err(|e| Failure::at(&name, e))?;
+            read = buffer;
+            &read
+        }
+        Input::Mapped(file) => {
+            mapped = file;
+            mapped.bytes()
+        }
+    };
+    let mut limits = ContainerLimits::default();
+    if let Some(max) = args.max_avro_block {
+        limits = limits.max_block(max);
+    }
+    let mut container = Container::new(bytes, limits).map_err(|e| Failure::at(&name, e))?;
+    let header = container.header().clone();
+    let output = Output::create(&args.output, args.force, &[&args.input])?;
+    let out_name = output.name();
+    let out_fail = |e: cobsfile::Error| Failure::at(&out_name, e);
+    let mut builder =
+        WriterBuilder::new().block_target(args.block_target.unwrap_or(DEFAULT_BLOCK_TARGET));
+    if let Some(compression) = compression {
+        builder = builder.compression(compression);
+    }
+    let mut writer = builder.build(output.writer()?).map_err(out_fail)?;
+    if !header.metadata.is_empty() {
+        // The user's metadata, kept under its own keys.
+        writer
+            .write_metadata(
+                header
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_slice())),
+            )
+            .map_err(out_fail)?;
+    }
+    let typed_fail = |e: avro::Error| match e {
+        avro::Error::File(e) => Failure::at(&out_name, e),
+        e => Failure::at(&name, e),
+    };
+    let mut typed = AvroWriter::new(&mut writer, header.schema.clone()).map_err(typed_fail)?;
+    let (mut records, mut lost_ranges, mut lost_bytes) = (0u64, 0u64, 0u64);
+    while let Some(block) = container.next_block() {
+        match block {
+            Ok(block) => {
+                for datum in block.datums(&header.schema) {
+                    typed.write_datum(datum).map_err(typed_fail)?;
+                    records += 1;
+                }
+            }
+            Err(damage) => {
+                eprintln!("cobsfile: {name}: {damage}");
+                lost_ranges += 1;
+                lost_bytes += damage.end - damage.start;
+            }
+        }
+    }
+    drop(typed);
+    writer.finish().map_err(out_fail)?;
+    output.persist()?;
+    if lost_ranges == 0 {
+        return Ok(Outcome::Clean);
+    }
+    eprintln!(
+        "cobsfile: {name}: imported {records} records; {lost_ranges} damaged range(s), \
+         {lost_bytes} bytes, skipped"
+    );
+    Ok(Outcome::Damaged)
+}
+
+/// `--codec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CodecArg {
+    Null,
+    Deflate,
+    Snappy,
+    Zstandard,
+    Bzip2,
+    Xz,
+}
+
+impl From<CodecArg> for Codec {
+    fn from(codec: CodecArg) -> Codec {
+        match codec {
+            CodecArg::Null => Codec::Null,
+            CodecArg::Deflate => Codec::Deflate,
+            CodecArg::Snappy => Codec::Snappy,
+            CodecArg::Zstandard => Codec::Zstandard,
+            CodecArg::Bzip2 => Codec::Bzip2,
+            CodecArg::Xz => Codec::Xz,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The cobsfile of typed records (`-` for stdin).
+    #[arg(value_name = "FILE.cobs")]
+    input: PathBuf,
+    /// The Avro object container file to write, put in place only once complete.
+    #[arg(short, long, value_name = "OUT.avro")]
+    output: PathBuf,
+    /// Replace OUT if it exists.
+    #[arg(short, long)]
+    force: bool,
+    /// How the Avro file's blocks are compressed.
+    #[arg(long, value_enum, default_value = "null")]
+    codec: CodecArg,
+    /// Resolve every record to this schema (Avro's schema resolution), which the Avro file is
+    /// then written with: needed when the cobsfile's records were written with more than one
+    /// schema. Without it, datums are copied byte for byte.
+    #[arg(long, value_name = "FILE.avsc")]
+    reader_schema: Option<PathBuf>,
+    #[command(flatten)]
+    read: ReadOptions,
+}
+
+/// `cobsfile export`: the typed records of a cobsfile into an Avro object container file;
+/// records that cannot be read are reported (exit 3 for damage, 4 for unreadable) and left
+/// out, as `cat --json` leaves them out.
+pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
+    let name = input::name(&args.input);
+    let reader_schema = args
+        .reader_schema
+        .as_deref()
+        .map(super::typed::load_schema)
+        .transpose()?;
+    let output = Output::create(&args.output, args.force, &[&args.input])?;
+    let job = Export {
+        name,
+        output,
+        codec: args.codec.into(),
+        reader_schema,
+    };
+    input::read(&args.input, &args.read, job)
+}
+
+struct Export {
+    name: String,
+    output: Output,
+    codec: Codec,
+    reader_schema: Option<WriterSchema>,
+}
+
+impl input::ReadJob for Export {
+    type Output = Outcome;
+
+    fn run<S: cobsfile::Source>(
+        self,
+        reader: cobsfile::Reader<S>,
+        _: Option<u64>,
+    ) -> Result<Outcome, Failure> {
+        let out_name = self.output.name();
+        let out_fail = |e: avro::Error| Failure::at(&out_name, e);
+        let mut builder = AvroReaderBuilder::new();
+        if let Some(schema) = &self.reader_schema {
+            builder = builder.reader_schema(schema.schema().clone());
+        }
+        let mut typed = builder.build(reader);
+        let mut diagnostics = input::Diagnostics::new(self.name.clone());
+        let mut container: Option<(ContainerWriter<_>, WriterSchema)> = None;
+        let mut encoded = Vec::new();
+        loop {
+            // The datum to write, and the schema the Avro file is written with.
+            let (datum, schema): (&[u8], WriterSchema) = match &self.reader_schema {
+                Some(schema) => match typed.next_value() {
+                    None => break,
+                    Some(Ok(value)) => {
+                        encoded = avro::apache_avro::to_avro_datum(schema.schema(), value)
+                            .map_err(|e| Failure::at(&out_name, e))?;
+                        (&encoded, schema.clone())
+                    }
+                    Some(Err(e)) => {
+                        super::typed::report(&mut diagnostics, &typed, &self.name, e)?;
+                        continue;
+                    }
+                },
+                None => match typed.next_datum() {
+                    None => break,
+                    Some(Ok(datum)) => {
+                        encoded.clear();
+                        encoded.extend_from_slice(datum.datum());
+                        (&encoded, datum.schema)
+                    }
+                    Some(Err(e)) => {
+                        super::typed::report(&mut diagnostics, &typed, &self.name, e)?;
+                        continue;
+                    }
+                },
+            };
+            let (writer, written_with) = match &mut container {
+                Some(open) => open,
+                None => {
+                    let writer =
+                        ContainerWriter::new(self.output.writer()?, &schema, self.codec, &[])
+                            .map_err(out_fail)?;
+                    container.insert((writer, schema.clone()))
+                }
+            };
+            if written_with.fingerprint() != schema.fingerprint() {
+                return Err(Failure::at(
+                    &self.name,
+                    format!(
+                        "holds records of more than one schema ({:016x}, then {:016x}); an \
+                         Avro file has one: give --reader-schema to resolve them all to it",
+                        written_with.fingerprint(),
+                        schema.fingerprint()
+                    ),
+                ));
+            }
+            writer.write_datum(datum).map_err(out_fail)?;
+        }
+        let outcome = diagnostics.finish(typed.reader())?;
+        let Some((writer, _)) = container else {
+            return Err(Failure::at(
+                &self.name,
+                "holds no typed records to export (no record written by `pack --schema` or \
+                 `import` was read)",
+            ));
+        };
+        writer.finish().map_err(out_fail)?;
+        self.output.persist()?;
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,188 @@
+//! Typed records (spec 15) on the command line: the schema files `pack --schema` and
+//! `cat --reader-schema` take, JSON lines into typed records, typed records out as JSON lines.
+
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use cobsfile::avro::{self, AvroReaderBuilder, WriterSchema};
+use cobsfile::{Reader, Source};
+
+use super::input::{self, ReadJob};
+use super::{quiet_broken_pipe, Failure, Outcome};
+
+/// The schema in the file `path` (`.avsc`: one schema's JSON).
+pub fn load_schema(path: &Path) -> Result<WriterSchema, Failure> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::at(&name, e))?;
+    WriterSchema::parse(&text).map_err(|e| Failure::at(&name, e))
+}
+
+/// JSON lines into values of a schema, for `pack --schema`.
+pub struct JsonLines {
+    schema: WriterSchema,
+    /// Skip lines that are not values of the schema (reporting each) rather than stop.
+    skip: bool,
+    /// The input, for messages.
+    input: String,
+    /// Lines read so far.
+    line: u64,
+    /// Lines skipped so far.
+    pub skipped: u64,
+}
+
+impl JsonLines {
+    pub fn new(schema: WriterSchema, skip: bool, input: String) -> Self {
+        JsonLines {
+            schema,
+            skip,
+            input,
+            line: 0,
+            skipped: 0,
+        }
+    }
+
+    pub fn schema(&self) -> &WriterSchema {
+        &self.schema
+    }
+
+    /// The value the next line holds; `None` for a line skipped (reported on stderr). A line
+    /// that is not a value of the schema fails, naming its number and where in the value,
+    /// unless lines are skipped.
+    pub fn value(
+        &mut self,
+        line: &[u8],
+    ) -> Result<Option<avro::apache_avro::types::Value>, String> {
+        self.line += 1;
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| format!("not UTF-8: {e}"))
+            .and_then(|text| {
+                avro::json::from_json_str(text, &self.schema).map_err(|e| e.to_string())
+            });
+        match parsed {
+            Ok(value) => Ok(Some(value)),
+            Err(e) => {
+                let message = format!("line {}: {e}", self.line);
+                if !self.skip {
+                    return Err(message);
+                }
+                eprintln!("cobsfile: {}: {message}; skipped", self.input);
+                self.skipped += 1;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// `cat --json`: each typed record as one line of JSON (Avro's JSON encoding), decoded with
+/// its own schema or resolved to a reader schema.
+pub struct JsonCat {
+    pub name: String,
+    pub reader_schema: Option<WriterSchema>,
+    /// Records to pass over first, and the most to write after them.
+    pub skip: u64,
+    pub limit: Option<u64>,
+}
+
+impl ReadJob for JsonCat {
+    type Output = Outcome;
+
+    fn run<S: Source>(self, reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
+        let mut builder = AvroReaderBuilder::new();
+        if let Some(schema) = &self.reader_schema {
+            builder = builder.reader_schema(schema.schema().clone());
+        }
+        let mut typed = builder.build(reader);
+        let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
+        let mut diagnostics = input::Diagnostics::new(self.name.clone());
+        let (mut skip, mut left) = (self.skip, self.limit.unwrap_or(u64::MAX));
+        while left > 0 {
+            let json = match &self.reader_schema {
+                // Resolved: values of the reader schema.
+                Some(schema) => match typed.next_value() {
+                    None => break,
+                    Some(Ok(value)) => avro::json::to_json(&value, schema),
+                    Some(Err(e)) => Err(e),
+                },
+                // Each value with its own schema, decoded from the checked datum.
+                None => match typed.next_datum() {
+                    None => break,
+                    Some(Ok(datum)) => decode(&datum),
+                    Some(Err(e)) => Err(e),
+                },
+            };
+            let json = match json {
+                Ok(json) => json,
+                Err(e) => {
+                    report(&mut diagnostics, &typed, &self.name, e)?;
+                    continue;
+                }
+            };
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            left -= 1;
+            if !quiet_broken_pipe(writeln!(out, "{json}"))? {
+                break;
+            }
+        }
+        quiet_broken_pipe(out.flush())?;
+        diagnostics.finish(typed.reader())
+    }
+}
+
+/// Reports a record or block of `typed` that cannot be used: damage to the file as every
+/// command reports it; a record or schema problem on one line, the command ending no better
+/// than damaged (a writer wrote it) or unreadable (a schema unknown, over the limits, not
+/// resolvable). Records of bytes, not typed records, stop the command with one line.
+pub fn report<S: Source>(
+    diagnostics: &mut input::Diagnostics,
+    typed: &avro::AvroReader<S>,
+    name: &str,
+    e: avro::Error,
+) -> Result<(), Failure> {
+    let e = match e {
+        avro::Error::File(e) => return diagnostics.error(typed.reader(), e),
+        e => e,
+    };
+    let damage = match &e {
+        avro::Error::Record {
+            problem: avro::RecordProblem::NoMarker { .. },
+            ..
+        } if typed.schemas().is_empty() => {
+            return Err(Failure::at(
+                name,
+                "holds records that are not typed (no avro.schema block before them, and \
+                 they are not single-object encoded); `cobsfile cat` without --json writes \
+                 them as they are",
+            ));
+        }
+        avro::Error::Record { problem, .. } => problem.is_damage(),
+        avro::Error::Schema { .. } => true,
+        _ => false,
+    };
+    eprintln!("cobsfile: {name}: {e}");
+    diagnostics.note(if damage {
+        Outcome::Damaged
+    } else {
+        Outcome::Unreadable
+    });
+    Ok(())
+}
+
+/// The JSON of a checked datum, decoded with its writer schema.
+fn decode(datum: &avro::Datum<'_>) -> avro::Result<serde_json::Value> {
+    let mut bytes = datum.datum();
+    let value = avro::apache_avro::from_avro_datum(datum.schema.schema(), &mut bytes, None)
+        .map_err(|e| avro::Error::Record {
+            offset: datum.offset,
+            index: datum.index,
+            ordinal: datum.ordinal,
+            problem: avro::RecordProblem::Undecodable {
+                fingerprint: datum.schema.fingerprint(),
+                at: 0,
+                what: e.to_string(),
+            },
+        })?;
+    avro::json::to_json(&value, &datum.schema)
+}

@@ -1,0 +1,360 @@
+//! Typed records on the command line: `pack --schema`, `cat --json` (and `--reader-schema`),
+//! `meta` showing the schema, and Avro object container files through `import` and `export`,
+//! with `apache-avro` reading what `export` writes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use cobsfile::avro::apache_avro::{self, types::Value};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cobsfile"))
+}
+
+fn samples() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../samples")).to_path_buf()
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cobsfile-typed-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Stderr holds only the tool's own lines (no panic), at most `max`.
+fn clean(out: &Output, max: usize) {
+    let err = stderr(out);
+    assert!(err.lines().all(|l| l.starts_with("cobsfile: ")), "{err}");
+    assert!(err.lines().count() <= max, "{err}");
+}
+
+/// The sample events packed as typed records.
+fn typed_sample(dir: &Path) -> PathBuf {
+    let out = dir.join("events.cobs");
+    let done = run(
+        bin()
+            .args(["pack", "--schema"])
+            .arg(samples().join("events.avsc"))
+            .arg(samples().join("events.jsonl"))
+            .arg("-o")
+            .arg(&out),
+        b"",
+    );
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    out
+}
+
+#[test]
+fn pack_schema_then_cat_json_gives_the_lines_back() {
+    let dir = scratch("round-trip");
+    let file = typed_sample(&dir);
+    let out = run(bin().args(["cat", "--json"]).arg(&file), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = std::fs::read(samples().join("events.jsonl")).unwrap();
+    assert_eq!(out.stdout, lines, "cat --json is not the input");
+    // --skip and --limit count typed records.
+    let out = run(
+        bin()
+            .args(["cat", "--json", "--skip", "1998", "--limit", "1"])
+            .arg(&file),
+        b"",
+    );
+    let second_last = lines.split(|&b| b == b'\n').nth(1998).unwrap();
+    assert_eq!(out.stdout, [second_last, b"\n"].concat());
+    // meta shows the schema as indented JSON and the fingerprint as hex.
+    let out = run(bin().arg("meta").arg(&file), b"");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("  avro.schema =\n    {\n      \"type\": \"record\""),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  avro.fingerprint = ") && l.len() == 37),
+        "{text}"
+    );
+    let out = run(bin().args(["meta", "--json"]).arg(&file), b"");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["entries"]["avro.schema"]["name"], "LogEvent");
+}
+
+#[test]
+fn a_line_that_does_not_conform_stops_pack_and_leaves_nothing() {
+    let dir = scratch("invalid");
+    let input = dir.join("in.jsonl");
+    let good = r#"{"ts":"t","level":"info","service":"s","host":"h","request_id":"r","latency_ms":1.5,"msg":"m"}"#;
+    let bad_enum = good.replace("\"info\"", "\"fatal\"");
+    std::fs::write(&input, format!("{good}\n{bad_enum}\nnot json\n{good}\n")).unwrap();
+    let output = dir.join("out.cobs");
+    let schema = samples().join("events.avsc");
+    let out = run(
+        bin()
+            .args(["pack", "--schema"])
+            .arg(&schema)
+            .arg(&input)
+            .arg("-o")
+            .arg(&output),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    assert!(stderr(&out).contains(".level"), "{}", stderr(&out));
+    assert!(!output.exists(), "a partial output was left");
+    // --invalid skip: the valid lines are written, each skipped one reported, exit 3.
+    let out = run(
+        bin()
+            .args(["pack", "--invalid", "skip", "--schema"])
+            .arg(&schema)
+            .arg(&input)
+            .arg("-o")
+            .arg(&output),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    clean(&out, 3);
+    assert!(stderr(&out).contains("line 3"), "{}", stderr(&out));
+    let out = run(bin().args(["cat", "--json"]).arg(&output), b"");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{good}\n{good}\n")
+    );
+    // A schema file that does not parse: one line, exit 1, nothing written.
+    let broken = dir.join("broken.avsc");
+    std::fs::write(&broken, r#"{"type": "recor"#).unwrap();
+    let other = dir.join("other.cobs");
+    let out = run(
+        bin()
+            .args(["pack", "--schema"])
+            .arg(&broken)
+            .arg(&input)
+            .arg("-o")
+            .arg(&other),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(!other.exists());
+}
+
+#[test]
+fn cat_json_resolves_to_a_reader_schema_and_refuses_untyped_files() {
+    let dir = scratch("resolve");
+    let file = typed_sample(&dir);
+    let reader = dir.join("v2.avsc");
+    std::fs::write(
+        &reader,
+        r#"{"type":"record","name":"LogEvent","namespace":"example.events","fields":[
+            {"name":"service","type":"string"},
+            {"name":"region","type":"string","default":"eu"},
+            {"name":"latency","type":"double","aliases":["latency_ms"]}]}"#,
+    )
+    .unwrap();
+    let out = run(
+        bin()
+            .args(["cat", "--json", "--reader-schema"])
+            .arg(&reader)
+            .arg(&file),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first: serde_json::Value = serde_json::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        first,
+        serde_json::json!({"service": "billing", "region": "eu", "latency": 68.88})
+    );
+    // Records of bytes: one line, exit 1.
+    let raw = dir.join("raw.cobs");
+    let out = run(
+        bin()
+            .arg("pack")
+            .arg(samples().join("events.jsonl"))
+            .arg("-o")
+            .arg(&raw),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let out = run(bin().args(["cat", "--json"]).arg(&raw), b"");
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(stderr(&out).contains("not typed"), "{}", stderr(&out));
+}
+
+/// `export` with every codec writes a file apache-avro reads as the same values; `import`
+/// of it gives the same records back, byte for byte.
+#[test]
+fn export_then_import_gives_the_same_records_with_every_codec() {
+    let dir = scratch("export");
+    let file = typed_sample(&dir);
+    let raw = run(bin().arg("cat").arg(&file), b"").stdout;
+    let json = run(bin().args(["cat", "--json"]).arg(&file), b"").stdout;
+    for codec in ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"] {
+        let avro = dir.join(format!("events.{codec}.avro"));
+        let out = run(
+            bin()
+                .arg("export")
+                .arg(&file)
+                .arg("-o")
+                .arg(&avro)
+                .args(["--codec", codec]),
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(0), "{codec}: {}", stderr(&out));
+        let bytes = std::fs::read(&avro).unwrap();
+        let reader = apache_avro::Reader::new(&bytes[..]).unwrap();
+        let values: Vec<Value> = reader.map(Result::unwrap).collect();
+        assert_eq!(values.len(), 2000, "{codec}");
+        let back = dir.join(format!("back.{codec}.cobs"));
+        let out = run(bin().arg("import").arg(&avro).arg("-o").arg(&back), b"");
+        assert_eq!(out.status.code(), Some(0), "{codec}: {}", stderr(&out));
+        assert_eq!(run(bin().arg("cat").arg(&back), b"").stdout, raw, "{codec}");
+        assert_eq!(
+            run(bin().args(["cat", "--json"]).arg(&back), b"").stdout,
+            json,
+            "{codec}"
+        );
+    }
+}
+
+/// A damaged Avro file: every block that passes its checks is imported, the lost bytes are
+/// reported, exit 3; apache-avro's own reader stops at the damage.
+#[test]
+fn import_reads_on_past_damage() {
+    let dir = scratch("import-damage");
+    let file = typed_sample(&dir);
+    let avro = dir.join("events.avro");
+    let out = run(
+        bin()
+            .arg("export")
+            .arg(&file)
+            .arg("-o")
+            .arg(&avro)
+            .args(["--codec", "snappy"]),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut bytes = std::fs::read(&avro).unwrap();
+    let middle = bytes.len() / 3;
+    bytes[middle] ^= 0x20;
+    let damaged = dir.join("damaged.avro");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let stopped = apache_avro::Reader::new(&bytes[..])
+        .map(|r| r.take_while(Result::is_ok).count())
+        .unwrap_or(0);
+    let back = dir.join("back.cobs");
+    let out = run(bin().arg("import").arg(&damaged).arg("-o").arg(&back), b"");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    clean(&out, 2);
+    assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+    let json = run(bin().args(["cat", "--json"]).arg(&back), b"").stdout;
+    let lines = json
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert!(
+        lines > stopped,
+        "{lines} records, apache-avro read {stopped}"
+    );
+    assert!(lines < 2000);
+    // Every record imported is one of the originals.
+    let all = std::fs::read_to_string(samples().join("events.jsonl")).unwrap();
+    for line in String::from_utf8(json).unwrap().lines() {
+        assert!(all.contains(line), "{line}");
+    }
+}
+
+#[test]
+fn import_and_export_refuse_what_they_cannot_convert() {
+    let dir = scratch("refuse");
+    // Not an Avro file; a truncated one: one line, exit 1, no output.
+    let not_avro = dir.join("x.avro");
+    std::fs::write(&not_avro, b"PAR1 not avro").unwrap();
+    let out_path = dir.join("x.cobs");
+    let out = run(
+        bin().arg("import").arg(&not_avro).arg("-o").arg(&out_path),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(!out_path.exists());
+    std::fs::write(&not_avro, b"Obj\x01\x04\x16avro.schema").unwrap();
+    let out = run(
+        bin().arg("import").arg(&not_avro).arg("-o").arg(&out_path),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(stderr(&out).contains("offset"), "{}", stderr(&out));
+    assert!(!out_path.exists());
+    // A cobsfile of two schemas: export needs a reader schema to make one Avro file.
+    let file = typed_sample(&dir);
+    let v2 = dir.join("v2.avsc");
+    std::fs::write(
+        &v2,
+        r#"{"type":"record","name":"LogEvent","namespace":"example.events","fields":[
+            {"name":"service","type":"string"},{"name":"msg","type":"string"}]}"#,
+    )
+    .unwrap();
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&file)
+            .arg("--schema")
+            .arg(&v2),
+        b"{\"service\":\"s\",\"msg\":\"m\"}\n",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let avro = dir.join("two.avro");
+    let out = run(bin().arg("export").arg(&file).arg("-o").arg(&avro), b"");
+    assert_eq!(out.status.code(), Some(1));
+    clean(&out, 1);
+    assert!(
+        stderr(&out).contains("more than one schema"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!avro.exists());
+    let out = run(
+        bin()
+            .arg("export")
+            .arg(&file)
+            .arg("-o")
+            .arg(&avro)
+            .arg("--reader-schema")
+            .arg(&v2),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let bytes = std::fs::read(&avro).unwrap();
+    assert_eq!(apache_avro::Reader::new(&bytes[..]).unwrap().count(), 2001);
+}
