@@ -71,6 +71,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("power_loss", power_loss),
     #[cfg(feature = "avro")]
     ("avro_read", avro_read),
+    #[cfg(feature = "avro")]
+    ("avro_import", avro_import),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -1738,4 +1740,119 @@ fn measure_all<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let result = f();
     let peak = PEAK_ALL.load(Ordering::Relaxed);
     (result, peak.saturating_sub(base))
+}
+
+/// The schema of the container files `avro_import` writes from its input.
+#[cfg(feature = "avro")]
+const IMPORT_SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
+  {"name": "n", "type": "long"}, {"name": "s", "type": "string"}]}"#;
+
+/// Reading an Avro object container file as `cobsfile import` does
+/// (`cobsfile::avro::container`): no panic, whatever the bytes; after the header, the blocks
+/// read and the damaged ranges skipped tile the file, in order, to its end; every datum of a
+/// block that passed its checks is one the typed writer takes (the container's check and the
+/// writer's agree), and each block holds as many as it says.
+///
+/// An input that starts with 0x00 is the file. Any other picks a codec (its first byte), then
+/// gives datums (a number and a string's bytes each) that `ContainerWriter` writes in small
+/// blocks, then up to 4 edits of the file's bytes: so that mutations land in blocks whose
+/// compression and framing are whole, rather than only on headers.
+#[cfg(feature = "avro")]
+pub fn avro_import(data: &[u8]) {
+    use cobsfile::avro::container::{Codec, Container, ContainerLimits, ContainerWriter};
+    use cobsfile::avro::{AvroWriter, WriterSchema};
+
+    let file = match data.first() {
+        Some(0) | None => data.get(1..).unwrap_or(&[]).to_vec(),
+        Some(&choice) => {
+            let codecs = [
+                Codec::Null,
+                Codec::Deflate,
+                Codec::Snappy,
+                Codec::Zstandard,
+                Codec::Bzip2,
+                Codec::Xz,
+            ];
+            let schema = WriterSchema::parse(IMPORT_SCHEMA).expect("schema");
+            let codec = codecs[usize::from(choice) % codecs.len()];
+            let mut u = Unstructured(&data[1..]);
+            let mut writer = ContainerWriter::new(Vec::new(), &schema, codec, &[])
+                .expect("header")
+                .block_target(64);
+            for _ in 0..usize::from(u.u8()) % 64 {
+                let n = i64::from(u.u16()) - 30_000;
+                let len = usize::from(u.u8()) % 40;
+                let text: String = u
+                    .bytes(len)
+                    .iter()
+                    .map(|&b| char::from(b'a' + b % 26))
+                    .collect();
+                let mut datum = Vec::new();
+                avro_long(n, &mut datum);
+                avro_long(text.len() as i64, &mut datum);
+                datum.extend_from_slice(text.as_bytes());
+                writer.write_datum(&datum).expect("datum");
+            }
+            let mut file = writer.finish().expect("finish");
+            for _ in 0..u.u8() % 5 {
+                let at = usize::from(u.u16()) % file.len();
+                file[at] = u.u8();
+            }
+            file
+        }
+    };
+    let limits = ContainerLimits::default()
+        .max_block(1 << 20)
+        .max_datums(1 << 16);
+    let Ok(mut container) = Container::new(&file, limits) else {
+        return;
+    };
+    let header = container.header().clone();
+    let mut at = header.len as u64;
+    let mut typed = AvroWriter::new(
+        WriterBuilder::new().build(Vec::new()).expect("writer"),
+        header.schema.clone(),
+    )
+    .expect("the header's schema parsed");
+    while let Some(item) = container.next_block() {
+        match item {
+            Ok(block) => {
+                assert_eq!(
+                    block.range.start, at,
+                    "a block not where the last item ended"
+                );
+                assert!(block.range.end > at);
+                at = block.range.end;
+                let mut count = 0;
+                for datum in block.datums(&header.schema) {
+                    typed
+                        .write_datum(datum)
+                        .unwrap_or_else(|e| panic!("a datum the container passed: {e}"));
+                    count += 1;
+                }
+                assert_eq!(count, block.count);
+            }
+            Err(damage) => {
+                assert_eq!(damage.start, at, "damage not where the last item ended");
+                assert!(damage.end > damage.start);
+                at = damage.end;
+            }
+        }
+    }
+    assert_eq!(
+        at,
+        file.len() as u64,
+        "the items do not reach the end of the file"
+    );
+}
+
+/// Avro's encoding of a `long`: zigzag, then a varint.
+#[cfg(feature = "avro")]
+fn avro_long(value: i64, out: &mut Vec<u8>) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }

@@ -7,7 +7,7 @@
 //! the codec), and the sync marker again. Avro's own readers stop at the first block that
 //! does not parse. [`Container`] instead checks every block whole (its sizes, the sync marker
 //! after it, its decompression, and that exactly its count of datums walk its bytes to their
-//! end under the schema) and, past a block that fails, finds the next sync marker and reads on,
+//! end under the schema and decode, as the typed writer and readers decode them) and, past a block that fails, finds the next sync marker and reads on,
 //! reporting the bytes it skipped: a damaged block costs itself.
 //!
 //! Avro blocks carry no checksum of their own. Of the codecs, `snappy` adds a CRC-32, and
@@ -25,7 +25,7 @@ use std::ops::Range;
 
 use super::check::{self, DatumLimits};
 use super::error::{Error, Result};
-use super::schema::WriterSchema;
+use super::schema::{guarded, WriterSchema};
 
 /// The four bytes every container file starts with.
 pub const MAGIC: [u8; 4] = *b"Obj\x01";
@@ -542,7 +542,20 @@ impl<'a> Container<'a> {
                 &decompressed[at..],
                 &self.limits.datums,
             ) {
-                Ok(len) => at += len,
+                Ok(len) => {
+                    // Its values too (a string that is not UTF-8, an enum index past the
+                    // symbols): what the typed writer and readers decode.
+                    let mut datum = &decompressed[at..at + len];
+                    let decoded =
+                        guarded(|| apache_avro::from_avro_datum(schema.schema(), &mut datum, None));
+                    match decoded {
+                        Ok(Ok(_)) if datum.is_empty() => {}
+                        Ok(Ok(_)) => return Err(format!("datum {i} of {count} decodes short")),
+                        Ok(Err(e)) => return Err(format!("datum {i} of {count}: {e}")),
+                        Err(panic) => return Err(format!("datum {i} of {count}: {panic}")),
+                    }
+                    at += len;
+                }
                 Err(check::Failure::Invalid { at: byte, what }) => {
                     return Err(format!(
                         "datum {i} of {count} does not decode at byte {} of the block: {what}",
@@ -637,6 +650,13 @@ impl<W: Write> ContainerWriter<W> {
             count: 0,
             block_target: 64 << 10,
         })
+    }
+
+    /// Closes a block once its datums take `bytes` (before compression; default 64 KiB, as
+    /// Avro's own writers do).
+    pub fn block_target(mut self, bytes: usize) -> Self {
+        self.block_target = bytes.max(1);
+        self
     }
 
     /// Appends one datum, its Avro binary encoding as it is (the caller's to check).

@@ -1,0 +1,7 @@
+//! See `harness::avro_import` in `fuzz/harness.rs`.
+#![no_main]
+
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::avro_import(data));
