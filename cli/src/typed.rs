@@ -172,17 +172,5 @@ pub fn report<S: Source>(
 
 /// The JSON of a checked datum, decoded with its writer schema.
 fn decode(datum: &avro::Datum<'_>) -> avro::Result<serde_json::Value> {
-    let mut bytes = datum.datum();
-    let value = avro::apache_avro::from_avro_datum(datum.schema.schema(), &mut bytes, None)
-        .map_err(|e| avro::Error::Record {
-            offset: datum.offset,
-            index: datum.index,
-            ordinal: datum.ordinal,
-            problem: avro::RecordProblem::Undecodable {
-                fingerprint: datum.schema.fingerprint(),
-                at: 0,
-                what: e.to_string(),
-            },
-        })?;
-    avro::json::to_json(&value, &datum.schema)
+    avro::json::to_json(&datum.value()?, &datum.schema)
 }

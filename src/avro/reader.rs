@@ -98,6 +98,28 @@ impl<'a> Datum<'a> {
     pub fn datum(&self) -> &'a [u8] {
         &self.record[PREFIX_LEN..]
     }
+
+    /// The record's value, decoded with its writer schema (not resolved to a reader schema):
+    /// what [`AvroReader::next_value`] returns without one.
+    pub fn value(&self) -> Result<Value> {
+        let undecodable = |what: String| Error::Record {
+            offset: self.offset,
+            index: self.index,
+            ordinal: self.ordinal,
+            problem: RecordProblem::Undecodable {
+                fingerprint: self.schema.fingerprint(),
+                at: 0,
+                what,
+            },
+        };
+        let mut rest = self.record;
+        match guarded(|| self.schema.decoder().read_value(&mut rest)) {
+            Ok(Ok(value)) if rest.is_empty() => Ok(value),
+            Ok(Ok(_)) => Err(undecodable("decoded short".into())),
+            Ok(Err(e)) => Err(undecodable(e.to_string())),
+            Err(panic) => Err(undecodable(panic)),
+        }
+    }
 }
 
 /// Reads typed records: the values of records written by an
@@ -155,29 +177,21 @@ impl<S: Source> AvroReader<S> {
     /// The next record's value, decoded with its writer schema and resolved to the reader
     /// schema if one was given; or an error, after which reading goes on.
     pub fn next_value(&mut self) -> Option<Result<Value>> {
-        let (range, offset, index, ordinal, schema) = match self.next_checked()? {
-            Ok(found) => found,
+        let datum = match self.next_datum()? {
+            Ok(datum) => datum,
             Err(e) => return Some(Err(e)),
         };
-        let record = self.reader.record(range);
+        let value = match datum.value() {
+            Ok(value) => value,
+            Err(e) => return Some(Err(e)),
+        };
+        let (offset, index, ordinal) = (datum.offset, datum.index, datum.ordinal);
+        let fingerprint = datum.schema.fingerprint();
         let problem = |problem| Error::Record {
             offset,
             index,
             ordinal,
             problem,
-        };
-        let fingerprint = schema.fingerprint();
-        let undecodable = |what: String| RecordProblem::Undecodable {
-            fingerprint,
-            at: 0,
-            what,
-        };
-        let mut rest = record;
-        let value = match guarded(|| schema.decoder().read_value(&mut rest)) {
-            Ok(Ok(value)) if rest.is_empty() => value,
-            Ok(Ok(_)) => return Some(Err(problem(undecodable("decoded short".into())))),
-            Ok(Err(e)) => return Some(Err(problem(undecodable(e.to_string())))),
-            Err(panic) => return Some(Err(problem(undecodable(panic)))),
         };
         let Some(reader_schema) = &self.reader_schema else {
             return Some(Ok(value));
