@@ -159,6 +159,10 @@ fn bench(c: &mut Criterion) {
             write_ocf(&schema, &values, Codec::Null, Vec::new()),
         ),
         ("ocf-zstd3", write_ocf(&schema, &values, zstd, Vec::new())),
+        (
+            "ocf-deflate",
+            write_ocf(&schema, &values, Codec::Deflate(Default::default()), Vec::new()),
+        ),
     ];
     eprintln!(
         "{} events, {datum_bytes} bytes of datums; files: {}",
@@ -218,14 +222,29 @@ fn bench(c: &mut Criterion) {
             buf = Some(black_box(file));
         })
     });
-    group.bench_function("ocf-null/values", |b| {
+    group.bench_function("cobsfile-zstd3/values", |b| {
         b.iter(|| {
             let mut out = buf.take().expect("buffer");
             out.clear();
-            let file = write_ocf(&schema, &values, Codec::Null, out);
+            let file = write_cobsfile(&writer_schema, &values, true, out);
             buf = Some(black_box(file));
         })
     });
+    let codecs = [
+        ("ocf-null", Codec::Null),
+        ("ocf-zstd3", zstd),
+        ("ocf-deflate", Codec::Deflate(Default::default())),
+    ];
+    for (name, codec) in codecs {
+        group.bench_function(format!("{name}/values"), |b| {
+            b.iter(|| {
+                let mut out = buf.take().expect("buffer");
+                out.clear();
+                let file = write_ocf(&schema, &values, codec, out);
+                buf = Some(black_box(file));
+            })
+        });
+    }
     group.finish();
 }
 
