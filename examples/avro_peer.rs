@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for line in input.lines() {
                 // JSON to a value, resolved to the schema (a string for an enum symbol).
                 let json: serde_json::Value = serde_json::from_str(&line?)?;
-                let value = apache_avro::types::Value::try_from(json)?.resolve(&schema)?;
+                let value = apache_avro::types::Value::from(json).resolve(&schema)?;
                 writer.append(value)?;
             }
             writer.into_inner()?.flush()?;
@@ -42,7 +42,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             out.flush()?;
         }
-        _ => return Err("usage: avro_peer write SCHEMA IN.jsonl OUT.avro [codec] | read IN.avro".into()),
+        _ => {
+            return Err(
+                "usage: avro_peer write SCHEMA IN.jsonl OUT.avro [codec] | read IN.avro".into(),
+            )
+        }
     }
     Ok(())
 }

@@ -119,28 +119,11 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     Ok(Outcome::Damaged)
 }
 
-/// `--codec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CodecArg {
-    Null,
-    Deflate,
-    Snappy,
-    Zstandard,
-    Bzip2,
-    Xz,
-}
-
-impl From<CodecArg> for Codec {
-    fn from(codec: CodecArg) -> Codec {
-        match codec {
-            CodecArg::Null => Codec::Null,
-            CodecArg::Deflate => Codec::Deflate,
-            CodecArg::Snappy => Codec::Snappy,
-            CodecArg::Zstandard => Codec::Zstandard,
-            CodecArg::Bzip2 => Codec::Bzip2,
-            CodecArg::Xz => Codec::Xz,
-        }
-    }
+/// `--codec`: a codec by the name `avro.codec` gives it.
+fn parse_codec(name: &str) -> Result<Codec, String> {
+    Codec::from_name(name).ok_or_else(|| {
+        format!("expected null, deflate, snappy, zstandard, bzip2 or xz, got {name:?}")
+    })
 }
 
 #[derive(Debug, clap::Args)]
@@ -154,9 +137,10 @@ pub struct ExportArgs {
     /// Replace OUT if it exists.
     #[arg(short, long)]
     force: bool,
-    /// How the Avro file's blocks are compressed.
-    #[arg(long, value_enum, default_value = "null")]
-    codec: CodecArg,
+    /// How the Avro file's blocks are compressed: null, deflate, snappy, zstandard, bzip2 or
+    /// xz.
+    #[arg(long, value_name = "CODEC", default_value = "null", value_parser = parse_codec)]
+    codec: Codec,
     /// Resolve every record to this schema (Avro's schema resolution), which the Avro file is
     /// then written with: needed when the cobsfile's records were written with more than one
     /// schema. Without it, datums are copied byte for byte.
@@ -180,7 +164,7 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
     let job = Export {
         name,
         output,
-        codec: args.codec.into(),
+        codec: args.codec,
         reader_schema,
     };
     input::read(&args.input, &args.read, job)

@@ -5,46 +5,8 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cobsfile"))
-}
-
-/// The repository's root, where `samples/` and `spec/` are.
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
-/// A scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cobsfile-cli-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::{bin, root, run, scratch, stderr, stdout};
 
 /// Stderr is a few plain lines, never a panic or a backtrace.
 fn assert_clean_stderr(out: &Output, max_lines: usize) {

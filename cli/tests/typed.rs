@@ -2,46 +2,16 @@
 //! `meta` showing the schema, and Avro object container files through `import` and `export`,
 //! with `apache-avro` reading what `export` writes.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+mod common;
+use common::{bin, root, run, scratch, stderr};
 
 use cobsfile::avro::apache_avro::{self, types::Value};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cobsfile"))
-}
-
 fn samples() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../samples")).to_path_buf()
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cobsfile-typed-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    root().join("samples")
 }
 
 /// Stderr holds only the tool's own lines (no panic), at most `max`.

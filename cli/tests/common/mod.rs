@@ -1,0 +1,48 @@
+//! What the command-line tests share: the built binary, scratch directories, running it.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cobsfile"))
+}
+
+/// The repository's root, where `samples/` and `spec/` are.
+pub fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// A scratch directory for one test.
+pub fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cobsfile-cli-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
