@@ -161,7 +161,12 @@ fn bench(c: &mut Criterion) {
         ("ocf-zstd3", write_ocf(&schema, &values, zstd, Vec::new())),
         (
             "ocf-deflate",
-            write_ocf(&schema, &values, Codec::Deflate(Default::default()), Vec::new()),
+            write_ocf(
+                &schema,
+                &values,
+                Codec::Deflate(Default::default()),
+                Vec::new(),
+            ),
         ),
     ];
     eprintln!(
