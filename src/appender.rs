@@ -270,6 +270,8 @@ pub struct Appender {
     timer: Option<JoinHandle<()>>,
     opened: Opened,
     durability: Durability,
+    /// The metadata blocks announced, shared with the file's writer.
+    announced: Arc<Mutex<Vec<u8>>>,
 }
 
 /// The state the appending thread and the timer thread share.
@@ -319,6 +321,9 @@ struct LogFile {
     /// How a log starts: the 19 bytes every file starts with (the leading sync byte and the
     /// header block), then a log block.
     start: Vec<u8>,
+    /// The metadata blocks announced ([`Appender::announce`]), each `type length body 00`: a
+    /// log truncated to nothing starts again with them too.
+    announced: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Write for LogFile {
@@ -327,8 +332,13 @@ impl Write for LogFile {
         // A log truncated to nothing under the appender (logrotate's `copytruncate`) starts
         // again with a header and a log block, in the same write as the block (spec 11.1,
         // rule 5).
+        // The blocks it announced come with them: what a reader needs to read the records
+        // after (the schema of typed records, spec 15.1).
+        let restart;
         let fence: &[u8] = if self.file.is_empty()? {
-            &self.start
+            let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+            restart = [&self.start[..], &announced].concat();
+            &restart
         } else {
             &[0]
         };
@@ -478,11 +488,12 @@ impl Appender {
             }
         }
         let sync = Arc::clone(&file);
-        let writer = options
-            .writer
-            .clone()
-            .without_header()
-            .build(LogFile { file, start })?;
+        let announced = Arc::new(Mutex::new(Vec::new()));
+        let writer = options.writer.clone().without_header().build(LogFile {
+            file,
+            start,
+            announced: Arc::clone(&announced),
+        })?;
         if exclusive {
             // The file's start is written: let other appenders in.
             sync.lock_shared()?;
@@ -528,6 +539,7 @@ impl Appender {
             timer,
             opened,
             durability: options.durability,
+            announced,
         })
     }
 
@@ -613,6 +625,29 @@ impl Appender {
         drop(state);
         // With group commit, the timer syncs what was written.
         self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// Writes a metadata block now, as [`write_metadata`](Self::write_metadata) does, and
+    /// again whenever this appender finds the log truncated to nothing (logrotate's
+    /// `copytruncate`) and starts it anew (spec 11.1, rule 5): for what a reader needs before
+    /// the records that follow, such as the schema of typed records (spec 15.1).
+    pub fn announce<K, V>(&mut self, entries: impl IntoIterator<Item = (K, V)>) -> Result<()>
+    where
+        K: AsRef<str>,
+        V: AsRef<[u8]>,
+    {
+        let entries: Vec<(K, V)> = entries.into_iter().collect();
+        let pairs = || entries.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
+        let mut payload = Vec::new();
+        block::metadata_payload(pairs(), &mut payload)?;
+        let mut encoded = Vec::new();
+        let start = block::encode(types::METADATA, &payload, None, &mut encoded)?;
+        self.write_metadata(pairs())?;
+        self.announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(&encoded[start..]);
         Ok(())
     }
 

@@ -514,6 +514,51 @@ fn appenders_of_two_schema_versions_share_a_log() {
     assert_eq!(values, expected);
 }
 
+/// A typed log truncated to nothing under its appender (logrotate's `copytruncate`) starts
+/// again with its schema block: the records after it keep their schema (spec 11.1 rule 5,
+/// 15.1). With several appenders, the one that starts the file anew announces its own schemas
+/// only: another's records stay `schema-unknown` until it next opens the log.
+#[test]
+fn a_typed_log_truncated_under_its_appender_keeps_its_schema() {
+    let dir = std::env::temp_dir().join(format!("cobsfile-avro-trunc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    let _ = std::fs::remove_file(&path);
+    let open = |schema: &WriterSchema| {
+        let appender = cobsfile::AppenderBuilder::new()
+            .durability(cobsfile::Durability::Flush)
+            .open(&path)
+            .unwrap();
+        AvroWriter::new(appender, schema.clone()).unwrap()
+    };
+    let mut log = open(&schema(EVENT_V2));
+    log.write_value(&event_v2(0, 1)).unwrap();
+    // copytruncate: the log copied away, then cut to nothing while the appender has it open.
+    let cut = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap()
+    };
+    cut();
+    log.write_value(&event_v2(2, 1)).unwrap();
+    let mut other = open(&schema(EVENT_V1));
+    other.write_value(&event_v1(3)).unwrap();
+    cut();
+    log.write_value(&event_v2(4, 1)).unwrap();
+    other.write_value(&event_v1(5)).unwrap();
+    log.into_inner().close().unwrap();
+    other.into_inner().close().unwrap();
+    let file = std::fs::read(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (values, errors) = read(&file, &AvroReaderBuilder::new());
+    assert_eq!(values, [event_v2(4, 1)]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].name(), "schema-unknown");
+}
+
 /// A value that does not conform is refused, naming where, and nothing is written for it.
 #[test]
 fn invalid_values_are_refused_and_nothing_is_written() {

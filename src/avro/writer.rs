@@ -25,6 +25,13 @@ pub trait RecordSink {
 
     /// Writes a metadata block with these entries, after the records written so far.
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()>;
+
+    /// Writes a metadata block that the records after it need (a schema): as
+    /// [`write_metadata`](Self::write_metadata), and for an [`Appender`], again whenever it
+    /// starts a log truncated to nothing ([`Appender::announce`]).
+    fn announce(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
+        self.write_metadata(entries)
+    }
 }
 
 impl<W: Write> RecordSink for Writer<W> {
@@ -49,6 +56,10 @@ impl RecordSink for Appender {
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
         Appender::write_metadata(self, entries.iter().copied())
     }
+
+    fn announce(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
+        Appender::announce(self, entries.iter().copied())
+    }
 }
 
 impl<T: RecordSink + ?Sized> RecordSink for &mut T {
@@ -60,6 +71,10 @@ impl<T: RecordSink + ?Sized> RecordSink for &mut T {
 
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
         (**self).write_metadata(entries)
+    }
+
+    fn announce(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
+        (**self).announce(entries)
     }
 }
 
@@ -254,7 +269,7 @@ fn encoder(schema: &WriterSchema) -> Result<GenericSingleObjectWriter> {
 
 fn announce<S: RecordSink>(sink: &mut S, schema: &WriterSchema) -> Result<()> {
     let [(k1, v1), (k2, v2)] = schema.metadata();
-    Ok(sink.write_metadata(&[(k1, &v1), (k2, &v2)])?)
+    Ok(sink.announce(&[(k1, &v1), (k2, &v2)])?)
 }
 
 fn invalid(path: String, reason: String) -> Error {
