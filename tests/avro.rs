@@ -478,21 +478,30 @@ fn schema_evolution_with_a_reader_schema() {
     }
 }
 
+/// A fresh directory for one test's log, and the log's path in it.
+fn log_dir(test: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("cobsfile-avro-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    let _ = std::fs::remove_file(&path);
+    (dir, path)
+}
+
+/// A typed writer of `schema` on an appender of the log at `path`, each record written at once.
+fn typed_appender(path: &std::path::Path, schema: &WriterSchema) -> AvroWriter<cobsfile::Appender> {
+    let appender = cobsfile::AppenderBuilder::new()
+        .durability(cobsfile::Durability::Flush)
+        .open(path)
+        .unwrap();
+    AvroWriter::new(appender, schema.clone()).unwrap()
+}
+
 /// Two appenders of different schema versions share one log; every record reads back with
 /// the schema it was written with.
 #[test]
 fn appenders_of_two_schema_versions_share_a_log() {
-    let dir = std::env::temp_dir().join(format!("cobsfile-avro-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("log");
-    let _ = std::fs::remove_file(&path);
-    let open = |schema: &WriterSchema| {
-        let appender = cobsfile::AppenderBuilder::new()
-            .durability(cobsfile::Durability::Flush)
-            .open(&path)
-            .unwrap();
-        AvroWriter::new(appender, schema.clone()).unwrap()
-    };
+    let (dir, path) = log_dir("shared");
+    let open = |schema: &WriterSchema| typed_appender(&path, schema);
     let mut old = open(&schema(EVENT_V1));
     let mut new = open(&schema(EVENT_V2));
     let mut expected = Vec::new();
@@ -520,17 +529,8 @@ fn appenders_of_two_schema_versions_share_a_log() {
 /// only: another's records stay `schema-unknown` until it next opens the log.
 #[test]
 fn a_typed_log_truncated_under_its_appender_keeps_its_schema() {
-    let dir = std::env::temp_dir().join(format!("cobsfile-avro-trunc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("log");
-    let _ = std::fs::remove_file(&path);
-    let open = |schema: &WriterSchema| {
-        let appender = cobsfile::AppenderBuilder::new()
-            .durability(cobsfile::Durability::Flush)
-            .open(&path)
-            .unwrap();
-        AvroWriter::new(appender, schema.clone()).unwrap()
-    };
+    let (dir, path) = log_dir("truncated");
+    let open = |schema: &WriterSchema| typed_appender(&path, schema);
     let mut log = open(&schema(EVENT_V2));
     log.write_value(&event_v2(0, 1)).unwrap();
     // copytruncate: the log copied away, then cut to nothing while the appender has it open.
