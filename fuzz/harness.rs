@@ -1759,6 +1759,7 @@ const IMPORT_SCHEMA: &str = r#"{"type": "record", "name": "R", "fields": [
 /// compression and framing are whole, rather than only on headers.
 #[cfg(feature = "avro")]
 pub fn avro_import(data: &[u8]) {
+    use cobsfile::avro::apache_avro::types::Value;
     use cobsfile::avro::container::{Codec, Container, ContainerLimits, ContainerWriter};
     use cobsfile::avro::{AvroWriter, WriterSchema};
 
@@ -1787,11 +1788,12 @@ pub fn avro_import(data: &[u8]) {
                     .iter()
                     .map(|&b| char::from(b'a' + b % 26))
                     .collect();
-                let mut datum = Vec::new();
-                avro_long(n, &mut datum);
-                avro_long(text.len() as i64, &mut datum);
-                datum.extend_from_slice(text.as_bytes());
-                writer.write_datum(&datum).expect("datum");
+                let value = Value::Record(vec![
+                    ("n".into(), Value::Long(n)),
+                    ("s".into(), Value::String(text)),
+                ]);
+                let datum = cobsfile::avro::apache_avro::to_avro_datum(schema.schema(), value);
+                writer.write_datum(&datum.expect("datum")).expect("datum");
             }
             let mut file = writer.finish().expect("finish");
             for _ in 0..u.u8() % 5 {
@@ -1824,7 +1826,7 @@ pub fn avro_import(data: &[u8]) {
                 assert!(block.range.end > at);
                 at = block.range.end;
                 let mut count = 0;
-                for datum in block.datums(&header.schema) {
+                for datum in block.datums() {
                     typed
                         .write_datum(datum)
                         .unwrap_or_else(|e| panic!("a datum the container passed: {e}"));
@@ -1844,15 +1846,4 @@ pub fn avro_import(data: &[u8]) {
         file.len() as u64,
         "the items do not reach the end of the file"
     );
-}
-
-/// Avro's encoding of a `long`: zigzag, then a varint.
-#[cfg(feature = "avro")]
-fn avro_long(value: i64, out: &mut Vec<u8>) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }

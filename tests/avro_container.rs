@@ -71,11 +71,10 @@ fn avro_file(codec: AvroCodec, n: i64) -> Vec<u8> {
 /// The datums of every block `Container` reads, and the damage it skips.
 fn read(bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<(u64, u64)>) {
     let mut container = Container::new(bytes, ContainerLimits::default()).unwrap();
-    let schema = container.header().schema.clone();
     let (mut datums, mut damage) = (Vec::new(), Vec::new());
     while let Some(block) = container.next_block() {
         match block {
-            Ok(block) => datums.extend(block.datums(&schema).map(<[u8]>::to_vec)),
+            Ok(block) => datums.extend(block.datums().map(<[u8]>::to_vec)),
             Err(d) => damage.push((d.start, d.end)),
         }
     }
@@ -257,12 +256,11 @@ proptest! {
         let Ok(mut container) = Container::new(&bytes, ContainerLimits::default()) else {
             return Ok(());
         };
-        let schema = container.header().schema.clone();
         let all = encoded(300);
         while let Some(block) = container.next_block() {
             match block {
                 Ok(block) => {
-                    for d in block.datums(&schema) {
+                    for d in block.datums() {
                         // Only snappy (its CRC-32), bzip2 and xz check their data: with the
                         // others an edit can keep every structure valid.
                         if matches!(codec, 2 | 4 | 5) {

@@ -94,7 +94,7 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     while let Some(block) = container.next_block() {
         match block {
             Ok(block) => {
-                for datum in block.datums(&header.schema) {
+                for datum in block.datums() {
                     typed.write_datum(datum).map_err(typed_fail)?;
                     records += 1;
                 }

@@ -25,7 +25,7 @@ use std::ops::Range;
 
 use super::check::{self, DatumLimits};
 use super::error::{Error, Result};
-use super::schema::{guarded, WriterSchema};
+use super::schema::WriterSchema;
 
 /// The four bytes every container file starts with.
 pub const MAGIC: [u8; 4] = *b"Obj\x01";
@@ -409,20 +409,25 @@ pub struct ContainerBlock {
     pub data: Vec<u8>,
     /// How many datums `data` holds.
     pub count: u64,
+    /// The file's schema, and the limits the datums were checked within.
+    schema: WriterSchema,
+    limits: DatumLimits,
 }
 
 impl ContainerBlock {
     /// The datums of the block, each its Avro binary encoding as the file holds it.
-    pub fn datums<'a>(&'a self, schema: &'a WriterSchema) -> impl Iterator<Item = &'a [u8]> + 'a {
+    pub fn datums(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let mut at = 0;
         (0..self.count).map(move |_| {
-            // Checked whole when the block was read: each walk succeeds.
+            // Checked whole when the block was read, within the same limits: each walk
+            // succeeds.
+            let schema = &self.schema;
             let end = at
                 + check::check(
                     schema.schema(),
                     schema.names(),
                     &self.data[at..],
-                    &DatumLimits::default(),
+                    &self.limits,
                 )
                 .unwrap_or(self.data.len() - at);
             let datum = &self.data[at..end];
@@ -535,39 +540,13 @@ impl<'a> Container<'a> {
         // Exactly `count` datums, ending where the bytes end.
         let schema = &self.header.schema;
         let mut at = 0;
+        let mut record = Vec::new();
         for i in 0..count {
-            match check::check(
-                schema.schema(),
-                schema.names(),
-                &decompressed[at..],
-                &self.limits.datums,
-            ) {
-                Ok(len) => {
-                    // Its values too (a string that is not UTF-8, an enum index past the
-                    // symbols): what the typed writer and readers decode.
-                    let mut datum = &decompressed[at..at + len];
-                    let decoded =
-                        guarded(|| apache_avro::from_avro_datum(schema.schema(), &mut datum, None));
-                    match decoded {
-                        Ok(Ok(_)) if datum.is_empty() => {}
-                        Ok(Ok(_)) => return Err(format!("datum {i} of {count} decodes short")),
-                        Ok(Err(e)) => return Err(format!("datum {i} of {count}: {e}")),
-                        Err(panic) => return Err(format!("datum {i} of {count}: {panic}")),
-                    }
-                    at += len;
-                }
-                Err(check::Failure::Invalid { at: byte, what }) => {
-                    return Err(format!(
-                        "datum {i} of {count} does not decode at byte {} of the block: {what}",
-                        at + byte
-                    ))
-                }
-                Err(check::Failure::Limit { what, limit }) => {
-                    return Err(format!(
-                        "datum {i} of {count} would decode to more than {limit} {what}"
-                    ))
-                }
-            }
+            // Its layout, then its values (a string that is not UTF-8, an enum index past the
+            // symbols): as the typed writer and readers check it.
+            at += schema
+                .check_datum(&decompressed[at..], &self.limits.datums, &mut record)
+                .map_err(|e| format!("datum {i} of {count} (at byte {at} of the block): {e}"))?;
         }
         if at != decompressed.len() {
             return Err(format!(
@@ -579,6 +558,8 @@ impl<'a> Container<'a> {
             range: start as u64..cursor.at as u64,
             data: decompressed,
             count,
+            schema: schema.clone(),
+            limits: self.limits.datums,
         })
     }
 }

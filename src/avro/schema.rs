@@ -173,6 +173,37 @@ impl WriterSchema {
     pub(crate) fn decoder(&self) -> &GenericSingleObjectReader {
         &self.0.decoder
     }
+
+    /// Checks the datum at the start of `bytes` as a reader checks a record (spec 15.3): its
+    /// layout walked within `limits`, then its values decoded with this schema's decoder
+    /// (`record` is scratch space for the single-object record, left holding it). Returns the
+    /// datum's length, or what is wrong.
+    pub(crate) fn check_datum(
+        &self,
+        bytes: &[u8],
+        limits: &check::DatumLimits,
+        record: &mut Vec<u8>,
+    ) -> std::result::Result<usize, String> {
+        let len = match check::check(self.schema(), self.names(), bytes, limits) {
+            Ok(len) => len,
+            Err(check::Failure::Invalid { at, what }) => {
+                return Err(format!("at byte {at}: {what}"))
+            }
+            Err(check::Failure::Limit { what, limit }) => {
+                return Err(format!("it would decode to more than {limit} {what}"))
+            }
+        };
+        record.clear();
+        record.extend_from_slice(&self.prefix());
+        record.extend_from_slice(&bytes[..len]);
+        let mut rest = &record[..];
+        match guarded(|| self.decoder().read_value(&mut rest)) {
+            Ok(Ok(_)) if rest.is_empty() => Ok(len),
+            Ok(Ok(_)) => Err("decodes short".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(panic) => Err(panic),
+        }
+    }
 }
 
 /// A single-object prefix, as `apache-avro` takes one.

@@ -7,7 +7,7 @@ use apache_avro::types::Value;
 use apache_avro::GenericSingleObjectWriter;
 use serde::Serialize;
 
-use super::check::{self, DatumLimits, Failure};
+use super::check::DatumLimits;
 use super::error::{Error, Result};
 use super::path;
 use super::schema::{guarded, WriterSchema};
@@ -187,35 +187,13 @@ impl<S: RecordSink> AvroWriter<S> {
     /// after it, its values), so that nothing is written that a reader would refuse.
     pub fn write_datum(&mut self, datum: &[u8]) -> Result<S::Receipt> {
         let refuse = |reason: String| invalid(String::new(), reason);
-        let schema = &self.schema;
-        match check::check(
-            schema.schema(),
-            schema.names(),
-            datum,
-            &DatumLimits::default(),
-        ) {
-            Ok(end) if end == datum.len() => {}
-            Ok(end) => {
-                let left = datum.len() - end;
-                return Err(refuse(format!("{left} bytes left after the datum")));
-            }
-            Err(Failure::Invalid { at, what }) => {
-                return Err(refuse(format!("at byte {at}: {what}")))
-            }
-            Err(Failure::Limit { what, limit }) => {
-                return Err(refuse(format!(
-                    "it would decode to more than {limit} {what}"
-                )))
-            }
-        }
-        self.record.clear();
-        self.record.extend_from_slice(&schema.prefix());
-        self.record.extend_from_slice(datum);
-        let mut rest = &self.record[..];
-        match guarded(|| schema.decoder().read_value(&mut rest)) {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(refuse(e.to_string())),
-            Err(panic) => return Err(refuse(panic)),
+        let len = self
+            .schema
+            .check_datum(datum, &DatumLimits::default(), &mut self.record)
+            .map_err(refuse)?;
+        if len != datum.len() {
+            let left = datum.len() - len;
+            return Err(refuse(format!("{left} bytes left after the datum")));
         }
         Ok(self.sink.write_record(&self.record)?)
     }

@@ -325,6 +325,15 @@ impl SimFs {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `fsync` of the directory holding `path`: a step that may fail; its names durable.
+    fn sync_dir_of(&self, path: &Path) -> io::Result<()> {
+        let mut sim = self.lock();
+        sim.step()?;
+        sim.sync_fault()?;
+        sim.sync_dir(path.parent());
+        Ok(())
+    }
+
     /// Writes `bufs` at the end of inode `id`: all of it, or, as a fault, part of it.
     fn append(&self, id: u64, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let mut sim = self.lock();
@@ -644,11 +653,7 @@ impl Handle for SimHandle {
     }
 
     fn sync_entry(&self) -> io::Result<()> {
-        let mut sim = self.fs.lock();
-        sim.step()?;
-        sim.sync_fault()?;
-        sim.sync_dir(self.path.parent());
-        Ok(())
+        self.fs.sync_dir_of(&self.path)
     }
 
     fn try_lock(&self) -> io::Result<bool> {
@@ -747,10 +752,6 @@ impl NewHandle for SimNew {
     }
 
     fn sync_entry(&self) -> io::Result<()> {
-        let mut sim = self.fs.lock();
-        sim.step()?;
-        sim.sync_fault()?;
-        sim.sync_dir(self.path.parent());
-        Ok(())
+        self.fs.sync_dir_of(&self.path)
     }
 }
