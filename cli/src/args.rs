@@ -69,6 +69,11 @@ pub fn parse_level(arg: &str) -> Result<i32, String> {
     Ok(level)
 }
 
+/// `--zstd LEVEL`: compression at a level zstd accepts.
+pub fn parse_zstd(arg: &str) -> Result<cobsfile::Compression, String> {
+    cobsfile::Compression::zstd(parse_level(arg)?).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,8 +27,8 @@ pub struct ImportArgs {
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=cobsfile::DEFAULT_MAX_BODY_SIZE as u64))]
     block_target: Option<usize>,
     /// Compress data blocks with zstd at LEVEL (as `pack --zstd`).
-    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_level)]
-    zstd: Option<i32>,
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_zstd)]
+    zstd: Option<Compression>,
     /// The most bytes one Avro block may decompress to (K, M, G suffixes); a larger one is
     /// reported and skipped. [default: 64M]
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
@@ -39,10 +39,7 @@ pub struct ImportArgs {
 /// are; a damaged block is reported with its byte range and skipped to the next sync marker.
 pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     let name = input::name(&args.input);
-    let compression = args
-        .zstd
-        .map(|level| Compression::zstd(level).map_err(|e| Failure::usage(e.to_string())))
-        .transpose()?;
+    let compression = args.zstd;
     let read;
     let mapped;
     let bytes: &[u8] = match input::open(&args.input)? {

@@ -56,8 +56,8 @@ pub struct Args {
     framing: Framing,
     /// Compress data blocks with zstd at LEVEL: 1..=22 smaller and slower, 3 balances the two
     /// (see BENCHMARKS.md), negative levels down to -131072 faster (zstd's --fast=N).
-    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_level)]
-    zstd: Option<i32>,
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_zstd)]
+    zstd: Option<Compression>,
     /// Compress with this zstd dictionary (made by `cobsfile dict train`); it is embedded in
     /// the file unless --external-dict is given.
     #[arg(long, value_name = "FILE", requires = "zstd")]
@@ -195,10 +195,7 @@ impl From<FramingError> for PackError {
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
     // Everything the command line says is checked before any file is opened for writing.
-    let compression = args
-        .zstd
-        .map(|level| Compression::zstd(level).map_err(|e| Failure::usage(e.to_string())))
-        .transpose()?;
+    let compression = args.zstd;
     let dictionary = args
         .dict
         .as_deref()
