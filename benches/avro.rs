@@ -15,15 +15,8 @@ use cobsfile::avro::{AvroReader, AvroWriter, WriterSchema};
 use cobsfile::{Compression, ReaderBuilder, WriterBuilder};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 
-const SAMPLE: &str = r#"{"type": "record", "name": "LogEvent", "fields": [
-  {"name": "ts", "type": "string"},
-  {"name": "level", "type": {"type": "enum", "name": "Level", "symbols": ["debug", "info", "warn", "error"]}},
-  {"name": "service", "type": "string"},
-  {"name": "host", "type": "string"},
-  {"name": "request_id", "type": "string"},
-  {"name": "latency_ms", "type": "double"},
-  {"name": "msg", "type": "string"}
-]}"#;
+/// The schema of the sample events (samples/events.jsonl).
+const SAMPLE: &str = include_str!("../samples/events.avsc");
 
 /// The events as a program deserializes them.
 #[derive(serde::Deserialize)]

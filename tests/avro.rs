@@ -777,15 +777,7 @@ fn hostile_records_are_reported() {
 }
 
 /// The schema of the sample events (samples/events.jsonl).
-const SAMPLE: &str = r#"{"type": "record", "name": "LogEvent", "fields": [
-  {"name": "ts", "type": "string"},
-  {"name": "level", "type": {"type": "enum", "name": "Level", "symbols": ["debug", "info", "warn", "error"]}},
-  {"name": "service", "type": "string"},
-  {"name": "host", "type": "string"},
-  {"name": "request_id", "type": "string"},
-  {"name": "latency_ms", "type": "double"},
-  {"name": "msg", "type": "string"}
-]}"#;
+const SAMPLE: &str = include_str!("../samples/events.avsc");
 
 /// The sample events as values of `SAMPLE`.
 fn sample_events() -> Vec<Value> {
