@@ -21,17 +21,28 @@ fn clean(out: &Output, max: usize) {
     assert!(err.lines().count() <= max, "{err}");
 }
 
+/// `pack --schema SCHEMA [extra] INPUT -o OUTPUT`.
+fn pack_typed(schema: &Path, input: &Path, output: &Path, extra: &[&str]) -> Output {
+    run(
+        bin()
+            .args(["pack", "--schema"])
+            .arg(schema)
+            .args(extra)
+            .arg(input)
+            .arg("-o")
+            .arg(output),
+        b"",
+    )
+}
+
 /// The sample events packed as typed records.
 fn typed_sample(dir: &Path) -> PathBuf {
     let out = dir.join("events.cobs");
-    let done = run(
-        bin()
-            .args(["pack", "--schema"])
-            .arg(samples().join("events.avsc"))
-            .arg(samples().join("events.jsonl"))
-            .arg("-o")
-            .arg(&out),
-        b"",
+    let done = pack_typed(
+        &samples().join("events.avsc"),
+        &samples().join("events.jsonl"),
+        &out,
+        &[],
     );
     assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
     out
@@ -80,30 +91,14 @@ fn a_line_that_does_not_conform_stops_pack_and_leaves_nothing() {
     std::fs::write(&input, format!("{good}\n{bad_enum}\nnot json\n{good}\n")).unwrap();
     let output = dir.join("out.cobs");
     let schema = samples().join("events.avsc");
-    let out = run(
-        bin()
-            .args(["pack", "--schema"])
-            .arg(&schema)
-            .arg(&input)
-            .arg("-o")
-            .arg(&output),
-        b"",
-    );
+    let out = pack_typed(&schema, &input, &output, &[]);
     assert_eq!(out.status.code(), Some(1));
     clean(&out, 1);
     assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
     assert!(stderr(&out).contains(".level"), "{}", stderr(&out));
     assert!(!output.exists(), "a partial output was left");
     // --invalid skip: the valid lines are written, each skipped one reported, exit 3.
-    let out = run(
-        bin()
-            .args(["pack", "--invalid", "skip", "--schema"])
-            .arg(&schema)
-            .arg(&input)
-            .arg("-o")
-            .arg(&output),
-        b"",
-    );
+    let out = pack_typed(&schema, &input, &output, &["--invalid", "skip"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     clean(&out, 3);
     assert!(stderr(&out).contains("line 3"), "{}", stderr(&out));
@@ -116,15 +111,7 @@ fn a_line_that_does_not_conform_stops_pack_and_leaves_nothing() {
     let broken = dir.join("broken.avsc");
     std::fs::write(&broken, r#"{"type": "recor"#).unwrap();
     let other = dir.join("other.cobs");
-    let out = run(
-        bin()
-            .args(["pack", "--schema"])
-            .arg(&broken)
-            .arg(&input)
-            .arg("-o")
-            .arg(&other),
-        b"",
-    );
+    let out = pack_typed(&broken, &input, &other, &[]);
     assert_eq!(out.status.code(), Some(1));
     clean(&out, 1);
     assert!(!other.exists());
