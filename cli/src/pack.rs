@@ -163,20 +163,23 @@ fn typed_or_raw<'a, S: cobsfile::avro::RecordSink + 'a>(
     lines: &'a mut Option<JsonLines>,
     sink: S,
 ) -> Result<impl FnMut(&[u8]) -> Result<(), PackError> + 'a, Failure> {
-    enum Out<S> {
+    enum Out<'a, S> {
         Raw(S),
-        Typed(Box<cobsfile::avro::AvroWriter<S>>),
+        Typed(Box<cobsfile::avro::AvroWriter<S>>, &'a mut JsonLines),
     }
-    let mut out = match lines {
-        Some(lines) => Out::Typed(Box::new(
-            cobsfile::avro::AvroWriter::new(sink, lines.schema().clone())
-                .map_err(|e| Failure::new(e.to_string()))?,
-        )),
+    let mut out = match lines.as_mut() {
+        Some(lines) => Out::Typed(
+            Box::new(
+                cobsfile::avro::AvroWriter::new(sink, lines.schema().clone())
+                    .map_err(|e| Failure::new(e.to_string()))?,
+            ),
+            lines,
+        ),
         None => Out::Raw(sink),
     };
     Ok(move |record: &[u8]| match &mut out {
         Out::Raw(sink) => sink.write_record(record).map(drop).map_err(PackError::from),
-        Out::Typed(writer) => match lines.as_mut().expect("typed").value(record) {
+        Out::Typed(writer, lines) => match lines.value(record) {
             Ok(Some(value)) => writer
                 .write_value(&value)
                 .map(drop)
