@@ -96,31 +96,33 @@ impl ReadJob for JsonCat {
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let (mut skip, mut left) = (self.skip, self.limit.unwrap_or(u64::MAX));
         while left > 0 {
-            let json = match &self.reader_schema {
-                // Resolved: values of the reader schema.
+            // The value, resolved to the reader schema or with the schema its record names.
+            let found = match &self.reader_schema {
                 Some(schema) => match typed.next_value() {
                     None => break,
-                    Some(Ok(value)) => avro::json::to_json(&value, schema),
-                    Some(Err(e)) => Err(e),
+                    Some(found) => found.map(|value| (value, schema.clone())),
                 },
-                // Each value with its own schema, decoded from the checked datum.
                 None => match typed.next_datum() {
                     None => break,
-                    Some(Ok(datum)) => decode(&datum),
-                    Some(Err(e)) => Err(e),
+                    Some(found) => found.and_then(|datum| Ok((datum.value()?, datum.schema))),
                 },
             };
+            // Records passed over are decoded (only readable ones count) but not encoded.
+            let json = found.and_then(|(value, schema)| match skip {
+                0 => avro::json::to_json(&value, &schema).map(Some),
+                _ => Ok(None),
+            });
             let json = match json {
-                Ok(json) => json,
+                Ok(Some(json)) => json,
+                Ok(None) => {
+                    skip -= 1;
+                    continue;
+                }
                 Err(e) => {
                     report(&mut diagnostics, &typed, &self.name, e)?;
                     continue;
                 }
             };
-            if skip > 0 {
-                skip -= 1;
-                continue;
-            }
             left -= 1;
             if !quiet_broken_pipe(writeln!(out, "{json}"))? {
                 break;
@@ -168,9 +170,4 @@ pub fn report<S: Source>(
         Outcome::Unreadable
     });
     Ok(())
-}
-
-/// The JSON of a checked datum, decoded with its writer schema.
-fn decode(datum: &avro::Datum<'_>) -> avro::Result<serde_json::Value> {
-    avro::json::to_json(&datum.value()?, &datum.schema)
 }
