@@ -1,5 +1,5 @@
 //! The typed lines of the Avro vectors (spec section 14): what a typed reader yields, one line
-//! per value or error.
+//! per value or error. A module of `tests/vectors.rs`, whose quoting of bytes it shares.
 
 use apache_avro::types::Value;
 use cobsfile::avro::{AvroReader, Error};
@@ -10,18 +10,8 @@ use cobsfile::Source;
 /// vectors quote bytes, unions as their branch's value, enums as their symbol, logical types
 /// as `type(number)`.
 pub fn show(value: &Value) -> String {
-    let quote = |bytes: &[u8]| {
-        let mut out = String::from("\"");
-        for &b in bytes {
-            match b {
-                b'"' | b'\\' => out.push_str(&format!("\\x{b:02x}")),
-                0x20..=0x7e => out.push(b as char),
-                _ => out.push_str(&format!("\\x{b:02x}")),
-            }
-        }
-        out.push('"');
-        out
-    };
+    // Quoted as the vectors quote bytes everywhere.
+    let quote = super::esc;
     let list = |items: Vec<String>| items.join(", ");
     match value {
         Value::Null => "null".into(),
