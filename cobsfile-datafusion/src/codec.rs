@@ -1,0 +1,1 @@
+//! Ballista codecs: the next commit.

@@ -1,0 +1,512 @@
+//! One file, or the blocks that open in one byte range of it, read into record batches.
+//!
+//! Synchronous and independent of DataFusion's runtime: the opener runs it on a blocking
+//! thread. Records come from the library's readers (a range read when the scan has a range,
+//! spec 9.4), so the ranges of a file together yield each intact record exactly once.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_avro::reader::{Decoder as AvroDecoder, ReaderBuilder as AvroArrowBuilder};
+use arrow_avro::schema::AvroSchema;
+use datafusion::arrow::array::{
+    ArrayRef, BinaryBuilder, RecordBatch, RecordBatchOptions, StringArray, UInt64Builder,
+};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::json::reader::{Decoder as JsonDecoder, ReaderBuilder as JsonBuilder};
+use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
+
+use cobsfile::avro::{AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas};
+use cobsfile::{BlockType, Error as FileError};
+
+use crate::options::{CobsfileOptions, OnDamage};
+use crate::schema::{guard, store_of, Mode, RAW_COLUMNS};
+
+/// Bytes a scan skipped, or records it could not make rows of, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The file, as the table lists it.
+    pub file: String,
+    /// The bytes concerned: a damaged range, or the block of records that were skipped.
+    pub range: Range<u64>,
+    /// Records skipped whole (0 for a damaged range, whose records cannot be counted).
+    pub records: u64,
+    /// What went wrong.
+    pub cause: String,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.records == 0 {
+            write!(
+                f,
+                "{}: bytes {}..{} skipped: {}",
+                self.file, self.range.start, self.range.end, self.cause
+            )
+        } else {
+            write!(
+                f,
+                "{}: {} record(s) of the block at offset {} skipped: {}",
+                self.file, self.records, self.range.start, self.cause
+            )
+        }
+    }
+}
+
+/// What to read and how.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanSpec {
+    pub mode: Mode,
+    /// The columns produced, in order: the file schema projected.
+    pub projected: SchemaRef,
+    /// Their indices in the file schema.
+    pub projection: Vec<usize>,
+    pub batch_size: usize,
+    /// Rows after which the scan stops.
+    pub limit: Option<usize>,
+    pub options: CobsfileOptions,
+}
+
+/// Where batches and damage go.
+pub(crate) trait Sink {
+    /// Takes a batch; false stops the scan (its reader has gone).
+    fn batch(&mut self, batch: RecordBatch) -> bool;
+    /// Takes skipped bytes or records.
+    fn damage(&mut self, damage: Damage);
+}
+
+/// Reads `bytes` (a whole file named `file`), only the blocks opening in `range` if given.
+pub(crate) fn scan(
+    bytes: &[u8],
+    file: &str,
+    range: Option<Range<u64>>,
+    spec: &ScanSpec,
+    sink: &mut dyn Sink,
+) -> Result<()> {
+    let options = spec.options.reader();
+    let from_start = range.as_ref().is_none_or(|r| r.start == 0);
+    let reader = match range {
+        Some(range) => options.from_slice_range(bytes, range),
+        None => options.from_slice(bytes),
+    };
+    let schemas = match spec.mode {
+        Mode::Avro(_) => Schemas::scan(bytes),
+        _ => Schemas::new(),
+    };
+    let mut rows = Rows::new(spec, file, &schemas)?;
+    let mut left = spec.limit.unwrap_or(usize::MAX);
+    let emit = |rows: &mut Rows, sink: &mut dyn Sink, left: &mut usize| -> Result<bool> {
+        match rows.flush()? {
+            Some(batch) => {
+                *left = left.saturating_sub(batch.num_rows());
+                Ok(sink.batch(batch) && *left > 0)
+            }
+            None => Ok(*left > 0),
+        }
+    };
+    let skipped = |sink: &mut dyn Sink, damage: Damage| -> Result<()> {
+        match spec.options.on_damage {
+            OnDamage::Skip => {
+                log::warn!("{damage}");
+                sink.damage(damage);
+                Ok(())
+            }
+            OnDamage::Error => Err(DataFusionError::Execution(damage.to_string())),
+        }
+    };
+    let file_error = |e: FileError| -> Result<Damage> {
+        match e {
+            FileError::Damaged { start, end, cause } => Ok(Damage {
+                file: file.to_string(),
+                range: start..end,
+                records: 0,
+                cause: cause.to_string(),
+            }),
+            other => Err(exec_datafusion_err!("{file}: {other}")),
+        }
+    };
+
+    if let Mode::Avro(_) = spec.mode {
+        let mut reader = AvroReaderBuilder::new().schemas(&schemas).build(reader);
+        loop {
+            let datum = match reader.next_datum() {
+                None => break,
+                Some(Ok(datum)) => datum,
+                Some(Err(AvroError::File(e))) => {
+                    skipped(sink, file_error(e)?)?;
+                    continue;
+                }
+                Some(Err(AvroError::Record {
+                    offset,
+                    problem: problem @ RecordProblem::SchemaUnknown { .. },
+                    ..
+                })) => {
+                    let damage = Damage {
+                        file: file.to_string(),
+                        range: offset..offset,
+                        records: 1,
+                        cause: problem.to_string(),
+                    };
+                    skipped(sink, damage)?;
+                    continue;
+                }
+                Some(Err(e @ AvroError::Schema { .. })) => {
+                    log::warn!("{file}: {e}");
+                    continue;
+                }
+                Some(Err(e)) => return Err(exec_datafusion_err!("{file}: {e}")),
+            };
+            rows.push(datum.record, datum.offset, datum.index)?;
+            if rows.len() >= spec.batch_size.min(left) && !emit(&mut rows, sink, &mut left)? {
+                return Ok(());
+            }
+        }
+        if from_start && reader.reader().stats().blocks == 0 {
+            not_a_cobsfile(bytes, file, &options)?;
+        }
+    } else {
+        let mut reader = reader;
+        loop {
+            let block = match reader.next_block() {
+                None => break,
+                Some(Ok(block)) => block,
+                Some(Err(e)) => {
+                    skipped(sink, file_error(e)?)?;
+                    continue;
+                }
+            };
+            if block.info().block_type != BlockType::Data {
+                continue;
+            }
+            let offset = block.info().offset;
+            for (index, record) in block.records().enumerate() {
+                rows.push(record, offset, index as u64)?;
+                if rows.len() >= spec.batch_size.min(left) && !emit(&mut rows, sink, &mut left)? {
+                    return Ok(());
+                }
+            }
+        }
+        if from_start && reader.stats().blocks == 0 {
+            not_a_cobsfile(bytes, file, &options)?;
+        }
+    }
+    emit(&mut rows, sink, &mut left)?;
+    Ok(())
+}
+
+/// Fails for a non-empty input in which a full read finds no intact block at all: not a
+/// cobsfile (spec 9.5), rather than a cobsfile all damage. Asked only by the range that starts
+/// the file, when it found no block of its own.
+pub(crate) fn not_a_cobsfile(
+    bytes: &[u8],
+    file: &str,
+    options: &cobsfile::ReaderBuilder,
+) -> Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut reader = options.from_slice(bytes);
+    while let Some(block) = reader.next_block() {
+        if block.is_ok() {
+            return Ok(());
+        }
+    }
+    Err(exec_datafusion_err!(
+        "{file} is not a cobsfile: none of its {} bytes is an intact block",
+        bytes.len()
+    ))
+}
+
+/// Rows being gathered into a batch.
+enum Rows {
+    /// No column asked for (`count(*)`): rows counted, records not decoded.
+    Count {
+        rows: usize,
+        schema: SchemaRef,
+    },
+    Raw(RawRows),
+    Json(JsonRows),
+    Avro(AvroRows),
+}
+
+impl Rows {
+    fn new(spec: &ScanSpec, file: &str, schemas: &Schemas) -> Result<Self> {
+        if spec.projection.is_empty() {
+            return Ok(Rows::Count {
+                rows: 0,
+                schema: spec.projected.clone(),
+            });
+        }
+        Ok(match &spec.mode {
+            Mode::Raw => Rows::Raw(RawRows {
+                columns: spec.projection.clone(),
+                schema: spec.projected.clone(),
+                file: file.to_string(),
+                records: BinaryBuilder::new(),
+                offsets: UInt64Builder::new(),
+                ordinals: UInt64Builder::new(),
+                rows: 0,
+            }),
+            Mode::Json => Rows::Json(JsonRows {
+                decoder: JsonBuilder::new(spec.projected.clone())
+                    .with_batch_size(spec.batch_size.max(1))
+                    .build_decoder()?,
+                schema: spec.projected.clone(),
+                file: file.to_string(),
+                blocks: None,
+            }),
+            Mode::Avro(reader_schema) => {
+                Rows::Avro(AvroRows::new(spec, reader_schema, file, schemas)?)
+            }
+        })
+    }
+
+    fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        match self {
+            Rows::Count { rows, .. } => {
+                *rows += 1;
+                Ok(())
+            }
+            Rows::Raw(raw) => {
+                raw.records.append_value(record);
+                raw.offsets.append_value(offset);
+                raw.ordinals.append_value(index);
+                raw.rows += 1;
+                Ok(())
+            }
+            Rows::Json(json) => json.push(record, offset, index),
+            Rows::Avro(avro) => avro.push(record, offset, index),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::Count { rows, .. } => *rows,
+            Rows::Raw(raw) => raw.rows,
+            Rows::Json(json) => json.decoder.len(),
+            Rows::Avro(avro) => avro.rows,
+        }
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        match self {
+            Rows::Count { rows, schema } => {
+                if *rows == 0 {
+                    return Ok(None);
+                }
+                let options = RecordBatchOptions::new().with_row_count(Some(*rows));
+                *rows = 0;
+                Ok(Some(RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    vec![],
+                    &options,
+                )?))
+            }
+            Rows::Raw(raw) => raw.flush(),
+            Rows::Json(json) => json.flush(),
+            Rows::Avro(avro) => avro.flush(),
+        }
+    }
+}
+
+struct RawRows {
+    columns: Vec<usize>,
+    schema: SchemaRef,
+    file: String,
+    records: BinaryBuilder,
+    offsets: UInt64Builder,
+    ordinals: UInt64Builder,
+    rows: usize,
+}
+
+impl RawRows {
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        if self.rows == 0 {
+            return Ok(None);
+        }
+        let records: ArrayRef = Arc::new(self.records.finish());
+        let offsets: ArrayRef = Arc::new(self.offsets.finish());
+        let ordinals: ArrayRef = Arc::new(self.ordinals.finish());
+        let files: ArrayRef = Arc::new(StringArray::from(vec![self.file.as_str(); self.rows]));
+        self.rows = 0;
+        let columns = self
+            .columns
+            .iter()
+            .map(|&c| match RAW_COLUMNS.get(c) {
+                Some(&"record") => Ok(records.clone()),
+                Some(&"file") => Ok(files.clone()),
+                Some(&"block_offset") => Ok(offsets.clone()),
+                Some(&"ordinal") => Ok(ordinals.clone()),
+                _ => Err(exec_datafusion_err!(
+                    "raw cobsfile tables have no column {c}"
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+struct JsonRows {
+    decoder: JsonDecoder,
+    schema: SchemaRef,
+    file: String,
+    /// Offsets of the first and last blocks of the rows buffered.
+    blocks: Option<(u64, u64)>,
+}
+
+impl JsonRows {
+    fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        let before = self.decoder.len();
+        let fed = self
+            .decoder
+            .decode(record)
+            .and_then(|n| {
+                if n == record.len() {
+                    self.decoder.decode(b"\n").map(|_| ())
+                } else {
+                    Err(datafusion::arrow::error::ArrowError::JsonError(
+                        "more than one JSON value".into(),
+                    ))
+                }
+            })
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                if self.decoder.len() == before + 1 && !self.decoder.has_partial_record() {
+                    Ok(())
+                } else {
+                    Err("not one JSON value".to_string())
+                }
+            });
+        if let Err(e) = fed {
+            return Err(exec_datafusion_err!(
+                "{}: record {index} of the block at offset {offset} is not a JSON record of \
+                 the table: {e}",
+                self.file
+            ));
+        }
+        let first = self.blocks.map_or(offset, |(first, _)| first);
+        self.blocks = Some((first, offset));
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        let blocks = self.blocks.take();
+        match self.decoder.flush() {
+            Ok(Some(batch)) => Ok(Some(batch.with_schema(self.schema.clone())?)),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                let (first, last) = blocks.unwrap_or((0, 0));
+                Err(exec_datafusion_err!(
+                    "{}: records of the blocks at offsets {first}..={last} do not fit the \
+                     table's schema: {e}",
+                    self.file
+                ))
+            }
+        }
+    }
+}
+
+struct AvroRows {
+    decoder: AvroDecoder,
+    schema: SchemaRef,
+    file: String,
+    rows: usize,
+    /// Batches the decoder completed while taking a record (when the writer schema changed).
+    ready: Vec<RecordBatch>,
+}
+
+impl AvroRows {
+    fn new(spec: &ScanSpec, reader_schema: &str, file: &str, schemas: &Schemas) -> Result<Self> {
+        let mut written: Vec<(u64, &str)> = schemas
+            .iter()
+            .map(|s| (s.fingerprint(), s.json()))
+            .collect();
+        // A file with no schema of its own still builds: its records are then reported
+        // schema-unknown by the library's reader before they get here.
+        let fallback = [(0u64, reader_schema)];
+        if written.is_empty() {
+            written.extend_from_slice(&fallback);
+        }
+        let store = store_of(written.into_iter())?;
+        let decoder = guard(|| {
+            AvroArrowBuilder::new()
+                .with_writer_schema_store(store)
+                .with_reader_schema(AvroSchema::new(reader_schema.to_string()))
+                .with_projection(spec.projection.clone())
+                .with_batch_size(spec.batch_size.max(1))
+                .build_decoder()
+        })
+        .map_err(|panic| exec_datafusion_err!("{file}: Avro reader failed: {panic}"))?
+        .map_err(|e| {
+            exec_datafusion_err!(
+                "{file}: the file's Avro schemas do not resolve to the table's: {e}"
+            )
+        })?;
+        Ok(AvroRows {
+            decoder,
+            schema: spec.projected.clone(),
+            file: file.to_string(),
+            rows: 0,
+            ready: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        let file = self.file.clone();
+        let fail = |what: String| {
+            exec_datafusion_err!(
+                "{file}: record {index} of the block at offset {offset} cannot be read as a \
+                 row of the table: {what}"
+            )
+        };
+        let mut at = 0;
+        let mut stalled = false;
+        while at < record.len() {
+            let decoder = &mut self.decoder;
+            let n = guard(|| decoder.decode(&record[at..]))
+                .map_err(&fail)?
+                .map_err(|e| fail(e.to_string()))?;
+            at += n;
+            if at < record.len() {
+                // The record's writer schema differs from the last one: the decoder takes
+                // the prefix, then wants the rows it holds flushed before the body.
+                if n == 0 && stalled {
+                    return Err(fail("the decoder took none of it".into()));
+                }
+                stalled = n == 0;
+                if let Some(batch) = self.take()? {
+                    self.ready.push(batch);
+                }
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn take(&mut self) -> Result<Option<RecordBatch>> {
+        let decoder = &mut self.decoder;
+        let batch = guard(|| decoder.flush())
+            .map_err(|panic| exec_datafusion_err!("{}: Avro reader failed: {panic}", self.file))?
+            .map_err(|e| exec_datafusion_err!("{}: {e}", self.file))?;
+        batch
+            .map(|b| RecordBatch::try_new(self.schema.clone(), b.columns().to_vec()))
+            .transpose()
+            .map_err(|e| exec_datafusion_err!("{}: {e}", self.file))
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        let last = self.take()?;
+        self.rows = 0;
+        let mut batches = std::mem::take(&mut self.ready);
+        batches.extend(last);
+        match batches.len() {
+            0 => Ok(None),
+            1 => Ok(batches.pop()),
+            _ => Ok(Some(datafusion::arrow::compute::concat_batches(
+                &self.schema,
+                &batches,
+            )?)),
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! A table's Arrow schema: from the Avro schema a file announces, inferred from a sample of
+//! JSON records, or the fixed schema of raw records.
+//!
+//! The schema carries how its rows are made, in its metadata (`cobsfile.records`, and for
+//! Avro the reader schema under `avro.schema`), so a scan planned on one machine reads the
+//! same way on another: the plan's schema is all an executor needs.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use arrow_avro::reader::ReaderBuilder as AvroArrowBuilder;
+use arrow_avro::schema::{AvroSchema, Fingerprint, SchemaStore};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{exec_datafusion_err, plan_datafusion_err, Result};
+
+use cobsfile::avro::WriterSchema;
+use cobsfile::{BlockType, Error as FileError};
+
+use crate::options::{CobsfileOptions, RecordFormat};
+
+/// The schema metadata key naming how rows are made: `avro`, `json` or `raw`.
+pub const RECORDS_KEY: &str = "cobsfile.records";
+/// The schema metadata key holding the Avro schema (JSON) records are resolved to.
+pub const AVRO_SCHEMA_KEY: &str = "avro.schema";
+
+/// The columns of raw mode, in order.
+pub const RAW_COLUMNS: [&str; 4] = ["record", "file", "block_offset", "ordinal"];
+
+/// How rows are made, resolved for a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Avro records resolved to this reader schema (JSON).
+    Avro(String),
+    Json,
+    Raw,
+}
+
+/// Raw mode's schema: each record as `Binary`, the file it is in, the offset of its block's
+/// opening sync byte, and its place in that block (from 0). The last two name a record
+/// however the file is split.
+pub fn raw_schema() -> Schema {
+    Schema::new(vec![
+        Field::new(RAW_COLUMNS[0], DataType::Binary, false),
+        Field::new(RAW_COLUMNS[1], DataType::Utf8, false),
+        Field::new(RAW_COLUMNS[2], DataType::UInt64, false),
+        Field::new(RAW_COLUMNS[3], DataType::UInt64, false),
+    ])
+    .with_metadata(HashMap::from([(
+        RECORDS_KEY.to_string(),
+        "raw".to_string(),
+    )]))
+}
+
+/// The Arrow schema of records of the Avro schema `json`, as the Arrow project's Avro reader
+/// maps it (records to structs, arrays to lists, maps, unions, logical types).
+pub fn avro_schema(json: &str) -> Result<Schema> {
+    let store = store_of(std::iter::once((0, json)))?;
+    let decoder = guard(|| {
+        AvroArrowBuilder::new()
+            .with_writer_schema_store(store)
+            .with_reader_schema(AvroSchema::new(json.to_string()))
+            .build_decoder()
+    })
+    .and_then(|r| r.map_err(|e| e.to_string()))
+    .map_err(|e| plan_datafusion_err!("Avro schema cannot be read as Arrow: {e}"))?;
+    let schema = decoder.schema();
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(RECORDS_KEY.to_string(), "avro".to_string());
+    metadata.insert(AVRO_SCHEMA_KEY.to_string(), json.to_string());
+    Ok(Schema::new(schema.fields().clone()).with_metadata(metadata))
+}
+
+/// A writer-schema store of Avro schemas under the fingerprints the file names them by.
+pub(crate) fn store_of<'a>(schemas: impl Iterator<Item = (u64, &'a str)>) -> Result<SchemaStore> {
+    let mut store = SchemaStore::new();
+    for (fingerprint, json) in schemas {
+        store
+            .set(
+                Fingerprint::Rabin(fingerprint),
+                AvroSchema::new(json.to_string()),
+            )
+            .map_err(|e| exec_datafusion_err!("Avro schema {fingerprint:016x}: {e}"))?;
+    }
+    Ok(store)
+}
+
+/// Runs `f`, turning a panic of a dependency into an error message.
+pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".to_string())
+    })
+}
+
+/// How a table's schema says its rows are made (`auto` when it does not say).
+pub(crate) fn mode_of(schema: &Schema, options: &CobsfileOptions) -> Result<Option<Mode>> {
+    let declared = schema.metadata().get(RECORDS_KEY).map(String::as_str);
+    let records = match declared {
+        Some(name) => name.parse()?,
+        None => options.records,
+    };
+    Ok(match records {
+        RecordFormat::Avro => {
+            let json = schema
+                .metadata()
+                .get(AVRO_SCHEMA_KEY)
+                .or(options.reader_schema.as_ref())
+                .ok_or_else(|| {
+                    plan_datafusion_err!("an Avro cobsfile table needs its Avro schema")
+                })?;
+            Some(Mode::Avro(json.clone()))
+        }
+        RecordFormat::Json => Some(Mode::Json),
+        RecordFormat::Raw => Some(Mode::Raw),
+        RecordFormat::Auto => None,
+    })
+}
+
+/// What one file tells inference.
+pub(crate) struct Sample {
+    /// The Avro schemas the file announces, in file order (fingerprint, JSON).
+    pub avro: Vec<(u64, String)>,
+    /// Records sampled, each parsed as JSON if it parses: (block offset, value).
+    pub records: Vec<(u64, Option<serde_json::Value>)>,
+}
+
+/// Reads a file's Avro schemas and, if it has none, up to `max_records` of its records.
+pub(crate) fn sample(bytes: &[u8], options: &CobsfileOptions, max_records: usize) -> Sample {
+    // The schemas in file order (a skipping scan, spec 9.3): the last announced is the newest.
+    let mut avro: Vec<(u64, String)> = Vec::new();
+    let mut scan = options.reader().from_slice(bytes);
+    for metadata in scan.metadata().flatten() {
+        let entries = metadata
+            .entries
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()));
+        if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
+            avro.retain(|(fingerprint, _)| *fingerprint != schema.fingerprint());
+            avro.push((schema.fingerprint(), schema.json().to_string()));
+        }
+    }
+    let mut records = Vec::new();
+    let typed = match options.records {
+        RecordFormat::Auto => !avro.is_empty() || options.reader_schema.is_some(),
+        RecordFormat::Avro => true,
+        RecordFormat::Json | RecordFormat::Raw => false,
+    };
+    if !typed && max_records > 0 {
+        let mut reader = options.reader().from_slice(bytes);
+        while records.len() < max_records {
+            match reader.next_block() {
+                None => break,
+                Some(Err(FileError::Damaged { .. })) => continue,
+                Some(Err(_)) => break,
+                Some(Ok(block)) if block.info().block_type == BlockType::Data => {
+                    let offset = block.info().offset;
+                    for record in block.records().take(max_records - records.len()) {
+                        let value = serde_json::from_slice::<serde_json::Value>(record).ok();
+                        records.push((offset, value));
+                    }
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+    Sample { avro, records }
+}
+
+/// Fails for a file that is not a cobsfile (see [`crate::scan::not_a_cobsfile`]).
+pub(crate) fn check_is_cobsfile(bytes: &[u8], file: &str, options: &CobsfileOptions) -> Result<()> {
+    crate::scan::not_a_cobsfile(bytes, file, &options.reader())
+}
+
+/// The table schema of files sampled in order (`name` names each sample's file).
+pub(crate) fn infer(samples: &[(String, Sample)], options: &CobsfileOptions) -> Result<SchemaRef> {
+    let avro_file = samples.iter().find(|(_, s)| !s.avro.is_empty());
+    let records = match options.records {
+        RecordFormat::Auto if options.reader_schema.is_some() || avro_file.is_some() => {
+            RecordFormat::Avro
+        }
+        RecordFormat::Auto => {
+            let sampled = samples.iter().flat_map(|(_, s)| &s.records);
+            let mut any = false;
+            let mut all_objects = true;
+            for (_, value) in sampled {
+                any = true;
+                all_objects &= matches!(value, Some(serde_json::Value::Object(_)));
+            }
+            if any && all_objects {
+                RecordFormat::Json
+            } else {
+                RecordFormat::Raw
+            }
+        }
+        other => other,
+    };
+    let schema = match records {
+        RecordFormat::Avro => {
+            let json = match (&options.reader_schema, avro_file) {
+                (Some(json), _) => json.clone(),
+                (None, Some((_, sample))) => sample.avro.last().expect("non-empty").1.clone(),
+                (None, None) => {
+                    let name = samples
+                        .first()
+                        .map(|(n, _)| n.as_str())
+                        .unwrap_or("no file");
+                    return Err(plan_datafusion_err!(
+                        "{name}: no Avro schema in the file (records 'avro' needs one, or \
+                         the option reader_schema)"
+                    ));
+                }
+            };
+            avro_schema(&json)?
+        }
+        RecordFormat::Json => {
+            let mut values = Vec::new();
+            for (name, sample) in samples {
+                for (offset, value) in &sample.records {
+                    match value {
+                        Some(v @ serde_json::Value::Object(_)) => values.push(v),
+                        _ => {
+                            return Err(plan_datafusion_err!(
+                                "{name}: a record of the block at offset {offset} is not a JSON \
+                                 object (records 'json' needs one object per record)"
+                            ))
+                        }
+                    }
+                }
+            }
+            let schema = datafusion::arrow::json::reader::infer_json_schema_from_iterator(
+                values.into_iter().map(Ok),
+            )?;
+            let mut metadata = schema.metadata().clone();
+            metadata.insert(RECORDS_KEY.to_string(), "json".to_string());
+            schema.with_metadata(metadata)
+        }
+        RecordFormat::Raw | RecordFormat::Auto => raw_schema(),
+    };
+    Ok(Arc::new(schema))
+}

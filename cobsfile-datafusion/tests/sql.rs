@@ -1,0 +1,505 @@
+//! SQL over cobsfiles, checked against DataFusion's own NDJSON reader on the same events.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use cobsfile::avro::{json::from_json_str, AvroWriter, WriterSchema};
+use cobsfile::{Compression, WriterBuilder};
+use cobsfile_datafusion::{
+    CobsfileContext, CobsfileFormat, CobsfileOptions, Damage, OnDamage, RecordFormat,
+};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::{JsonReadOptions, SessionConfig, SessionContext};
+
+const EVENTS: &str = include_str!("../../samples/events.jsonl");
+const SCHEMA: &str = include_str!("../../samples/events.avsc");
+
+fn events() -> Vec<&'static str> {
+    EVENTS.lines().collect()
+}
+
+/// The sample events as JSON records, zstd, small blocks (many per file).
+fn json_file(lines: &[&str]) -> Vec<u8> {
+    let mut writer = WriterBuilder::new()
+        .block_target(4096)
+        .compression(Compression::Zstd { level: 3 })
+        .build(Vec::new())
+        .unwrap();
+    for line in lines {
+        writer.write_record(line.as_bytes()).unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+/// The sample events as typed (Avro) records.
+fn avro_file(lines: &[&str]) -> Vec<u8> {
+    let schema = WriterSchema::parse(SCHEMA).unwrap();
+    let writer = WriterBuilder::new()
+        .block_target(4096)
+        .build(Vec::new())
+        .unwrap();
+    let mut writer = AvroWriter::new(writer, schema.clone()).unwrap();
+    for line in lines {
+        writer
+            .write_value(&from_json_str(line, &schema).unwrap())
+            .unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A session whose scans cut files into `partitions` byte ranges, however small.
+fn context(partitions: usize) -> SessionContext {
+    let config = SessionConfig::new()
+        .with_target_partitions(partitions)
+        .with_repartition_file_min_size(1)
+        .with_batch_size(100);
+    SessionContext::new_with_config(config)
+}
+
+async fn query(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Vec<RecordBatch>> {
+    ctx.sql(sql).await?.collect().await
+}
+
+async fn table(ctx: &SessionContext, sql: &str) -> String {
+    pretty_format_batches(&query(ctx, sql).await.unwrap())
+        .unwrap()
+        .to_string()
+}
+
+const GROUP_BY: &str = "SELECT service, CAST(level AS VARCHAR) AS level, count(*) AS n, \
+    round(avg(latency_ms), 6) AS latency, max(ts) AS last FROM {t} \
+    GROUP BY service, CAST(level AS VARCHAR) ORDER BY service, level";
+const FILTER: &str = "SELECT ts, host, request_id, msg FROM {t} \
+    WHERE CAST(level AS VARCHAR) = 'error' AND latency_ms > 50 ORDER BY request_id";
+const JOIN: &str = "SELECT a.service, count(*) AS n FROM {t} a JOIN {t} b \
+    ON a.request_id = b.request_id AND a.host = b.host GROUP BY a.service ORDER BY a.service";
+
+async fn same_answers(ctx: &SessionContext, table_name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = write(dir.path(), "events.json", EVENTS.as_bytes());
+    ctx.register_json("lines", &lines, JsonReadOptions::default())
+        .await
+        .unwrap();
+    for sql in [GROUP_BY, FILTER, JOIN] {
+        let ours = table(ctx, &sql.replace("{t}", table_name)).await;
+        let theirs = table(ctx, &sql.replace("{t}", "lines")).await;
+        assert_eq!(ours, theirs, "{sql}");
+        assert!(ours.lines().count() > 4, "{ours}");
+    }
+}
+
+#[tokio::test]
+async fn json_records_answer_as_the_ndjson_reader_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "events.cobs", &json_file(&events()));
+    for partitions in [1, 3] {
+        let ctx = context(partitions);
+        ctx.register_cobsfile("events", &path, CobsfileOptions::new())
+            .await
+            .unwrap();
+        same_answers(&ctx, "events").await;
+    }
+}
+
+#[tokio::test]
+async fn avro_records_answer_as_the_ndjson_reader_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "events.cobs", &avro_file(&events()));
+    for partitions in [1, 4] {
+        let ctx = context(partitions);
+        ctx.register_cobsfile("events", &path, CobsfileOptions::new())
+            .await
+            .unwrap();
+        same_answers(&ctx, "events").await;
+        // The Avro enum is a dictionary of its symbols.
+        let schema = ctx.table("events").await.unwrap().schema().clone();
+        assert!(
+            schema
+                .field_with_name(None, "level")
+                .unwrap()
+                .data_type()
+                .is_null()
+                || matches!(
+                    schema.field_with_name(None, "level").unwrap().data_type(),
+                    datafusion::arrow::datatypes::DataType::Dictionary(..)
+                )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_directory_of_files_is_one_table_in_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = events();
+    for (i, part) in all.chunks(700).enumerate() {
+        write(dir.path(), &format!("part-{i}.cobs"), &json_file(part));
+    }
+    write(dir.path(), "notes.txt", b"not a cobsfile, not listed");
+    let ctx = context(2);
+    ctx.register_cobsfile_format().unwrap();
+    let location = format!("{}/", dir.path().display());
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE events STORED AS COBSFILE LOCATION '{location}' \
+         OPTIONS ('records' 'json', 'on_damage' 'error')"
+    ))
+    .await
+    .unwrap();
+    same_answers(&ctx, "events").await;
+    let count = table(&ctx, "SELECT count(*) AS n FROM events").await;
+    assert!(count.contains("| 2000 |"), "{count}");
+}
+
+#[tokio::test]
+async fn raw_records_name_their_file_block_and_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = events();
+    let path = write(dir.path(), "raw.cobs", &json_file(&lines));
+    let ctx = context(3);
+    ctx.register_cobsfile(
+        "raw",
+        &path,
+        CobsfileOptions::new().records(RecordFormat::Raw),
+    )
+    .await
+    .unwrap();
+    let batches = query(
+        &ctx,
+        "SELECT record, file, block_offset, ordinal FROM raw ORDER BY block_offset, ordinal",
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    for batch in &batches {
+        let records = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+            .unwrap();
+        let files = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::StringArray>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            got.push(String::from_utf8(records.value(i).to_vec()).unwrap());
+            assert!(
+                path.ends_with(files.value(i)),
+                "{} vs {path}",
+                files.value(i)
+            );
+        }
+    }
+    assert_eq!(got, lines);
+    let first = table(
+        &ctx,
+        "SELECT min(block_offset) AS b, min(ordinal) AS o FROM raw",
+    )
+    .await;
+    // The first data block opens on the header's closing sync byte (offset 18).
+    assert!(first.contains("| 18 | 0 |"), "{first}");
+}
+
+#[tokio::test]
+async fn count_star_reads_only_the_index_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "events.cobs", &json_file(&events()));
+    for (index, reads) in [(true, false), (false, true)] {
+        let ctx = context(2);
+        let options = CobsfileOptions::new().index_statistics(index);
+        ctx.register_cobsfile("events", &path, options)
+            .await
+            .unwrap();
+        let plan = table(&ctx, "EXPLAIN SELECT count(*) FROM events").await;
+        assert_eq!(plan.contains("DataSourceExec"), reads, "{plan}");
+        let count = table(&ctx, "SELECT count(*) AS n FROM events").await;
+        assert!(count.contains("| 2000 |"), "{count}");
+    }
+}
+
+#[tokio::test]
+async fn limit_and_projection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "events.cobs", &avro_file(&events()));
+    let ctx = context(2);
+    let frame = ctx
+        .read_cobsfile(&path, CobsfileOptions::new())
+        .await
+        .unwrap();
+    let rows = frame
+        .limit(0, Some(10))
+        .unwrap()
+        .select_columns(&["host"])
+        .unwrap();
+    let batches = rows.collect().await.unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+    assert!(batches.iter().all(|b| b.num_columns() == 1));
+}
+
+/// Collects what scans skip.
+fn hooked(options: CobsfileOptions) -> (CobsfileFormat, Arc<Mutex<Vec<Damage>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let format = CobsfileFormat::new(options).with_damage_hook(Arc::new(move |d: &Damage| {
+        log.lock().unwrap().push(d.clone())
+    }));
+    (format, seen)
+}
+
+#[tokio::test]
+async fn damage_is_skipped_counted_and_never_a_wrong_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = events();
+    let mut bytes = json_file(&lines);
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x41;
+    let path = write(dir.path(), "damaged.cobs", &bytes);
+    let ctx = context(3);
+    let (format, seen) = hooked(CobsfileOptions::new().records(RecordFormat::Raw));
+    let table_ = cobsfile_datafusion::listing_table(&ctx.state(), &[&path], format)
+        .await
+        .unwrap();
+    ctx.register_table("raw", table_).unwrap();
+    let batches = query(&ctx, "SELECT record FROM raw").await.unwrap();
+    let mut rows = 0;
+    for batch in &batches {
+        let records = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            let record = std::str::from_utf8(records.value(i)).unwrap();
+            assert!(lines.contains(&record), "a wrong row: {record}");
+            rows += 1;
+        }
+    }
+    assert!(rows < lines.len() && rows > lines.len() / 2, "{rows}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].range.contains(&(middle as u64)), "{seen:?}");
+    assert!(
+        seen[0].to_string().contains("damaged.cobs: bytes "),
+        "{}",
+        seen[0]
+    );
+
+    // The scan's metrics count it.
+    let plan = ctx
+        .sql("EXPLAIN ANALYZE SELECT count(record) FROM raw")
+        .await
+        .unwrap();
+    let shown = pretty_format_batches(&plan.collect().await.unwrap())
+        .unwrap()
+        .to_string();
+    assert!(shown.contains("damaged_ranges=1"), "{shown}");
+
+    // Or it is an error.
+    let ctx = context(1);
+    ctx.register_cobsfile(
+        "strict",
+        &path,
+        CobsfileOptions::new().on_damage(OnDamage::Error),
+    )
+    .await
+    .unwrap();
+    let e = query(&ctx, "SELECT * FROM strict")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("damaged.cobs: bytes ") && e.contains("skipped"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(2);
+
+    let text = write(dir.path(), "text.cobs", b"this is not a cobsfile\nat all\n");
+    let e = ctx
+        .register_cobsfile("t", &text, CobsfileOptions::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("text.cobs is not a cobsfile"), "{e}");
+
+    let mut lines = events();
+    lines[1500] = "{\"ts\": oops";
+    let bad = write(dir.path(), "bad.cobs", &json_file(&lines));
+    ctx.register_cobsfile(
+        "bad",
+        &bad,
+        CobsfileOptions::new().records(RecordFormat::Json),
+    )
+    .await
+    .unwrap();
+    let e = query(&ctx, "SELECT * FROM bad")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bad.cobs: record ") && e.contains("of the block at offset"),
+        "{e}"
+    );
+
+    let e = ctx
+        .register_cobsfile(
+            "x",
+            &bad,
+            CobsfileOptions::new().records(RecordFormat::Avro),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no Avro schema"), "{e}");
+}
+
+/// Nested Avro (records, arrays, maps, unions, enums, bytes, fixed, logical types) reads as
+/// DataFusion's own Avro reader reads the same datums from an Avro object container file.
+#[tokio::test]
+async fn nested_avro_reads_as_datafusions_avro_reader_reads_it() {
+    use cobsfile::avro::container::{Codec, ContainerWriter};
+    let schema = WriterSchema::parse(
+        r#"{"type": "record", "name": "Order", "namespace": "shop", "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
+                {"name": "name", "type": "string"},
+                {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["free", "gold"]}},
+                {"name": "email", "type": ["null", "string"], "default": null}]}},
+            {"name": "lines", "type": {"type": "array", "items": {"type": "record", "name": "Line",
+                "fields": [{"name": "sku", "type": "string"}, {"name": "qty", "type": "int"},
+                           {"name": "price", "type": "double"}]}}},
+            {"name": "tags", "type": {"type": "map", "values": "string"}},
+            {"name": "note", "type": ["null", "string"], "default": null},
+            {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+            {"name": "blob", "type": "bytes"},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}
+        ]}"#,
+    )
+    .unwrap();
+    let mut rows = Vec::new();
+    for i in 0..300u64 {
+        let email = if i % 3 == 0 {
+            "null".to_string()
+        } else {
+            format!("{{\"string\": \"c{i}@example.com\"}}")
+        };
+        let lines: Vec<String> = (0..i % 4)
+            .map(|j| {
+                format!(
+                    "{{\"sku\": \"s{j}\", \"qty\": {j}, \"price\": {}.5}}",
+                    i + j
+                )
+            })
+            .collect();
+        let note = if i % 5 == 0 {
+            format!("{{\"string\": \"n{i}\"}}")
+        } else {
+            "null".into()
+        };
+        rows.push(format!(
+            r#"{{"id": {i}, "customer": {{"name": "c{i}", "tier": "{}", "email": {email}}},
+               "lines": [{}], "tags": {{"k{}": "v"}}, "note": {note},
+               "digest": "\u0001\u0002\u0003{}", "blob": "\u0000\u00ff", "at": {}}}"#,
+            if i % 2 == 0 { "free" } else { "gold" },
+            lines.join(", "),
+            i % 3,
+            if i % 2 == 0 { "\\u0004" } else { "\\u0005" },
+            1_700_000_000_000u64 + i * 1000,
+        ));
+    }
+    let writer = WriterBuilder::new()
+        .block_target(2048)
+        .build(Vec::new())
+        .unwrap();
+    let mut typed = AvroWriter::new(writer, schema.clone()).unwrap();
+    let mut container = ContainerWriter::new(Vec::new(), &schema, Codec::Null, &[]).unwrap();
+    for row in &rows {
+        let value = from_json_str(row, &schema).unwrap();
+        let record = typed.encode_value(&value).unwrap().to_vec();
+        typed.write_datum(&record[10..]).unwrap();
+        container.write_datum(&record[10..]).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ours = write(dir.path(), "orders.cobs", &typed.finish().unwrap());
+    let theirs = write(dir.path(), "orders.avro", &container.finish().unwrap());
+    for partitions in [1, 3] {
+        let ctx = context(partitions);
+        ctx.register_cobsfile("ours", &ours, CobsfileOptions::new())
+            .await
+            .unwrap();
+        ctx.register_avro(
+            "theirs",
+            &theirs,
+            datafusion::prelude::AvroReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        for sql in [
+            "SELECT * FROM {t} ORDER BY id",
+            "SELECT id, customer.name AS name, CAST(customer.tier AS VARCHAR) AS tier, \
+             customer.email AS email, array_length(lines) AS n, tags, note FROM {t} WHERE id % 7 = 1 ORDER BY id",
+            "SELECT CAST(customer.tier AS VARCHAR) AS tier, sum(get_field(lines[1], 'price')) AS q, count(note) AS notes \
+             FROM {t} GROUP BY 1 ORDER BY 1",
+        ] {
+            let a = table(&ctx, &sql.replace("{t}", "ours")).await;
+            let b = table(&ctx, &sql.replace("{t}", "theirs")).await;
+            assert_eq!(a, b, "{sql}");
+            assert!(a.lines().count() > 4, "{a}");
+        }
+    }
+}
+
+/// Two writer schemas in one file (a field added with a default) read through one reader
+/// schema: the newer.
+#[tokio::test]
+async fn records_of_two_schema_versions_resolve_to_one() {
+    let v1 = WriterSchema::parse(
+        r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long"}]}"#,
+    )
+    .unwrap();
+    let v2 = WriterSchema::parse(
+        r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long"},
+            {"name":"b","type":"string","default":"none"}]}"#,
+    )
+    .unwrap();
+    let writer = WriterBuilder::new()
+        .block_target(64)
+        .build(Vec::new())
+        .unwrap();
+    let mut typed = AvroWriter::new(writer, v1.clone()).unwrap();
+    for i in 0..50 {
+        typed
+            .write_value(&from_json_str(&format!("{{\"a\": {i}}}"), &v1).unwrap())
+            .unwrap();
+    }
+    typed.change_schema(v2.clone()).unwrap();
+    for i in 50..100 {
+        let json = format!("{{\"a\": {i}, \"b\": \"x{i}\"}}");
+        typed
+            .write_value(&from_json_str(&json, &v2).unwrap())
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "versions.cobs", &typed.finish().unwrap());
+    let ctx = context(2);
+    ctx.register_cobsfile("t", &path, CobsfileOptions::new())
+        .await
+        .unwrap();
+    let got = table(
+        &ctx,
+        "SELECT b, count(*) AS n, sum(a) AS s FROM t GROUP BY b HAVING b = 'none' OR b = 'x99'",
+    )
+    .await;
+    assert!(got.contains("| none | 50 | 1225 |"), "{got}");
+    assert!(got.contains("| x99  | 1  | 99   |"), "{got}");
+}
