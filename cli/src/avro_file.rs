@@ -125,12 +125,21 @@ fn parse_codec(name: &str) -> Result<Codec, String> {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// The cobsfile of typed records (`-` for stdin).
-    #[arg(value_name = "FILE.cobs")]
-    input: PathBuf,
+    /// With -o: one cobsfile of typed records (`-` for stdin). With --parquet or --json:
+    /// cobsfiles and directories of them (files ending .cobs), read as one table.
+    #[arg(value_name = "FILE", required = true)]
+    inputs: Vec<PathBuf>,
     /// The Avro object container file to write, put in place only once complete.
-    #[arg(short, long, value_name = "OUT.avro")]
-    output: PathBuf,
+    #[arg(short, long, value_name = "OUT.avro", required_unless_present_any = ["parquet", "json"],
+          conflicts_with_all = ["parquet", "json"])]
+    output: Option<PathBuf>,
+    /// Write an Apache Parquet file (zstd) instead, through Apache DataFusion: one column per
+    /// field of the records (see `--records`), rows in file order.
+    #[arg(long, value_name = "OUT.parquet", conflicts_with = "json")]
+    parquet: Option<PathBuf>,
+    /// Write newline-delimited JSON instead (one object per row), through Apache DataFusion.
+    #[arg(long, value_name = "OUT.ndjson")]
+    json: Option<PathBuf>,
     /// Replace OUT if it exists.
     #[arg(short, long)]
     force: bool,
@@ -145,26 +154,53 @@ pub struct ExportArgs {
     reader_schema: Option<PathBuf>,
     #[command(flatten)]
     read: ReadOptions,
+    #[command(flatten)]
+    table: super::sql::TableArgs,
 }
 
 /// `cobsfile export`: the typed records of a cobsfile into an Avro object container file;
 /// records that cannot be read are reported (exit 3 for damage, 4 for unreadable) and left
-/// out, as `cat --json` leaves them out.
+/// out, as `cat --json` leaves them out. With `--parquet` or `--json`, the rows of any
+/// cobsfiles through DataFusion ([`super::sql::export`]).
 pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
-    let name = input::name(&args.input);
+    use super::sql::{self, Export as To};
+    let (to, out) = match (&args.output, &args.parquet, &args.json) {
+        (Some(out), None, None) => (None, out),
+        (None, Some(out), None) => (Some(To::Parquet), out),
+        (None, None, Some(out)) => (Some(To::Json), out),
+        _ => {
+            return Err(Failure::usage(
+                "give one of -o OUT.avro, --parquet OUT or --json OUT",
+            ))
+        }
+    };
+    if let Some(to) = to {
+        if args.inputs.iter().any(|p| super::is_stdio(p)) {
+            return Err(Failure::usage(
+                "--parquet and --json read files, not stdin: give the cobsfiles' paths",
+            ));
+        }
+        return sql::export(&args.inputs, to, out, args.force, &args.table);
+    }
+    let [input] = args.inputs.as_slice() else {
+        return Err(Failure::usage(
+            "-o OUT.avro exports one cobsfile; give one FILE (or use --parquet/--json for several)",
+        ));
+    };
+    let name = input::name(input);
     let reader_schema = args
         .reader_schema
         .as_deref()
         .map(super::typed::load_schema)
         .transpose()?;
-    let output = Output::create(&args.output, args.force, &[&args.input])?;
+    let output = Output::create(out, args.force, &[input])?;
     let job = Export {
         name,
         output,
         codec: args.codec,
         reader_schema,
     };
-    input::read(&args.input, &args.read, job)
+    input::read(input, &args.read, job)
 }
 
 struct Export {

@@ -18,6 +18,7 @@ mod output;
 mod pack;
 mod progress;
 mod recover;
+mod sql;
 mod typed;
 mod verify;
 
@@ -79,6 +80,10 @@ enum Command {
     /// copied byte for byte (`import` then `export` gives the same records); records that
     /// cannot be read are reported and left out (exit 3 or 4).
     Export(avro_file::ExportArgs),
+    /// Run SQL over cobsfiles with Apache DataFusion: each FILE (a cobsfile, a directory of
+    /// them, a glob) is a table named by its file stem; rows come from the records (Avro
+    /// schema, JSON objects, or raw bytes). Damage is skipped and reported (exit 3).
+    Sql(sql::Args),
     /// Work with zstd dictionaries.
     #[command(subcommand)]
     Dict(dict::Command),
@@ -386,6 +391,7 @@ pub fn run() -> ExitCode {
         Command::Recover(args) => recover::run(args),
         Command::Import(args) => avro_file::import(args),
         Command::Export(args) => avro_file::export(args),
+        Command::Sql(args) => sql::run(args),
         Command::Dict(command) => dict::run(command),
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),

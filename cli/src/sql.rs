@@ -1,0 +1,331 @@
+//! `cobsfile sql` and `cobsfile export --parquet/--json`: queries through Apache DataFusion
+//! (the `cobsfile-datafusion` crate), damage reported as the other commands report it.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use cobsfile_datafusion::{
+    listing_table, register_format, CobsfileFormat, CobsfileFormatFactory, CobsfileOptions, Damage,
+    DamageHook, OnDamage, RecordFormat,
+};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::common::TableReference;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
+
+use crate::output::Output;
+use crate::{quiet_broken_pipe, Failure, Outcome};
+
+/// How `sql` prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// An aligned table with a header.
+    Table,
+    /// CSV with a header line.
+    Csv,
+    /// One JSON object per row (NDJSON).
+    Json,
+}
+
+/// How cobsfiles become tables: shared by `sql` and `export --parquet/--json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TableArgs {
+    /// How records become rows: avro (typed records; columns from the file's Avro schema),
+    /// json (one JSON object per record; columns inferred from a sample), raw (each record as
+    /// bytes with its file, block offset and place in the block), or auto: avro when the file
+    /// has an Avro schema, json when its records are JSON objects, raw otherwise.
+    #[arg(long, value_name = "HOW", default_value = "auto", value_parser = parse_records)]
+    records: RecordFormat,
+    /// Fail on damaged bytes instead of skipping them (skipped damage is reported on stderr
+    /// and ends the command with exit 3).
+    #[arg(long)]
+    strict: bool,
+}
+
+fn parse_records(s: &str) -> Result<RecordFormat, String> {
+    s.parse().map_err(|e: DataFusionError| e.strip_backtrace())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The SQL statement: a query, or CREATE EXTERNAL TABLE ... STORED AS COBSFILE.
+    #[arg(value_name = "SQL")]
+    query: String,
+    /// Cobsfiles, directories of them (files ending .cobs) or globs, each a table named by its
+    /// file stem (`logs/events.cobs` is `events`; quote names that are not plain lowercase
+    /// identifiers: "Events-2").
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
+    /// A table NAME over PATH (a cobsfile, directory or glob); repeat for more.
+    #[arg(long = "table", value_name = "NAME=PATH", value_parser = parse_table)]
+    tables: Vec<(String, String)>,
+    /// How results are printed.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Threads (DataFusion partitions) that read and compute; default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    #[command(flatten)]
+    table: TableArgs,
+}
+
+fn parse_table(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_string(), path.to_string()))
+        }
+        _ => Err(format!("'{s}' is not NAME=PATH")),
+    }
+}
+
+/// A DataFusion error on one line.
+fn failure(e: DataFusionError) -> Failure {
+    let message = e.strip_backtrace();
+    // Errors of the scan already name their file and offset; DataFusion's category adds
+    // nothing to them.
+    let message = message
+        .strip_prefix("Execution error: ")
+        .unwrap_or(&message);
+    Failure::new(message.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// A session with the cobsfile format, whose scans report damage into the returned list.
+struct Session {
+    ctx: SessionContext,
+    runtime: tokio::runtime::Runtime,
+    damage: Arc<Mutex<Vec<Damage>>>,
+    hook: DamageHook,
+    options: CobsfileOptions,
+}
+
+impl Session {
+    fn new(args: &TableArgs, threads: Option<usize>) -> Result<Session, Failure> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::new(format!("starting the query engine: {e}")))?;
+        let mut config = SessionConfig::new();
+        if let Some(n) = threads {
+            config = config.with_target_partitions(n);
+        }
+        let ctx = SessionContext::new_with_config(config);
+        let damage = Arc::new(Mutex::new(Vec::new()));
+        let seen = damage.clone();
+        let hook: DamageHook = Arc::new(move |d: &Damage| {
+            seen.lock().expect("damage list").push(d.clone());
+        });
+        let options = CobsfileOptions::new()
+            .records(args.records)
+            .on_damage(if args.strict {
+                OnDamage::Error
+            } else {
+                OnDamage::Skip
+            });
+        let factory =
+            CobsfileFormatFactory::with_options(options.clone()).with_damage_hook(hook.clone());
+        register_format(&mut ctx.state_ref().write(), factory).map_err(failure)?;
+        Ok(Session {
+            ctx,
+            runtime,
+            damage,
+            hook,
+            options,
+        })
+    }
+
+    /// Registers `paths` as table `name`.
+    fn register(&self, name: &str, paths: &[String]) -> Result<(), Failure> {
+        for path in paths {
+            let glob = path.contains(['*', '?', '[']);
+            if !glob && !path.contains("://") {
+                std::fs::metadata(path).map_err(|e| Failure::at(path, e))?;
+            }
+        }
+        let format = CobsfileFormat::new(self.options.clone()).with_damage_hook(self.hook.clone());
+        let table = self
+            .runtime
+            .block_on(listing_table(&self.ctx.state(), paths, format))
+            .map_err(failure)?;
+        self.ctx
+            .register_table(TableReference::bare(name), table)
+            .map_err(failure)?;
+        Ok(())
+    }
+
+    fn stream(&self, sql: &str) -> Result<SendableRecordBatchStream, Failure> {
+        self.runtime
+            .block_on(async {
+                let frame = self.ctx.sql(sql).await?;
+                frame.execute_stream().await
+            })
+            .map_err(failure)
+    }
+
+    /// Reports what scans skipped, one line each, and the outcome they make.
+    fn finish(&self) -> Outcome {
+        let damage = self.damage.lock().expect("damage list");
+        for d in damage.iter() {
+            eprintln!("cobsfile: {d}");
+        }
+        if damage.is_empty() {
+            Outcome::Clean
+        } else {
+            Outcome::Damaged
+        }
+    }
+}
+
+/// The default table name of a path: its file stem (`logs/events.cobs` is `events`).
+fn table_name(path: &str) -> Result<String, Failure> {
+    let trimmed = path.trim_end_matches('/');
+    Path::new(trimmed)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty() && !s.contains(['*', '?', '[']))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "{path}: no table name in it; give one with --table NAME={path}"
+            ))
+        })
+}
+
+/// `cobsfile sql`.
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let session = Session::new(&args.table, args.threads.map(usize::from))?;
+    let mut named: Vec<(String, String)> = Vec::new();
+    for path in &args.files {
+        named.push((table_name(path)?, path.clone()));
+    }
+    named.extend(args.tables.iter().cloned());
+    for (i, (name, _)) in named.iter().enumerate() {
+        if named[..i].iter().any(|(other, _)| other == name) {
+            return Err(Failure::usage(format!(
+                "two tables named '{name}': name one with --table NAME=PATH"
+            )));
+        }
+    }
+    for (name, path) in &named {
+        session.register(name, std::slice::from_ref(path))?;
+    }
+    let mut stream = session.stream(&args.query)?;
+    let schema = stream.schema();
+    let mut out = io::stdout().lock();
+    let written = session.runtime.block_on(async {
+        match args.format {
+            Format::Table => {
+                let mut batches = Vec::new();
+                while let Some(batch) = stream.next().await {
+                    batches.push(batch.map_err(failure)?);
+                }
+                if batches.is_empty() {
+                    batches.push(RecordBatch::new_empty(schema));
+                }
+                let table = pretty_format_batches(&batches)
+                    .map_err(|e| failure(e.into()))?
+                    .to_string();
+                quiet_broken_pipe(writeln!(out, "{table}"))
+            }
+            Format::Csv => {
+                let mut writer = datafusion::arrow::csv::Writer::new(&mut out);
+                while let Some(batch) = stream.next().await {
+                    if !written(writer.write(&batch.map_err(failure)?))? {
+                        return Ok(false);
+                    }
+                }
+                quiet_broken_pipe(writer.into_inner().flush())
+            }
+            Format::Json => {
+                let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut out);
+                while let Some(batch) = stream.next().await {
+                    if !written(writer.write(&batch.map_err(failure)?))? {
+                        return Ok(false);
+                    }
+                }
+                if !written(writer.finish())? {
+                    return Ok(false);
+                }
+                quiet_broken_pipe(writer.into_inner().flush())
+            }
+        }
+    });
+    written?;
+    Ok(session.finish())
+}
+
+/// Whether output was written: false when its reader has gone (`cobsfile sql ... | head`).
+fn written(result: Result<(), datafusion::arrow::error::ArrowError>) -> Result<bool, Failure> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(datafusion::arrow::error::ArrowError::IoError(_, e)) => quiet_broken_pipe(Err(e)),
+        Err(e) => Err(Failure::new(format!("writing output: {e}"))),
+    }
+}
+
+/// What `export` writes through DataFusion.
+#[derive(Debug, Clone, Copy)]
+pub enum Export {
+    /// Apache Parquet, zstd level 3.
+    Parquet,
+    /// One JSON object per row.
+    Json,
+}
+
+/// `cobsfile export FILE... --parquet OUT` or `--json OUT`: every row of the files, as one
+/// table (in file order: read on one thread), into a new file put in place when complete.
+pub fn export(
+    inputs: &[PathBuf],
+    to: Export,
+    out: &Path,
+    force: bool,
+    table: &TableArgs,
+) -> Result<Outcome, Failure> {
+    let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let output = Output::create(out, force, &paths)?;
+    let out_name = output.name();
+    let session = Session::new(table, Some(1))?;
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    session.register("input", &names)?;
+    let mut stream = session.stream("SELECT * FROM input")?;
+    let schema = stream.schema();
+    let writer = output.writer()?;
+    let fail = |e: &dyn std::fmt::Display| Failure::at(&out_name, e.to_string());
+    session.runtime.block_on(async {
+        match to {
+            Export::Parquet => {
+                let zstd = ZstdLevel::try_new(3).map_err(|e| fail(&e))?;
+                let properties = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(zstd))
+                    .build();
+                let mut writer =
+                    ArrowWriter::try_new(writer, schema, Some(properties)).map_err(|e| fail(&e))?;
+                while let Some(batch) = stream.next().await {
+                    writer
+                        .write(&batch.map_err(failure)?)
+                        .map_err(|e| fail(&e))?;
+                }
+                writer.close().map_err(|e| fail(&e))?;
+            }
+            Export::Json => {
+                let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(writer);
+                while let Some(batch) = stream.next().await {
+                    writer
+                        .write(&batch.map_err(failure)?)
+                        .map_err(|e| fail(&e))?;
+                }
+                writer.finish().map_err(|e| fail(&e))?;
+                writer.into_inner().flush().map_err(|e| fail(&e))?;
+            }
+        }
+        Ok::<(), Failure>(())
+    })?;
+    output.persist()?;
+    Ok(session.finish())
+}

@@ -1,0 +1,328 @@
+//! `cobsfile sql` and `cobsfile export --parquet/--json` on the built binary: results checked
+//! against the sample events themselves, Parquet read back by the `parquet` crate, damage and
+//! every tired mistake ending with one line and the documented exit status.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+mod common;
+use common::{bin, root, run, scratch, stderr, stdout};
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::Float64Type;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn samples() -> PathBuf {
+    root().join("samples")
+}
+
+fn cobsfile(args: &[&str], dir: &Path) -> Output {
+    run(bin().current_dir(dir).args(args), b"")
+}
+
+/// The sample events packed twice: JSON records (zstd) and typed records.
+fn packed(test: &str) -> PathBuf {
+    let dir = scratch(test);
+    let jsonl = samples().join("events.jsonl");
+    let schema = samples().join("events.avsc");
+    let out = run(
+        bin()
+            .args(["pack", "--zstd", "3", "--block-target", "8K"])
+            .arg(&jsonl)
+            .arg("-o")
+            .arg(dir.join("events.cobs")),
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(
+        bin()
+            .args(["pack", "--schema"])
+            .arg(&schema)
+            .arg(&jsonl)
+            .arg("-o")
+            .arg(dir.join("typed.cobs")),
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    dir
+}
+
+fn sample_lines() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(samples().join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Errors per service, as the sample says.
+fn errors_by_service() -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for event in sample_lines() {
+        if event["level"] == "error" {
+            *counts
+                .entry(event["service"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
+#[test]
+fn sql_answers_as_the_sample_says_in_every_format() {
+    let dir = packed("sql_answers");
+    let expected: String = errors_by_service()
+        .iter()
+        .map(|(s, n)| format!("{s},{n}\n"))
+        .collect();
+    for table in ["events.cobs", "typed.cobs"] {
+        let out = cobsfile(
+            &[
+                "sql",
+                "SELECT service, count(*) AS n FROM t WHERE CAST(level AS VARCHAR) = 'error' \
+                 GROUP BY service ORDER BY service",
+                "--table",
+                &format!("t={table}"),
+                "--format",
+                "csv",
+                "--threads",
+                "2",
+            ],
+            &dir,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out), format!("service,n\n{expected}"), "{table}");
+    }
+    // The default: an aligned table; the table is named by the file's stem.
+    let out = cobsfile(
+        &["sql", "SELECT count(*) AS n FROM events", "events.cobs"],
+        &dir,
+    );
+    assert_eq!(
+        stdout(&out),
+        "+------+\n| n    |\n+------+\n| 2000 |\n+------+\n"
+    );
+    // JSON: one object per row.
+    let out = cobsfile(
+        &[
+            "sql",
+            "SELECT host FROM typed LIMIT 2",
+            "typed.cobs",
+            "--format",
+            "json",
+        ],
+        &dir,
+    );
+    assert_eq!(
+        stdout(&out),
+        "{\"host\":\"web-11\"}\n{\"host\":\"web-07\"}\n"
+    );
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn create_external_table_works_on_the_command_line() {
+    let dir = packed("sql_create");
+    std::fs::create_dir(dir.join("logs")).unwrap();
+    std::fs::rename(dir.join("events.cobs"), dir.join("logs/a.cobs")).unwrap();
+    let out = cobsfile(
+        &[
+            "sql",
+            "CREATE EXTERNAL TABLE logs STORED AS COBSFILE LOCATION 'logs/'",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A directory argument is a table too.
+    let out = cobsfile(&["sql", "SELECT count(msg) AS n FROM logs", "logs/"], &dir);
+    assert!(
+        stdout(&out).contains("| 2000 |"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn damage_is_reported_and_exits_3_or_fails_with_strict() {
+    let dir = packed("sql_damage");
+    let mut bytes = std::fs::read(dir.join("events.cobs")).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x5a;
+    std::fs::write(dir.join("events.cobs"), &bytes).unwrap();
+    let out = cobsfile(
+        &["sql", "SELECT count(msg) AS n FROM events", "events.cobs"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("cobsfile: ") && err.contains("events.cobs: bytes "),
+        "{err}"
+    );
+    let n: usize = stdout(&out)
+        .lines()
+        .find_map(|l| l.trim_matches(|c| c == '|' || c == ' ').parse().ok())
+        .unwrap();
+    assert!(n < 2000 && n > 1000, "{n}");
+
+    let out = cobsfile(
+        &[
+            "sql",
+            "SELECT count(msg) AS n FROM events",
+            "events.cobs",
+            "--strict",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("events.cobs: bytes ") && err.contains("skipped"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mistakes_end_with_one_line() {
+    let dir = packed("sql_mistakes");
+    std::fs::write(dir.join("notes.txt"), "just some text\n").unwrap();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["sql", "SELEC 1", "events.cobs"], 1, "SQL error"),
+        (
+            &["sql", "SELECT * FROM nope", "events.cobs"],
+            1,
+            "'datafusion.public.nope' not found",
+        ),
+        (
+            &["sql", "SELECT 1", "missing.cobs"],
+            1,
+            "missing.cobs: no such file",
+        ),
+        (
+            &["sql", "SELECT 1", "notes.txt"],
+            1,
+            "notes.txt is not a cobsfile",
+        ),
+        (
+            &[
+                "sql",
+                "SELECT 1",
+                "events.cobs",
+                "--table",
+                "events=typed.cobs",
+            ],
+            2,
+            "two tables named 'events'",
+        ),
+        (
+            &["sql", "SELECT 1", "--records", "xml", "events.cobs"],
+            2,
+            "'records' is 'xml'",
+        ),
+        (
+            &[
+                "sql",
+                "SELECT * FROM typed",
+                "typed.cobs",
+                "--records",
+                "json",
+            ],
+            1,
+            "is not a JSON object",
+        ),
+        (
+            &["sql", "SELECT 1", "events.cobs", "--records", "avro"],
+            1,
+            "no Avro schema",
+        ),
+        (
+            &["export", "events.cobs", "typed.cobs", "-o", "x.avro"],
+            2,
+            "exports one cobsfile",
+        ),
+        (
+            &["export", "events.cobs", "--parquet", "events.cobs"],
+            2,
+            "events.cobs",
+        ),
+        (&["export", "-", "--json", "x.ndjson"], 2, "not stdin"),
+    ];
+    for (args, code, says) in cases {
+        let out = cobsfile(args, &dir);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        if *code != 2 || !err.starts_with("error:") {
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    assert!(!dir.join("x.avro").exists() && !dir.join("x.ndjson").exists());
+}
+
+#[test]
+fn export_to_parquet_and_json() {
+    let dir = packed("sql_export");
+    let out = cobsfile(
+        &["export", "typed.cobs", "--parquet", "events.parquet"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(dir.join("events.parquet")).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+    let lines = sample_lines();
+    let mut row = 0;
+    for batch in reader {
+        let batch = batch.unwrap();
+        let schema = batch.schema();
+        let latency = batch
+            .column(schema.index_of("latency_ms").unwrap())
+            .as_primitive::<Float64Type>();
+        let request = batch.column(schema.index_of("request_id").unwrap());
+        let request = datafusion::arrow::compute::cast(
+            request,
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )
+        .unwrap();
+        let request = request.as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            assert_eq!(latency.value(i), lines[row]["latency_ms"].as_f64().unwrap());
+            assert_eq!(request.value(i), lines[row]["request_id"].as_str().unwrap());
+            assert!(!request.is_null(i));
+            row += 1;
+        }
+    }
+    assert_eq!(row, lines.len(), "rows in file order");
+
+    // JSON records to NDJSON: the same objects back.
+    let out = cobsfile(&["export", "events.cobs", "--json", "events.ndjson"], &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let back: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("events.ndjson"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(back, lines);
+
+    // Existing outputs are kept without --force.
+    let out = cobsfile(&["export", "events.cobs", "--json", "events.ndjson"], &dir);
+    assert_eq!(out.status.code(), Some(2));
+    let out = cobsfile(
+        &[
+            "export",
+            "events.cobs",
+            "--json",
+            "events.ndjson",
+            "--force",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
