@@ -453,8 +453,7 @@ impl AvroRows {
     }
 
     fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
-        let file = self.file.clone();
-        let fail = |what: String| {
+        let fail = |file: &str, what: String| {
             exec_datafusion_err!(
                 "{file}: record {index} of the block at offset {offset} cannot be read as a \
                  row of the table: {what}"
@@ -464,15 +463,17 @@ impl AvroRows {
         let mut stalled = false;
         while at < record.len() {
             let decoder = &mut self.decoder;
-            let n = guard(|| decoder.decode(&record[at..]))
-                .map_err(&fail)?
-                .map_err(|e| fail(e.to_string()))?;
+            let n = match guard(|| decoder.decode(&record[at..])) {
+                Ok(Ok(n)) => n,
+                Ok(Err(e)) => return Err(fail(&self.file, e.to_string())),
+                Err(panic) => return Err(fail(&self.file, panic)),
+            };
             at += n;
             if at < record.len() {
                 // The record's writer schema differs from the last one: the decoder takes
                 // the prefix, then wants the rows it holds flushed before the body.
                 if n == 0 && stalled {
-                    return Err(fail("the decoder took none of it".into()));
+                    return Err(fail(&self.file, "the decoder took none of it".into()));
                 }
                 stalled = n == 0;
                 if let Some(batch) = self.take()? {
