@@ -100,27 +100,26 @@ fn event(rng: &mut Rng, i: u64) -> String {
 fn generate(dir: &Path, bytes: u64) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let done = dir.join("done");
-    if std::fs::read_to_string(&done).ok().as_deref() == Some(&bytes.to_string()) {
+    let stamp = format!("{bytes} v2");
+    if std::fs::read_to_string(&done).ok().as_deref() == Some(stamp.as_str()) {
         return Ok(());
     }
     let schema = WriterSchema::parse(SCHEMA).unwrap();
     let mut ndjson = BufWriter::new(std::fs::File::create(dir.join("events.json"))?);
-    let json_cobs = std::fs::File::create(dir.join("json/events.cobs")).or_else(|_| {
-        std::fs::create_dir_all(dir.join("json"))?;
-        std::fs::File::create(dir.join("json/events.cobs"))
-    })?;
-    std::fs::create_dir_all(dir.join("avro"))?;
-    let avro_cobs = std::fs::File::create(dir.join("avro/events.cobs"))?;
+    let cobs = |name: &str, compression| -> std::io::Result<_> {
+        std::fs::create_dir_all(dir.join(name))?;
+        let file = std::fs::File::create(dir.join(name).join("events.cobs"))?;
+        Ok(WriterBuilder::new()
+            .compression(compression)
+            .build(BufWriter::new(file))
+            .unwrap())
+    };
     let zstd = Compression::Zstd { level: 3 };
-    let mut json_writer = WriterBuilder::new()
-        .compression(zstd)
-        .build(BufWriter::new(json_cobs))
-        .unwrap();
-    let typed = WriterBuilder::new()
-        .compression(zstd)
-        .build(BufWriter::new(avro_cobs))
-        .unwrap();
-    let mut avro_writer = AvroWriter::new(typed, schema.clone()).unwrap();
+    let mut json_writer = cobs("json", zstd)?;
+    let mut json_plain = cobs("json-none", Compression::None)?;
+    let mut avro_writer = AvroWriter::new(cobs("avro", zstd)?, schema.clone()).unwrap();
+    let mut avro_plain =
+        AvroWriter::new(cobs("avro-none", Compression::None)?, schema.clone()).unwrap();
     let ocf = std::fs::File::create(dir.join("events.avro"))?;
     let mut container =
         ContainerWriter::new(BufWriter::new(ocf), &schema, Codec::Null, &[]).unwrap();
@@ -134,14 +133,18 @@ fn generate(dir: &Path, bytes: u64) -> std::io::Result<()> {
         ndjson.write_all(line.as_bytes())?;
         ndjson.write_all(b"\n")?;
         json_writer.write_record(line.as_bytes()).unwrap();
+        json_plain.write_record(line.as_bytes()).unwrap();
         let value = from_json_str(&line, &schema).unwrap();
         let datum = avro_writer.encode_value(&value).unwrap().to_vec();
         avro_writer.write_datum(&datum[10..]).unwrap();
+        avro_plain.write_datum(&datum[10..]).unwrap();
         container.write_datum(&datum[10..]).unwrap();
     }
     ndjson.flush()?;
     json_writer.finish().unwrap().flush()?;
+    json_plain.finish().unwrap().flush()?;
     avro_writer.finish().unwrap().flush()?;
+    avro_plain.finish().unwrap().flush()?;
     container.finish().unwrap().flush()?;
     // Parquet, by DataFusion from the NDJSON.
     let runtime = tokio::runtime::Runtime::new()?;
@@ -163,7 +166,7 @@ fn generate(dir: &Path, bytes: u64) -> std::io::Result<()> {
             .await
             .unwrap();
     });
-    std::fs::write(done, bytes.to_string())
+    std::fs::write(done, stamp)
 }
 
 /// A session over the five stores, reading with `partitions` threads.
@@ -175,7 +178,17 @@ async fn session(dir: &Path, partitions: usize, index: bool) -> SessionContext {
     ctx.register_cobsfile("cobs_json", &path("json/events.cobs"), options.clone())
         .await
         .unwrap();
-    ctx.register_cobsfile("cobs_avro", &path("avro/events.cobs"), options)
+    ctx.register_cobsfile("cobs_avro", &path("avro/events.cobs"), options.clone())
+        .await
+        .unwrap();
+    ctx.register_cobsfile(
+        "cobs_json_none",
+        &path("json-none/events.cobs"),
+        options.clone(),
+    )
+    .await
+    .unwrap();
+    ctx.register_cobsfile("cobs_avro_none", &path("avro-none/events.cobs"), options)
         .await
         .unwrap();
     ctx.register_json("ndjson", &path("events.json"), JsonReadOptions::default())
@@ -208,7 +221,15 @@ const QUERIES: [(&str, &str); 3] = [
     ("count(*)", "SELECT count(*) FROM {t}"),
 ];
 
-const TABLES: [&str; 5] = ["cobs_json", "cobs_avro", "ndjson", "avro_ocf", "parquet"];
+const TABLES: [&str; 7] = [
+    "cobs_json_none",
+    "cobs_json",
+    "cobs_avro_none",
+    "cobs_avro",
+    "ndjson",
+    "avro_ocf",
+    "parquet",
+];
 
 async fn time(ctx: &SessionContext, sql: &str, runs: usize) -> (Duration, usize) {
     let mut best = Duration::MAX;
@@ -269,6 +290,16 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "limit-probe") {
         return limit_probe(&args[i + 1]);
     }
+    // One query, for a profiler: `sql once DIR PARTITIONS SQL`.
+    if let Some(i) = args.iter().position(|a| a == "once") {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (took, rows) = runtime.block_on(async {
+            let ctx = session(Path::new(&args[i + 1]), args[i + 2].parse().unwrap(), true).await;
+            time(&ctx, &args[i + 3], 1).await
+        });
+        println!("{rows} rows in {:.0} ms", took.as_secs_f64() * 1e3);
+        return;
+    }
     let mb: u64 = std::env::var("COBSFILE_SQL_MB")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -286,14 +317,14 @@ fn main() {
             .unwrap_or(0)
     };
     let mut report = String::new();
-    writeln!(report, "Sizes: NDJSON {} B, cobsfile JSON zstd 3 {} B, cobsfile Avro zstd 3 {} B, Avro OCF null {} B, Parquet {} B\n",
-        size("events.json"), size("json/events.cobs"), size("avro/events.cobs"), size("events.avro"), size("events.parquet")).unwrap();
+    writeln!(report, "Sizes (bytes): NDJSON {}, cobs_json_none {}, cobs_json (zstd 3) {}, cobs_avro_none {}, cobs_avro (zstd 3) {}, Avro OCF (null) {}, Parquet {}\n",
+        size("events.json"), size("json-none/events.cobs"), size("json/events.cobs"), size("avro-none/events.cobs"), size("avro/events.cobs"), size("events.avro"), size("events.parquet")).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for (label, sql) in QUERIES {
         writeln!(report, "### {label}\n").unwrap();
         writeln!(
             report,
-            "| table | rows | 1 partition (ms) | 2 partitions (ms) | vs cobs_json, 2 partitions |"
+            "| table | rows | 1 partition (ms) | 2 partitions (ms) | vs cobs_json_none, 2 partitions |"
         )
         .unwrap();
         writeln!(report, "|---|---:|---:|---:|---:|").unwrap();
