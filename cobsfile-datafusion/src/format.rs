@@ -92,7 +92,12 @@ impl FileFormat for CobsfileFormat {
             let bytes = FileBytes::load(store, object).await?;
             let name = bytes.name(object);
             check_is_cobsfile(bytes.as_slice(), &name, &self.options)?;
-            let found = sample(bytes.as_slice(), &self.options, budget);
+            let found = sample(
+                bytes.as_slice(),
+                &self.options.reader(),
+                &self.options,
+                budget,
+            );
             budget -= found.records.len().min(budget);
             let done = found.records.is_empty() && !found.avro.is_empty() || budget == 0;
             samples.push((name, found));

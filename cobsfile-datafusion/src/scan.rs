@@ -66,6 +66,8 @@ pub(crate) struct ScanSpec {
     /// Rows after which the scan stops.
     pub limit: Option<usize>,
     pub options: CobsfileOptions,
+    /// How the library reads the file: the options' limits, and any zstd dictionaries.
+    pub reader: cobsfile::ReaderBuilder,
 }
 
 /// Where batches and damage go.
@@ -84,7 +86,7 @@ pub(crate) fn scan(
     spec: &ScanSpec,
     sink: &mut dyn Sink,
 ) -> Result<()> {
-    let options = spec.options.reader();
+    let options = &spec.reader;
     let from_start = range.as_ref().is_none_or(|r| r.start == 0);
     let reader = match range {
         Some(range) => options.from_slice_range(bytes, range),
@@ -163,7 +165,7 @@ pub(crate) fn scan(
             }
         }
         if from_start && reader.reader().stats().blocks == 0 {
-            not_a_cobsfile(bytes, file, &options)?;
+            not_a_cobsfile(bytes, file, options)?;
         }
     } else {
         let mut reader = reader;
@@ -188,7 +190,7 @@ pub(crate) fn scan(
             }
         }
         if from_start && reader.stats().blocks == 0 {
-            not_a_cobsfile(bytes, file, &options)?;
+            not_a_cobsfile(bytes, file, options)?;
         }
     }
     emit(&mut rows, sink, &mut left)?;

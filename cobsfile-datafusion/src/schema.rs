@@ -129,10 +129,15 @@ pub(crate) struct Sample {
 }
 
 /// Reads a file's Avro schemas and, if it has none, up to `max_records` of its records.
-pub(crate) fn sample(bytes: &[u8], options: &CobsfileOptions, max_records: usize) -> Sample {
+pub(crate) fn sample(
+    bytes: &[u8],
+    reader: &cobsfile::ReaderBuilder,
+    options: &CobsfileOptions,
+    max_records: usize,
+) -> Sample {
     // The schemas in file order (a skipping scan, spec 9.3): the last announced is the newest.
     let mut avro: Vec<(u64, String)> = Vec::new();
-    let mut scan = options.reader().from_slice(bytes);
+    let mut scan = reader.from_slice(bytes);
     for metadata in scan.metadata().flatten() {
         let entries = metadata
             .entries
@@ -150,7 +155,7 @@ pub(crate) fn sample(bytes: &[u8], options: &CobsfileOptions, max_records: usize
         RecordFormat::Json | RecordFormat::Raw => false,
     };
     if !typed && max_records > 0 {
-        let mut reader = options.reader().from_slice(bytes);
+        let mut reader = reader.from_slice(bytes);
         while records.len() < max_records {
             match reader.next_block() {
                 None => break,

@@ -99,6 +99,7 @@ impl FileSource for CobsfileSource {
                 .ok_or_else(|| exec_datafusion_err!("no batch size set for the cobsfile scan"))?,
             limit: base_config.limit,
             options: self.options.clone(),
+            reader: self.options.reader(),
         };
         let metrics = Metrics {
             damaged_ranges: MetricBuilder::new(&self.metrics).counter("damaged_ranges", partition),
