@@ -1,0 +1,219 @@
+"""Read, write, append, follow, verify and recover cobsfiles.
+
+A cobsfile is a sequence of blocks, each opened and closed by a zero byte, with a CRC over a
+COBS-encoded body (so no other zero byte appears) and optional zstd. After any damage a reader
+resynchronizes at the next zero byte: every block the damage did not touch comes back, and
+nothing that fails its checksum is ever returned.
+
+    import cobsfile
+
+    with cobsfile.Writer("events.cobs", compression=("zstd", 3)) as w:
+        w.write_many(line.encode() for line in lines)
+
+    with cobsfile.open("events.cobs") as r:
+        for record in r:                      # bytes, in file order
+            ...
+        print(r.damage)                       # what was skipped, if anything
+
+    table = cobsfile.read_table("events.cobs", columns=["service"])   # pyarrow.Table
+
+The work is done by the Rust library with the GIL released; errors are exceptions derived from
+`cobsfile.Error`, with the byte `offset` they concern.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import os
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+from . import _cobsfile
+from ._cobsfile import (
+    FORMAT_VERSION,
+    BlockInfo,
+    DamagedError,
+    Damage,
+    Error,
+    NotACobsfileError,
+    RecordError,
+    Recovery,
+    Report,
+    recover,
+    verify,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Appender",
+    "BlockInfo",
+    "Damage",
+    "DamagedError",
+    "Error",
+    "Follower",
+    "NotACobsfileError",
+    "Reader",
+    "RecordError",
+    "Recovery",
+    "Report",
+    "Writer",
+    "follow",
+    "open",
+    "read_table",
+    "recover",
+    "verify",
+]
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
+Schema = Union[str, Mapping[str, Any], Sequence[Any]]
+OnDamage = Union[str, Callable[[Damage], Any]]
+
+
+def _schema_json(schema: Optional[Schema]) -> Optional[str]:
+    if schema is None or isinstance(schema, str):
+        return schema
+    return _json.dumps(schema)
+
+
+class Reader(_cobsfile.Reader):
+    """A cobsfile opened for reading; see `cobsfile.open`.
+
+    Iterating yields each record of every intact data block as `bytes`, in file order.
+    `metadata` is the file's metadata (dict of str to bytes, in file order), `blocks()` lists
+    its blocks and damaged ranges, `damage` the damaged ranges skipped so far.
+    """
+
+    def records(
+        self, decode: Union[bool, str] = False, *, reader_schema: Optional[Schema] = None
+    ) -> Iterator[Any]:
+        """The records: `bytes` (decode=False); JSON values, one per record (decode="json");
+        or, for typed records (an Avro schema in the file), Python objects as fastavro gives
+        them, dicts for records (decode=True or "avro"), resolved to `reader_schema` if given.
+        """
+        if decode is False or decode is None:
+            return iter(self)
+        if decode == "json":
+            loads = _json.loads
+            return (loads(record) for record in self)
+        if decode is True or decode == "avro":
+            return self._avro_records(_schema_json(reader_schema))
+        raise ValueError(f"decode must be False, True, 'avro' or 'json', not {decode!r}")
+
+    def to_arrow(
+        self,
+        columns: Optional[Sequence[str]] = None,
+        *,
+        records: str = "auto",
+        reader_schema: Optional[Schema] = None,
+        batch_size: int = 65536,
+    ):
+        """The file's rows as a `pyarrow.Table` (pyarrow 15 or later), as `cobsfile sql`
+        sees them: typed records by their Avro schema, JSON objects by a sampled schema,
+        anything else raw (`record`, `file`, `block_offset`, `ordinal`). `records` chooses:
+        "auto", "avro", "json" or "raw". Damage is handled as `on_damage` says.
+        """
+        import pyarrow
+
+        stream = self._arrow_stream(
+            list(columns) if columns is not None else None,
+            records,
+            _schema_json(reader_schema),
+            batch_size,
+        )
+        return pyarrow.table(stream)
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open(
+    source: Source,
+    *,
+    on_damage: OnDamage = "skip",
+    dictionaries: Optional[Iterable[bytes]] = None,
+    threads: int = 1,
+    max_body_size: Optional[int] = None,
+) -> Reader:
+    """Opens a cobsfile for reading: a path (mapped, not read into memory), bytes, or a binary
+    file object (read whole).
+
+    on_damage: "skip" (the default: go on, listed in `reader.damage`), "raise"
+    (`DamagedError`), or a callable given each `Damage` (reading goes on unless it raises).
+    dictionaries: zstd dictionaries the file's blocks may need (bytes each).
+    threads: worker threads decoding blocks. Raises `NotACobsfileError` for a non-empty input
+    with no intact block.
+    """
+    return Reader(
+        source,
+        on_damage=on_damage,
+        dictionaries=list(dictionaries) if dictionaries is not None else None,
+        threads=threads,
+        max_body_size=max_body_size,
+    )
+
+
+def read_table(source: Source, columns: Optional[Sequence[str]] = None, **options: Any):
+    """`cobsfile.open(source).to_arrow(columns)`: a `pyarrow.Table`. Options of `open`
+    (on_damage, dictionaries, ...) and of `to_arrow` (records, reader_schema) are accepted."""
+    arrow = {k: options.pop(k) for k in ("records", "reader_schema", "batch_size") if k in options}
+    with open(source, **options) as reader:
+        return reader.to_arrow(columns, **arrow)
+
+
+class Writer(_cobsfile.Writer):
+    """Writes a new cobsfile to a path (which must not exist, unless overwrite=True) or a binary
+    file object.
+
+    compression: None, "zstd" or ("zstd", level). block_size: record bytes per block.
+    metadata: a dict written as the first metadata block. dictionary: a zstd dictionary (bytes),
+    embedded in the file. schema: an Avro schema (JSON text or dict): `write` then takes values
+    of it (dicts for records). threads: worker threads compressing blocks.
+
+    As a context manager, leaving the block finishes the file; leaving it by an exception
+    leaves it unfinished (its records readable, `verify` says "unfinished").
+    """
+
+    def __new__(cls, target: Any, *, schema: Optional[Schema] = None, **options: Any):
+        return super().__new__(cls, target, schema=_schema_json(schema), **options)
+
+
+class Appender(_cobsfile.Appender):
+    """Appends records to a log file, creating it if missing. After a crash it cuts (or fences
+    off) a torn last block first: `opened` says what it found. Several processes may append to
+    one file at once.
+
+    durability: "none" (blocks written when full or max_delay old), "flush" (each append
+    written before it returns), "fsync" (written and synced), or "group:10ms" (group commit:
+    synced at most every 10 ms; `wait_durable(seq)` waits for a record's commit).
+    schema: an Avro schema (JSON text or dict): `append` then takes values of it.
+    """
+
+    def __new__(cls, path: Any, *, schema: Optional[Schema] = None, **options: Any):
+        return super().__new__(cls, path, schema=_schema_json(schema), **options)
+
+
+Follower = _cobsfile.Follower
+
+
+def follow(
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    from_end: bool = False,
+    timeout: Optional[float] = None,
+    on_damage: OnDamage = "skip",
+    dictionaries: Optional[Iterable[bytes]] = None,
+    max_body_size: Optional[int] = None,
+) -> Follower:
+    """The records of a growing log as appenders add them, like `tail -f`: from its start (or
+    its end, from_end=True), through truncation and rotation. Iteration ends after `timeout`
+    seconds without a record (never, if None); Ctrl-C interrupts a wait."""
+    return Follower(
+        path,
+        from_end=from_end,
+        timeout=timeout,
+        on_damage=on_damage,
+        dictionaries=list(dictionaries) if dictionaries is not None else None,
+        max_body_size=max_body_size,
+    )

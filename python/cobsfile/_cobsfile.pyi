@@ -1,0 +1,185 @@
+"""Type stubs of the native module (the Rust bindings)."""
+
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+FORMAT_VERSION: int
+
+class Error(Exception):
+    offset: Optional[int]
+
+class DamagedError(Error):
+    start: int
+    end: int
+    cause: str
+
+class NotACobsfileError(Error): ...
+class RecordError(Error): ...
+
+class Damage:
+    start: int
+    end: int
+    cause: str
+    kind: str  # "damaged", "unreadable" or "record"
+    records: int
+    @property
+    def size(self) -> int: ...
+
+class BlockInfo:
+    offset: int
+    type: Optional[str]
+    size: int
+    records: Optional[int]
+    codec: Optional[str]
+    payload_size: Optional[int]
+    status: str  # "intact", "damaged" or "unreadable"
+    cause: Optional[str]
+
+class Report:
+    len: int
+    records: int
+    blocks: dict[str, int]
+    block_bytes: int
+    damaged: list[Damage]
+    ending: str  # "finished", "open", "unfinished" or "empty"
+    clean: bool
+    damaged_bytes: int
+    def __bool__(self) -> bool: ...
+
+class Recovery:
+    report: Report
+    blocks: int
+    written: int
+    lossless: bool
+    newer_version: Optional[tuple[int, int]]
+
+class ArrowStream:
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any: ...
+    @property
+    def num_rows(self) -> int: ...
+
+class AvroRecords(Iterator[Any]):
+    def __iter__(self) -> AvroRecords: ...
+    def __next__(self) -> Any: ...
+    @property
+    def damage(self) -> list[Damage]: ...
+
+class Reader(Iterator[bytes]):
+    def __new__(
+        cls,
+        source: Any,
+        *,
+        on_damage: Union[str, Callable[[Damage], Any], None] = None,
+        dictionaries: Optional[Sequence[bytes]] = None,
+        threads: int = 1,
+        max_body_size: Optional[int] = None,
+    ) -> Reader: ...
+    def __iter__(self) -> Reader: ...
+    def __next__(self) -> bytes: ...
+    def close(self) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def damage(self) -> list[Damage]: ...
+    @property
+    def metadata(self) -> dict[str, bytes]: ...
+    def blocks(self) -> list[BlockInfo]: ...
+    def avro_schemas(self) -> list[str]: ...
+    def _avro_records(self, reader_schema: Optional[str] = None) -> AvroRecords: ...
+    def _arrow_stream(
+        self,
+        columns: Optional[list[str]] = None,
+        records: str = "auto",
+        reader_schema: Optional[str] = None,
+        batch_size: int = 65536,
+    ) -> ArrowStream: ...
+
+class Writer:
+    def __new__(
+        cls,
+        target: Any,
+        *,
+        compression: Union[None, str, tuple[str, int]] = None,
+        block_size: Optional[int] = None,
+        metadata: Optional[dict[str, Union[str, bytes]]] = None,
+        dictionary: Optional[bytes] = None,
+        schema: Optional[str] = None,
+        threads: int = 1,
+        index: bool = True,
+        overwrite: bool = False,
+    ) -> Writer: ...
+    def write(self, record: Any) -> None: ...
+    def write_many(self, records: Iterable[Any]) -> int: ...
+    def write_metadata(self, entries: dict[str, Union[str, bytes]]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Writer: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class Appender:
+    def __new__(
+        cls,
+        path: Any,
+        *,
+        durability: str = "none",
+        compression: Union[None, str, tuple[str, int]] = None,
+        block_size: Optional[int] = None,
+        dictionary: Optional[bytes] = None,
+        schema: Optional[str] = None,
+        max_delay: Optional[float] = None,
+        threads: int = 1,
+    ) -> Appender: ...
+    def append(self, record: Any) -> int: ...
+    def append_many(self, records: Iterable[Any]) -> int: ...
+    def write_metadata(self, entries: dict[str, Union[str, bytes]]) -> None: ...
+    def flush(self) -> None: ...
+    def sync(self) -> None: ...
+    def wait_durable(self, seq: int) -> None: ...
+    @property
+    def durable(self) -> int: ...
+    @property
+    def opened(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Appender: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class Follower(Iterator[bytes]):
+    def __new__(
+        cls,
+        path: Any,
+        *,
+        from_end: bool = False,
+        timeout: Optional[float] = None,
+        on_damage: Union[str, Callable[[Damage], Any], None] = None,
+        dictionaries: Optional[Sequence[bytes]] = None,
+        max_body_size: Optional[int] = None,
+    ) -> Follower: ...
+    def __iter__(self) -> Follower: ...
+    def __next__(self) -> bytes: ...
+    @property
+    def damage(self) -> list[Damage]: ...
+    @property
+    def truncations(self) -> int: ...
+    @property
+    def replacements(self) -> int: ...
+
+def verify(
+    source: Any,
+    *,
+    dictionaries: Optional[Sequence[bytes]] = None,
+    threads: int = 1,
+    max_body_size: Optional[int] = None,
+) -> Report: ...
+def recover(
+    source: Any,
+    destination: Any,
+    *,
+    overwrite: bool = False,
+    dictionaries: Optional[Sequence[bytes]] = None,
+    max_body_size: Optional[int] = None,
+) -> Recovery: ...

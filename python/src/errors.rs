@@ -1,0 +1,106 @@
+//! The package's exceptions, and the library's errors as them.
+//!
+//! Every exception of the package derives from `cobsfile.Error` and carries `offset`, the byte
+//! offset the problem was found at (`None` when it has none). A damaged range is a
+//! `DamagedError` with `start`, `end` and `cause` besides. I/O errors are Python's own
+//! (`FileNotFoundError`, `PermissionError`, ...).
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _cobsfile,
+    Error,
+    PyException,
+    "A cobsfile error. `offset` is the byte offset it was found at, or None."
+);
+create_exception!(
+    _cobsfile,
+    DamagedError,
+    Error,
+    "A damaged (or unreadable) byte range: `start`, `end` (exclusive) and `cause`."
+);
+create_exception!(
+    _cobsfile,
+    NotACobsfileError,
+    Error,
+    "The input holds no cobsfile: no header block, or no intact block at all."
+);
+create_exception!(
+    _cobsfile,
+    RecordError,
+    Error,
+    "A typed record that cannot be written or read: it does not fit its Avro schema, or its \
+     schema is unknown. `offset` is its block's offset when read."
+);
+
+/// A new exception of type `T` with `message` and `offset` set.
+pub(crate) fn raise<T: pyo3::PyTypeInfo>(
+    py: Python<'_>,
+    message: String,
+    offset: Option<u64>,
+) -> PyErr {
+    let err = PyErr::new::<T, _>(message);
+    let _ = err.value(py).setattr("offset", offset);
+    err
+}
+
+/// The library's error as a Python exception.
+pub(crate) fn file_error(py: Python<'_>, e: cobsfile::Error) -> PyErr {
+    use cobsfile::Error as E;
+    match e {
+        E::Io(io) => io.into(),
+        E::Damaged { start, end, cause } => damaged(py, start, end, cause.to_string(), &cause),
+        E::NotACobsfile { offset } => {
+            raise::<NotACobsfileError>(py, E::NotACobsfile { offset }.to_string(), Some(offset))
+        }
+        e @ E::UnsupportedVersion { offset, .. } => raise::<Error>(py, e.to_string(), Some(offset)),
+        other => raise::<Error>(py, other.to_string(), None),
+    }
+}
+
+/// A `DamagedError` for `start..end`.
+pub(crate) fn damaged(
+    py: Python<'_>,
+    start: u64,
+    end: u64,
+    cause: String,
+    kind: &cobsfile::Cause,
+) -> PyErr {
+    let state = if kind.is_damage() {
+        "damaged"
+    } else {
+        "unreadable"
+    };
+    let err = raise::<DamagedError>(
+        py,
+        format!("bytes {start}..{end} {state}: {cause}"),
+        Some(start),
+    );
+    let value = err.value(py);
+    let _ = value.setattr("start", start);
+    let _ = value.setattr("end", end);
+    let _ = value.setattr("cause", cause);
+    err
+}
+
+/// An error of the typed-record layer as a Python exception.
+pub(crate) fn avro_error(py: Python<'_>, e: cobsfile::avro::Error) -> PyErr {
+    use cobsfile::avro::Error as A;
+    match e {
+        A::File(e) => file_error(py, e),
+        e @ A::Record { offset, .. } => raise::<RecordError>(py, e.to_string(), Some(offset)),
+        other => raise::<RecordError>(py, other.to_string(), None),
+    }
+}
+
+/// Registers the exceptions in the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("DamagedError", py.get_type::<DamagedError>())?;
+    m.add("NotACobsfileError", py.get_type::<NotACobsfileError>())?;
+    m.add("RecordError", py.get_type::<RecordError>())?;
+    Ok(())
+}

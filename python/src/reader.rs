@@ -1,0 +1,811 @@
+//! `cobsfile.Reader`: records, metadata, blocks and damage of one file, and its rows as Arrow.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use cobsfile::avro::apache_avro::Schema as AvroSchema;
+use cobsfile::avro::{AvroReader, AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas};
+use cobsfile::{BlockType, Dictionary, MappedFile, ReaderBuilder, SliceReader};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
+use self_cell::self_cell;
+
+use crate::errors::{self, avro_error, file_error};
+use crate::values::{names_of, to_py, Names};
+
+/// The bytes a reader reads: a mapped file, or bytes it was given (or read from a file
+/// object).
+pub(crate) enum Bytes {
+    Mapped(MappedFile),
+    Owned(Vec<u8>),
+}
+
+impl Bytes {
+    pub(crate) fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map.bytes(),
+            Bytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// What damage does: skipped (and listed in `damage`), raised, or passed to a callable.
+pub(crate) enum OnDamage {
+    Skip,
+    Raise,
+    Call(Py<PyAny>),
+}
+
+impl OnDamage {
+    pub(crate) fn parse(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let Some(obj) = obj else {
+            return Ok(OnDamage::Skip);
+        };
+        if let Ok(name) = obj.extract::<String>() {
+            return match name.as_str() {
+                "skip" => Ok(OnDamage::Skip),
+                "raise" => Ok(OnDamage::Raise),
+                other => Err(PyValueError::new_err(format!(
+                    "on_damage must be 'skip', 'raise' or a callable, not {other:?}"
+                ))),
+            };
+        }
+        if obj.is_callable() {
+            return Ok(OnDamage::Call(obj.clone().unbind()));
+        }
+        Err(PyTypeError::new_err(
+            "on_damage must be 'skip', 'raise' or a callable",
+        ))
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        match self {
+            OnDamage::Skip => OnDamage::Skip,
+            OnDamage::Raise => OnDamage::Raise,
+            OnDamage::Call(f) => OnDamage::Call(f.clone_ref(py)),
+        }
+    }
+}
+
+/// A damaged (or unreadable) byte range a read skipped.
+#[pyclass(module = "cobsfile", frozen, get_all, eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Damage {
+    /// First byte skipped.
+    pub start: u64,
+    /// One past the last byte skipped: the next intact block's sync byte, or the end.
+    pub end: u64,
+    /// What gave the damage away.
+    pub cause: String,
+    /// "damaged", or "unreadable" for an intact block this reader cannot read (a zstd
+    /// dictionary it was not given), or "record" for a typed record whose schema is lost.
+    pub kind: String,
+    /// Records skipped whole, when known (a block of records whose schema is unknown).
+    pub records: u64,
+}
+
+#[pymethods]
+impl Damage {
+    fn __repr__(&self) -> String {
+        format!(
+            "Damage(start={}, end={}, kind={:?}, cause={:?})",
+            self.start, self.end, self.kind, self.cause
+        )
+    }
+
+    fn __str__(&self) -> String {
+        if self.kind == "record" {
+            format!(
+                "{} record(s) of the block at offset {} skipped: {}",
+                self.records, self.start, self.cause
+            )
+        } else {
+            format!(
+                "bytes {}..{} {}: {}",
+                self.start, self.end, self.kind, self.cause
+            )
+        }
+    }
+
+    /// Bytes in the range.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+impl Damage {
+    pub(crate) fn of(start: u64, end: u64, cause: &cobsfile::Cause) -> Self {
+        Damage {
+            start,
+            end,
+            cause: cause.to_string(),
+            kind: if cause.is_damage() {
+                "damaged"
+            } else {
+                "unreadable"
+            }
+            .into(),
+            records: 0,
+        }
+    }
+
+    /// As an exception (for `on_damage="raise"`).
+    pub(crate) fn to_err(&self, py: Python<'_>) -> PyErr {
+        let err = errors::raise::<errors::DamagedError>(py, self.__str__(), Some(self.start));
+        let value = err.value(py);
+        let _ = value.setattr("start", self.start);
+        let _ = value.setattr("end", self.end);
+        let _ = value.setattr("cause", self.cause.clone());
+        err
+    }
+}
+
+/// A block of the file, or a damaged range where blocks were lost.
+#[pyclass(module = "cobsfile", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub(crate) struct BlockInfo {
+    /// Offset of the block's opening sync byte (of the first damaged byte).
+    pub offset: u64,
+    /// "header", "metadata", "data", "dictionary", "index", "end", "log", "unknown:N"; None
+    /// for a damaged range.
+    pub r#type: Option<String>,
+    /// Bytes after the opening sync byte up to and including the closing one (of the range).
+    pub size: u64,
+    /// Records of a data block, entries of a metadata or index block.
+    pub records: Option<u64>,
+    /// How the payload is stored: "none", "zstd", "zstd+dict".
+    pub codec: Option<String>,
+    /// The payload's size uncompressed.
+    pub payload_size: Option<u64>,
+    /// "intact", "damaged" or "unreadable".
+    pub status: String,
+    /// Why a range is damaged or unreadable.
+    pub cause: Option<String>,
+}
+
+#[pymethods]
+impl BlockInfo {
+    fn __repr__(&self) -> String {
+        match &self.r#type {
+            Some(t) => format!(
+                "BlockInfo(offset={}, type={t:?}, size={}, records={}, codec={:?}, status={:?})",
+                self.offset,
+                self.size,
+                self.records.map_or("None".to_string(), |n| n.to_string()),
+                self.codec.as_deref().unwrap_or(""),
+                self.status
+            ),
+            None => format!(
+                "BlockInfo(offset={}, size={}, status={:?}, cause={:?})",
+                self.offset,
+                self.size,
+                self.status,
+                self.cause.as_deref().unwrap_or("")
+            ),
+        }
+    }
+}
+
+pub(crate) fn type_name(t: BlockType) -> String {
+    match t {
+        BlockType::Header => "header".into(),
+        BlockType::Metadata => "metadata".into(),
+        BlockType::Data => "data".into(),
+        BlockType::Dictionary => "dictionary".into(),
+        BlockType::Index => "index".into(),
+        BlockType::End => "end".into(),
+        BlockType::Log => "log".into(),
+        BlockType::Unknown(n) => format!("unknown:{n}"),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+type Slice<'a> = SliceReader<'a>;
+type Avro<'a> = AvroReader<cobsfile::SliceSource<'a>>;
+
+self_cell!(
+    /// A reader of records over bytes it owns a share of.
+    struct RecordCursor {
+        owner: Arc<Bytes>,
+        #[not_covariant]
+        dependent: Slice,
+    }
+);
+
+self_cell!(
+    /// A reader of typed records over bytes it owns a share of.
+    struct AvroCursor {
+        owner: Arc<Bytes>,
+        #[not_covariant]
+        dependent: Avro,
+    }
+);
+
+/// The records of the current data block, copied out of the decoder while the GIL was
+/// released, handed out one `bytes` at a time.
+#[derive(Default)]
+struct Batch {
+    payload: Vec<u8>,
+    records: Vec<Range<usize>>,
+    next: usize,
+}
+
+enum Step {
+    Filled,
+    Damage(Damage),
+    End,
+}
+
+/// The reading state.
+struct State {
+    cursor: RecordCursor,
+    batch: Batch,
+    done: bool,
+}
+
+impl State {
+    /// Reads on to the next data block with records (or damage, or the end).
+    fn fill(&mut self) -> Result<Step, cobsfile::Error> {
+        let batch = &mut self.batch;
+        self.cursor.with_dependent_mut(|_, reader| loop {
+            match reader.next_block() {
+                None => return Ok(Step::End),
+                Some(Err(cobsfile::Error::Damaged { start, end, cause })) => {
+                    return Ok(Step::Damage(Damage::of(start, end, &cause)))
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(block)) => {
+                    if block.info().block_type != BlockType::Data {
+                        continue;
+                    }
+                    let payload = block.payload();
+                    batch.payload.clear();
+                    batch.payload.extend_from_slice(payload);
+                    batch.records.clear();
+                    batch.next = 0;
+                    let base = payload.as_ptr() as usize;
+                    for record in block.records() {
+                        let start = record.as_ptr() as usize - base;
+                        batch.records.push(start..start + record.len());
+                    }
+                    if !batch.records.is_empty() {
+                        return Ok(Step::Filled);
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// A cobsfile opened for reading. Iterating yields each record of every intact data block as
+/// `bytes`, in file order; damaged ranges are skipped (`on_damage`), never returned.
+#[pyclass(module = "cobsfile._cobsfile", subclass)]
+pub(crate) struct Reader {
+    bytes: Arc<Bytes>,
+    name: String,
+    options: ReaderBuilder,
+    on_damage: OnDamage,
+    state: Mutex<State>,
+    damage: Vec<Damage>,
+}
+
+/// The bytes of `source`: a path (mapped), bytes-like (copied), or a file object (read whole).
+pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<(Bytes, String)> {
+    if source.is_instance_of::<PyBytes>()
+        || source.is_instance_of::<PyByteArray>()
+        || source.is_instance_of::<PyMemoryView>()
+    {
+        let bytes: Vec<u8> = if let Ok(b) = source.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else {
+            py.get_type::<PyBytes>().call1((source,))?.extract()?
+        };
+        return Ok((Bytes::Owned(bytes), "<bytes>".into()));
+    }
+    if source.hasattr("read")? && !source.is_instance_of::<PyString>() {
+        let data = source.call_method0("read")?;
+        let bytes: Vec<u8> = data
+            .extract()
+            .map_err(|_| PyTypeError::new_err("the file object must be opened in binary mode"))?;
+        let name = source
+            .getattr("name")
+            .and_then(|n| n.str().map(|s| s.to_string()))
+            .unwrap_or_else(|_| "<file>".into());
+        return Ok((Bytes::Owned(bytes), name));
+    }
+    let path: std::path::PathBuf = source
+        .extract()
+        .map_err(|_| PyTypeError::new_err("expected a path, bytes or a binary file object"))?;
+    let name = path.display().to_string();
+    let map = py.detach(|| MappedFile::open(&path)).map_err(|e| match e {
+        cobsfile::Error::Io(io) => {
+            PyErr::from(std::io::Error::new(io.kind(), format!("{name}: {io}")))
+        }
+        other => file_error(py, other),
+    })?;
+    Ok((Bytes::Mapped(map), name))
+}
+
+/// Reader options from keyword arguments.
+pub(crate) fn reader_options(
+    dictionaries: Option<Vec<Vec<u8>>>,
+    threads: usize,
+    max_body_size: Option<usize>,
+) -> ReaderBuilder {
+    let mut options = ReaderBuilder::new().threads(threads);
+    for d in dictionaries.unwrap_or_default() {
+        options = options.dictionary(Dictionary::new(d));
+    }
+    if let Some(max) = max_body_size {
+        options = options.max_body_size(max);
+    }
+    options
+}
+
+impl Reader {
+    /// Applies `on_damage` to `damage`: Ok to go on, or the exception to raise.
+    fn damaged(&mut self, py: Python<'_>, damage: Damage) -> PyResult<()> {
+        self.damage.push(damage.clone());
+        match &self.on_damage {
+            OnDamage::Skip => Ok(()),
+            OnDamage::Raise => Err(damage.to_err(py)),
+            OnDamage::Call(f) => f.call1(py, (damage,)).map(drop),
+        }
+    }
+}
+
+#[pymethods]
+impl Reader {
+    #[new]
+    #[pyo3(signature = (source, *, on_damage=None, dictionaries=None, threads=1, max_body_size=None))]
+    fn new(
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        on_damage: Option<&Bound<'_, PyAny>>,
+        dictionaries: Option<Vec<Vec<u8>>>,
+        threads: usize,
+        max_body_size: Option<usize>,
+    ) -> PyResult<Self> {
+        let on_damage = OnDamage::parse(on_damage)?;
+        let (bytes, name) = open_source(py, source)?;
+        let bytes = Arc::new(bytes);
+        let options = reader_options(dictionaries, threads, max_body_size);
+        let cursor = {
+            let options = options.clone();
+            RecordCursor::new(bytes.clone(), |bytes| options.from_slice(bytes.get()))
+        };
+        let reader = Reader {
+            bytes,
+            name,
+            options,
+            on_damage,
+            state: Mutex::new(State {
+                cursor,
+                batch: Batch::default(),
+                done: false,
+            }),
+            damage: Vec::new(),
+        };
+        // A non-empty input with no intact block is not a cobsfile: say so now, not after
+        // an iteration that returned nothing.
+        let data = reader.bytes.get();
+        if !data.is_empty() {
+            let options = &reader.options;
+            let any = py.detach(|| {
+                let mut scan = options.from_slice(data);
+                while let Some(block) = scan.next_block() {
+                    if block.is_ok() {
+                        return true;
+                    }
+                }
+                false
+            });
+            if !any {
+                return Err(errors::raise::<errors::NotACobsfileError>(
+                    py,
+                    format!(
+                        "{} is not a cobsfile: none of its {} bytes is an intact block",
+                        reader.name,
+                        data.len()
+                    ),
+                    Some(0),
+                ));
+            }
+        }
+        Ok(reader)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        loop {
+            let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+            let batch = &mut state.batch;
+            if let Some(range) = batch.records.get(batch.next).cloned() {
+                batch.next += 1;
+                return Ok(Some(PyBytes::new(py, &batch.payload[range]).unbind()));
+            }
+            if state.done {
+                return Ok(None);
+            }
+            let step = py.detach(|| state.fill());
+            match step {
+                Ok(Step::Filled) => {}
+                Ok(Step::End) => state.done = true,
+                Ok(Step::Damage(damage)) => self.damaged(py, damage)?,
+                Err(e) => {
+                    state.done = true;
+                    return Err(file_error(py, e));
+                }
+            }
+        }
+    }
+
+    /// Lets go of the file (its mapping) or bytes: iteration ends, and later calls see an
+    /// empty input. Typed-record iterators already made keep their own share.
+    fn close(&mut self) {
+        self.bytes = Arc::new(Bytes::Owned(Vec::new()));
+        let options = self.options.clone();
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.cursor =
+            RecordCursor::new(self.bytes.clone(), |bytes| options.from_slice(bytes.get()));
+        state.batch = Batch::default();
+        state.done = true;
+    }
+
+    /// The file's name (its path, `<bytes>`, or a file object's name).
+    #[getter]
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// Damaged ranges this reader has skipped so far (all of them once iteration ends).
+    #[getter]
+    fn damage(&self) -> Vec<Damage> {
+        self.damage.clone()
+    }
+
+    /// The entries of every intact metadata block, in file order (a later value of a key
+    /// replaces an earlier one): keys `str`, values `bytes`.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let bytes = self.bytes.get();
+        let options = &self.options;
+        let entries = py.detach(|| {
+            let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+            let mut scan = options.from_slice(bytes);
+            for metadata in scan.metadata().flatten() {
+                for (k, v) in metadata.entries {
+                    match entries.iter_mut().find(|(key, _)| *key == k) {
+                        Some(entry) => entry.1 = v,
+                        None => entries.push((k, v)),
+                    }
+                }
+            }
+            entries
+        });
+        let dict = PyDict::new(py);
+        for (k, v) in entries {
+            dict.set_item(k, PyBytes::new(py, &v))?;
+        }
+        Ok(dict)
+    }
+
+    /// Every intact block of the file and every damaged range, in order.
+    fn blocks(&self, py: Python<'_>) -> PyResult<Vec<BlockInfo>> {
+        let bytes = self.bytes.get();
+        let options = &self.options;
+        py.detach(|| {
+            let mut out = Vec::new();
+            let mut scan = options.from_slice(bytes);
+            while let Some(block) = scan.next_block() {
+                match block {
+                    Ok(block) => {
+                        let info = block.info();
+                        out.push(BlockInfo {
+                            offset: info.offset,
+                            r#type: Some(type_name(info.block_type)),
+                            size: info.size,
+                            records: info.items,
+                            codec: Some(info.codec.to_string()),
+                            payload_size: Some(info.payload_size),
+                            status: "intact".into(),
+                            cause: None,
+                        });
+                    }
+                    Err(cobsfile::Error::Damaged { start, end, cause }) => {
+                        let d = Damage::of(start, end, &cause);
+                        out.push(BlockInfo {
+                            offset: start,
+                            r#type: None,
+                            size: end - start,
+                            records: None,
+                            codec: None,
+                            payload_size: None,
+                            status: d.kind,
+                            cause: Some(d.cause),
+                        });
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(out)
+        })
+        .map_err(|e| file_error(py, e))
+    }
+
+    /// The Avro schemas the file announces (JSON), oldest first.
+    fn avro_schemas(&self, py: Python<'_>) -> Vec<String> {
+        let bytes = self.bytes.get();
+        let options = &self.options;
+        py.detach(|| announced(bytes, options))
+    }
+
+    /// Typed records as Python objects (dicts for records), decoded with the Avro schema each
+    /// record names, resolved to `reader_schema` (JSON) if given.
+    #[pyo3(signature = (reader_schema=None))]
+    fn _avro_records(
+        &self,
+        py: Python<'_>,
+        reader_schema: Option<String>,
+    ) -> PyResult<AvroRecords> {
+        let bytes = self.bytes.get();
+        let options = &self.options;
+        let schemas = py.detach(|| Schemas::scan(bytes));
+        if schemas.is_empty() {
+            return Err(errors::raise::<errors::RecordError>(
+                py,
+                format!(
+                    "{}: no Avro schema in the file (decode='json' reads JSON records)",
+                    self.name
+                ),
+                None,
+            ));
+        }
+        let mut builder = AvroReaderBuilder::new().schemas(&schemas);
+        let mut resolved = None;
+        if let Some(json) = reader_schema {
+            let schema = AvroSchema::parse_str(&json).map_err(|e| {
+                errors::raise::<errors::RecordError>(py, format!("reader schema: {e}"), None)
+            })?;
+            resolved = Some((schema.clone(), names_of(&schema)));
+            builder = builder.reader_schema(schema);
+        }
+        let options = options.clone();
+        let cursor = AvroCursor::new(self.bytes.clone(), |bytes| {
+            builder.build(options.from_slice(bytes.get()))
+        });
+        let writer_schemas = schemas
+            .iter()
+            .map(|s| {
+                let schema = s.schema().clone();
+                let names = names_of(&schema);
+                (s.fingerprint(), (schema, names))
+            })
+            .collect();
+        Ok(AvroRecords {
+            cursor: Mutex::new(cursor),
+            resolved,
+            writer_schemas,
+            on_damage: self.on_damage.clone_ref(py),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+            damage: Vec::new(),
+        })
+    }
+
+    /// Rows of the file as Arrow record batches, exported through the Arrow C stream
+    /// interface (see `to_arrow`).
+    #[pyo3(signature = (columns=None, records="auto", reader_schema=None, batch_size=65536))]
+    fn _arrow_stream(
+        &mut self,
+        py: Python<'_>,
+        columns: Option<Vec<String>>,
+        records: &str,
+        reader_schema: Option<String>,
+        batch_size: usize,
+    ) -> PyResult<crate::arrow::ArrowStream> {
+        let mut options = cobsfile_datafusion::CobsfileOptions::new();
+        let mut set = vec![("records".to_string(), records.to_string())];
+        if matches!(self.on_damage, OnDamage::Raise) {
+            set.push(("on_damage".into(), "error".into()));
+        }
+        if let Some(schema) = reader_schema {
+            set.push(("reader_schema".into(), schema));
+        }
+        for (k, v) in set {
+            options
+                .set(&k, &v)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        let bytes = self.bytes.get();
+        let (name, reader) = (&self.name, &self.options);
+        let read = py.detach(|| {
+            cobsfile_datafusion::read_file(
+                bytes,
+                name,
+                &options,
+                reader,
+                columns.as_deref(),
+                batch_size,
+            )
+        });
+        let read = read.map_err(|e| {
+            let message = e.strip_backtrace().to_string();
+            let message = message
+                .strip_prefix("Execution error: ")
+                .or_else(|| message.strip_prefix("Error during planning: "))
+                .unwrap_or(&message)
+                .to_string();
+            errors::raise::<errors::Error>(py, message, None)
+        })?;
+        for d in read.damage {
+            let damage = Damage {
+                start: d.range.start,
+                end: d.range.end,
+                kind: if d.records > 0 { "record" } else { "damaged" }.into(),
+                cause: d.cause,
+                records: d.records,
+            };
+            self.damaged(py, damage)?;
+        }
+        Ok(crate::arrow::ArrowStream::new(read.schema, read.batches))
+    }
+}
+
+/// The Avro schemas announced in `bytes`, oldest first (each once, where it was last
+/// announced).
+fn announced(bytes: &[u8], options: &ReaderBuilder) -> Vec<String> {
+    let mut out: Vec<(u64, String)> = Vec::new();
+    let mut scan = options.from_slice(bytes);
+    for metadata in scan.metadata().flatten() {
+        let entries = metadata
+            .entries
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()));
+        if let Some(Ok(schema)) =
+            cobsfile::avro::WriterSchema::from_metadata(entries, metadata.offset)
+        {
+            out.retain(|(f, _)| *f != schema.fingerprint());
+            out.push((schema.fingerprint(), schema.json().to_string()));
+        }
+    }
+    out.into_iter().map(|(_, json)| json).collect()
+}
+
+/// Values decoded at a time with the GIL released.
+const VALUES_PER_STEP: usize = 256;
+
+enum AvroStep {
+    Value(cobsfile::avro::apache_avro::types::Value, u64),
+    Damage(Damage),
+    Error(AvroError),
+}
+
+/// The typed records of a reader, as Python objects.
+#[pyclass(module = "cobsfile._cobsfile")]
+pub(crate) struct AvroRecords {
+    cursor: Mutex<AvroCursor>,
+    resolved: Option<(AvroSchema, Names)>,
+    writer_schemas: std::collections::HashMap<u64, (AvroSchema, Names)>,
+    on_damage: OnDamage,
+    pending: std::collections::VecDeque<AvroStep>,
+    done: bool,
+    damage: Vec<Damage>,
+}
+
+#[pymethods]
+impl AvroRecords {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        loop {
+            if let Some(step) = self.pending.pop_front() {
+                match step {
+                    AvroStep::Value(value, fingerprint) => {
+                        let (schema, names) = match &self.resolved {
+                            Some(s) => s,
+                            None => match self.writer_schemas.get(&fingerprint) {
+                                Some(s) => s,
+                                None => continue,
+                            },
+                        };
+                        return to_py(py, value, schema, names).map(Some);
+                    }
+                    AvroStep::Error(e) => return Err(avro_error(py, e)),
+                    AvroStep::Damage(damage) => {
+                        self.damage.push(damage.clone());
+                        match &self.on_damage {
+                            OnDamage::Skip => {}
+                            OnDamage::Raise => return Err(damage.to_err(py)),
+                            OnDamage::Call(f) => {
+                                f.call1(py, (damage,))?;
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let cursor = self.cursor.get_mut().unwrap_or_else(|p| p.into_inner());
+            let pending = &mut self.pending;
+            let resolving = self.resolved.is_some();
+            self.done = py.detach(|| {
+                cursor.with_dependent_mut(|_, reader| {
+                    while pending.len() < VALUES_PER_STEP {
+                        let next = if resolving {
+                            reader.next_value().map(|r| r.map(|v| (v, 0)))
+                        } else {
+                            reader.next_datum().map(|r| {
+                                r.and_then(|datum| Ok((datum.value()?, datum.schema.fingerprint())))
+                            })
+                        };
+                        match next {
+                            None => return true,
+                            Some(Ok((value, fingerprint))) => {
+                                pending.push_back(AvroStep::Value(value, fingerprint))
+                            }
+                            Some(Err(AvroError::File(cobsfile::Error::Damaged {
+                                start,
+                                end,
+                                cause,
+                            }))) => {
+                                pending.push_back(AvroStep::Damage(Damage::of(start, end, &cause)));
+                                return false;
+                            }
+                            Some(Err(AvroError::Record {
+                                offset,
+                                problem: problem @ RecordProblem::SchemaUnknown { .. },
+                                ..
+                            })) => {
+                                pending.push_back(AvroStep::Damage(Damage {
+                                    start: offset,
+                                    end: offset,
+                                    cause: problem.to_string(),
+                                    kind: "record".into(),
+                                    records: 1,
+                                }));
+                                return false;
+                            }
+                            // A metadata block whose schema cannot be used: its records come
+                            // as SchemaUnknown.
+                            Some(Err(AvroError::Schema { .. })) => {}
+                            // A record written wrong, or an I/O error: raised in its place,
+                            // after the records before it.
+                            Some(Err(e)) => {
+                                let stop = !matches!(e, AvroError::Record { .. });
+                                pending.push_back(AvroStep::Error(e));
+                                return stop;
+                            }
+                        }
+                    }
+                    false
+                })
+            });
+        }
+    }
+
+    /// Damaged ranges and records skipped so far.
+    #[getter]
+    fn damage(&self) -> Vec<Damage> {
+        self.damage.clone()
+    }
+}
+
+/// Registers the classes.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Reader>()?;
+    m.add_class::<AvroRecords>()?;
+    m.add_class::<Damage>()?;
+    m.add_class::<BlockInfo>()?;
+    let _ = PyList::empty(m.py());
+    Ok(())
+}

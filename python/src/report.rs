@@ -1,0 +1,211 @@
+//! `cobsfile.verify` and `cobsfile.recover`, and the reports they return.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::file_error;
+use crate::reader::{open_source, reader_options, type_name, Damage};
+
+/// What a full read of a file found.
+#[pyclass(module = "cobsfile", frozen, get_all)]
+pub(crate) struct Report {
+    /// The input's length in bytes.
+    pub len: u64,
+    /// Records in intact data blocks.
+    pub records: u64,
+    /// Intact blocks by type ("header", "metadata", "data", ...).
+    pub blocks: Py<PyDict>,
+    /// Bytes in intact blocks.
+    pub block_bytes: u64,
+    /// Damaged and unreadable ranges, in order.
+    pub damaged: Vec<Damage>,
+    /// How the file ends: "finished", "open" (a log), "unfinished" or "empty".
+    pub ending: String,
+    /// Nothing damaged or unreadable, and finished or an open log.
+    pub clean: bool,
+    /// Bytes in damaged (or unreadable) ranges.
+    pub damaged_bytes: u64,
+}
+
+#[pymethods]
+impl Report {
+    fn __repr__(&self) -> String {
+        format!(
+            "Report(len={}, records={}, damaged={} range(s), {} bytes, ending={:?}, clean={})",
+            self.len,
+            self.records,
+            self.damaged.len(),
+            self.damaged_bytes,
+            self.ending,
+            if self.clean { "True" } else { "False" }
+        )
+    }
+
+    fn __bool__(&self) -> bool {
+        self.clean
+    }
+}
+
+impl Report {
+    fn of(py: Python<'_>, report: &cobsfile::Report) -> PyResult<Self> {
+        let blocks = PyDict::new(py);
+        let b = &report.blocks;
+        for (name, n) in [
+            ("header", b.header),
+            ("metadata", b.metadata),
+            ("data", b.data),
+            ("dictionary", b.dictionary),
+            ("index", b.index),
+            ("end", b.end),
+            ("log", b.log),
+        ] {
+            blocks.set_item(name, n)?;
+        }
+        for (id, n) in &b.unknown {
+            blocks.set_item(type_name(cobsfile::BlockType::Unknown(*id)), n)?;
+        }
+        Ok(Report {
+            len: report.len,
+            records: report.records,
+            blocks: blocks.unbind(),
+            block_bytes: report.block_bytes,
+            damaged: report
+                .damaged
+                .iter()
+                .map(|d| Damage::of(d.range.start, d.range.end, &d.cause))
+                .collect(),
+            ending: report.ending.name().to_string(),
+            clean: report.is_clean(),
+            damaged_bytes: report.damaged_bytes(),
+        })
+    }
+}
+
+/// What `recover` wrote, and what the input held.
+#[pyclass(module = "cobsfile", frozen, get_all)]
+pub(crate) struct Recovery {
+    /// The full read of the input: what was intact, and the damaged ranges (what was lost).
+    pub report: Py<Report>,
+    /// Blocks written (header, index and end blocks included).
+    pub blocks: u64,
+    /// Bytes written.
+    pub written: u64,
+    /// Nothing was lost.
+    pub lossless: bool,
+    /// Where a header of a newer format version stopped the read: (offset, version), or None.
+    pub newer_version: Option<(u64, i64)>,
+}
+
+#[pymethods]
+impl Recovery {
+    fn __repr__(&self) -> String {
+        format!(
+            "Recovery(records={}, blocks={}, written={}, lost={} range(s), lossless={})",
+            self.report.get().records,
+            self.blocks,
+            self.written,
+            self.report.get().damaged.len(),
+            if self.lossless { "True" } else { "False" }
+        )
+    }
+}
+
+/// Reads every block of `source` (a path, bytes or a binary file object) and reports what is
+/// intact, damaged and unreadable, and how the file ends.
+#[pyfunction]
+#[pyo3(signature = (source, *, dictionaries=None, threads=1, max_body_size=None))]
+pub(crate) fn verify(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    dictionaries: Option<Vec<Vec<u8>>>,
+    threads: usize,
+    max_body_size: Option<usize>,
+) -> PyResult<Report> {
+    let (bytes, _) = open_source(py, source)?;
+    let options = reader_options(dictionaries, threads, max_body_size);
+    let report = py
+        .detach(|| options.verify(bytes.get()))
+        .map_err(|e| file_error(py, e))?;
+    Report::of(py, &report)
+}
+
+/// Writes to `destination` a new, finished file of every intact block of `source`, in order,
+/// and reports what was lost. The destination must not exist (unless `overwrite`) and must
+/// not be the source; it appears whole or not at all (written beside it, synced, renamed).
+#[pyfunction]
+#[pyo3(signature = (source, destination, *, overwrite=false, dictionaries=None, max_body_size=None))]
+pub(crate) fn recover(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    destination: PathBuf,
+    overwrite: bool,
+    dictionaries: Option<Vec<Vec<u8>>>,
+    max_body_size: Option<usize>,
+) -> PyResult<Recovery> {
+    if let Ok(src) = source.extract::<PathBuf>() {
+        let same = match (fs::canonicalize(&src), fs::canonicalize(&destination)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            return Err(PyValueError::new_err(format!(
+                "{}: the destination is the source; recover into a new file",
+                destination.display()
+            )));
+        }
+    }
+    if !overwrite && destination.exists() {
+        return Err(PyErr::from(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{}: exists (overwrite=True replaces it)",
+                destination.display()
+            ),
+        )));
+    }
+    let (bytes, _) = open_source(py, source)?;
+    let options = reader_options(dictionaries, 1, max_body_size);
+    let file_name = destination
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial =
+        destination.with_file_name(format!(".{file_name}.partial-{}", std::process::id()));
+    let result = py.detach(|| -> Result<cobsfile::Recovery, cobsfile::Error> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)?;
+        let mut out = BufWriter::new(file);
+        let recovery = cobsfile::recover(bytes.get(), &options, &mut out)?;
+        let file: File = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        fs::rename(&partial, &destination)?;
+        if let Some(dir) = destination.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(dir) = File::open(dir) {
+                let _ = dir.sync_all();
+            }
+        }
+        Ok(recovery)
+    });
+    let recovery = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = fs::remove_file(&partial);
+            return Err(file_error(py, e));
+        }
+    };
+    let _ = io::stdout().flush();
+    Ok(Recovery {
+        report: Py::new(py, Report::of(py, &recovery.report)?)?,
+        blocks: recovery.blocks,
+        written: recovery.written,
+        lossless: recovery.is_lossless(),
+        newer_version: recovery.newer_version.map(|n| (n.offset, n.version)),
+    })
+}

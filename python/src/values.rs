@@ -1,0 +1,533 @@
+//! Avro values and Python objects, both ways, as fastavro maps them: records and maps are
+//! dicts, arrays lists, enums their symbol, unions their branch's value, `bytes` and `fixed`
+//! bytes; `date` a `datetime.date`, `time-*` a `datetime.time`, `timestamp-millis`/`-micros` an
+//! aware `datetime` in UTC (`local-timestamp-*` a naive one), `uuid` a `uuid.UUID`, `decimal` a
+//! `decimal.Decimal`.
+
+use std::collections::HashMap;
+
+use apache_avro::schema::{Name, Schema, UnionSchema};
+use apache_avro::types::Value;
+use cobsfile::avro::apache_avro;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// Python's modules and functions the conversions call, looked up once.
+struct Py_ {
+    date_fromordinal: Py<PyAny>,
+    datetime_utc: Py<PyAny>,
+    epoch_ordinal: i64,
+    time: Py<PyAny>,
+    timedelta: Py<PyAny>,
+    naive_epoch: Py<PyAny>,
+    uuid: Py<PyAny>,
+    decimal: Py<PyAny>,
+}
+
+static PY: PyOnceLock<Py_> = PyOnceLock::new();
+
+fn py_(py: Python<'_>) -> PyResult<&Py_> {
+    PY.get_or_try_init(py, || {
+        let datetime = py.import("datetime")?;
+        let date = datetime.getattr("date")?;
+        let dt = datetime.getattr("datetime")?;
+        let utc = datetime.getattr("timezone")?.getattr("utc")?;
+        let epoch_ordinal: i64 = date
+            .call1((1970, 1, 1))?
+            .call_method0("toordinal")?
+            .extract()?;
+        Ok(Py_ {
+            date_fromordinal: date.getattr("fromordinal")?.unbind(),
+            datetime_utc: utc.unbind(),
+            epoch_ordinal,
+            time: datetime.getattr("time")?.unbind(),
+            timedelta: datetime.getattr("timedelta")?.unbind(),
+            naive_epoch: dt.call1((1970, 1, 1))?.unbind(),
+            uuid: py.import("uuid")?.getattr("UUID")?.unbind(),
+            decimal: py.import("decimal")?.getattr("Decimal")?.unbind(),
+        })
+    })
+}
+
+/// A decoded Avro value of `schema` as a Python object (the schema gives decimals their
+/// scale; `names` resolves its references).
+pub(crate) fn to_py(
+    py: Python<'_>,
+    value: Value,
+    schema: &Schema,
+    names: &Names,
+) -> PyResult<Py<PyAny>> {
+    let schema = match schema {
+        Schema::Ref { name } => names.get(name).unwrap_or(schema),
+        other => other,
+    };
+    Ok(match value {
+        Value::Null => py.None(),
+        Value::Boolean(b) => PyBool::new(py, b).to_owned().into_any().unbind(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+        Value::Long(i) => i.into_pyobject(py)?.into_any().unbind(),
+        Value::Float(f) => (f as f64).into_pyobject(py)?.into_any().unbind(),
+        Value::Double(f) => f.into_pyobject(py)?.into_any().unbind(),
+        Value::Bytes(b) | Value::Fixed(_, b) => PyBytes::new(py, &b).into_any().unbind(),
+        Value::String(s) | Value::Enum(_, s) => PyString::new(py, &s).into_any().unbind(),
+        Value::Union(i, inner) => {
+            let branch = match schema {
+                Schema::Union(u) => u.variants().get(i as usize).unwrap_or(schema),
+                other => other,
+            };
+            to_py(py, *inner, branch, names)?
+        }
+        Value::Array(items) => {
+            let item_schema = match schema {
+                Schema::Array(a) => a.items.as_ref(),
+                other => other,
+            };
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_py(py, item, item_schema, names)?)?;
+            }
+            list.into_any().unbind()
+        }
+        Value::Map(entries) => {
+            let value_schema = match schema {
+                Schema::Map(m) => m.types.as_ref(),
+                other => other,
+            };
+            let dict = PyDict::new(py);
+            for (k, v) in entries {
+                dict.set_item(k, to_py(py, v, value_schema, names)?)?;
+            }
+            dict.into_any().unbind()
+        }
+        Value::Record(fields) => {
+            let dict = PyDict::new(py);
+            for (i, (k, v)) in fields.into_iter().enumerate() {
+                let field_schema = match schema {
+                    Schema::Record(r) => r.fields.get(i).map(|f| &f.schema).unwrap_or(schema),
+                    other => other,
+                };
+                let v = to_py(py, v, field_schema, names)?;
+                dict.set_item(k, v)?;
+            }
+            dict.into_any().unbind()
+        }
+        Value::Date(days) => {
+            let p = py_(py)?;
+            p.date_fromordinal
+                .call1(py, (p.epoch_ordinal + i64::from(days),))?
+        }
+        Value::TimeMillis(ms) => time_of(py, i64::from(ms) * 1000)?,
+        Value::TimeMicros(us) => time_of(py, us)?,
+        Value::TimestampMillis(ms) => utc_datetime(py, ms.saturating_mul(1000))?,
+        Value::TimestampMicros(us) => utc_datetime(py, us)?,
+        Value::LocalTimestampMillis(ms) => naive_datetime(py, ms.saturating_mul(1000))?,
+        Value::LocalTimestampMicros(us) => naive_datetime(py, us)?,
+        // Python's datetime holds microseconds: nanoseconds stay an int, as in fastavro.
+        Value::TimestampNanos(ns) | Value::LocalTimestampNanos(ns) => {
+            ns.into_pyobject(py)?.into_any().unbind()
+        }
+        Value::Uuid(uuid) => py_(py)?.uuid.call1(py, (uuid.to_string(),))?,
+        Value::Decimal(decimal) => {
+            let scale = match schema {
+                Schema::Decimal(d) => d.scale as i64,
+                _ => 0,
+            };
+            let bytes: Vec<u8> = Vec::<u8>::try_from(decimal)
+                .map_err(|e| PyValueError::new_err(format!("decimal: {e}")))?;
+            // The unscaled value, big-endian two's complement, at the schema's scale.
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("signed", true)?;
+            let unscaled = py.get_type::<PyInt>().call_method(
+                "from_bytes",
+                (PyBytes::new(py, &bytes), "big"),
+                Some(&kwargs),
+            )?;
+            py_(py)?
+                .decimal
+                .bind(py)
+                .call1((unscaled,))?
+                .call_method1("scaleb", (-scale,))?
+                .unbind()
+        }
+        Value::BigDecimal(big) => py_(py)?.decimal.call1(py, (big.to_string(),))?,
+        Value::Duration(d) => {
+            let months: u32 = d.months().into();
+            let days: u32 = d.days().into();
+            let millis: u32 = d.millis().into();
+            PyTuple::new(py, [months, days, millis])?
+                .into_any()
+                .unbind()
+        }
+    })
+}
+
+fn time_of(py: Python<'_>, micros: i64) -> PyResult<Py<PyAny>> {
+    let p = py_(py)?;
+    let (h, rest) = (micros / 3_600_000_000, micros % 3_600_000_000);
+    let (m, rest) = (rest / 60_000_000, rest % 60_000_000);
+    let (s, us) = (rest / 1_000_000, rest % 1_000_000);
+    p.time.call1(py, (h, m, s, us))
+}
+
+fn utc_datetime(py: Python<'_>, micros: i64) -> PyResult<Py<PyAny>> {
+    let p = py_(py)?;
+    let naive = naive_datetime(py, micros)?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("tzinfo", p.datetime_utc.bind(py))?;
+    naive.call_method(py, "replace", (), Some(&kwargs))
+}
+
+fn naive_datetime(py: Python<'_>, micros: i64) -> PyResult<Py<PyAny>> {
+    let p = py_(py)?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("microseconds", micros)?;
+    let delta = p.timedelta.call(py, (), Some(&kwargs))?;
+    p.naive_epoch.call_method1(py, "__add__", (delta,))
+}
+
+/// Named types of a schema, to follow references.
+pub(crate) type Names = HashMap<Name, Schema>;
+
+/// The named types of `schema`, by full name.
+pub(crate) fn names_of(schema: &Schema) -> Names {
+    fn walk(schema: &Schema, names: &mut Names) {
+        match schema {
+            Schema::Record(r) => {
+                names.insert(r.name.clone(), schema.clone());
+                for field in &r.fields {
+                    walk(&field.schema, names);
+                }
+            }
+            Schema::Enum(e) => {
+                names.insert(e.name.clone(), schema.clone());
+            }
+            Schema::Fixed(f) => {
+                names.insert(f.name.clone(), schema.clone());
+            }
+            Schema::Array(a) => walk(&a.items, names),
+            Schema::Map(m) => walk(&m.types, names),
+            Schema::Union(u) => u.variants().iter().for_each(|v| walk(v, names)),
+            _ => {}
+        }
+    }
+    let mut names = Names::new();
+    walk(schema, &mut names);
+    names
+}
+
+/// A Python object as a value of `schema`, for a typed write. What does not fit is a
+/// `TypeError` or `ValueError` naming the field.
+pub(crate) fn from_py(obj: &Bound<'_, PyAny>, schema: &Schema, names: &Names) -> PyResult<Value> {
+    from_py_at(obj, schema, names, &mut String::new())
+}
+
+fn mismatch(path: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    let type_name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let at = if path.is_empty() { "the record" } else { path };
+    PyTypeError::new_err(format!("{at}: expected {what}, got {type_name}"))
+}
+
+fn from_py_at(
+    obj: &Bound<'_, PyAny>,
+    schema: &Schema,
+    names: &Names,
+    path: &mut String,
+) -> PyResult<Value> {
+    let py = obj.py();
+    Ok(match schema {
+        Schema::Null => {
+            if !obj.is_none() {
+                return Err(mismatch(path, "None", obj));
+            }
+            Value::Null
+        }
+        Schema::Boolean => Value::Boolean(
+            obj.cast::<PyBool>()
+                .map_err(|_| mismatch(path, "bool", obj))?
+                .is_true(),
+        ),
+        Schema::Int => Value::Int(int_of(obj, path)?),
+        Schema::Long => Value::Long(int_of(obj, path)?),
+        Schema::Float => Value::Float(float_of(obj, path)? as f32),
+        Schema::Double => Value::Double(float_of(obj, path)?),
+        Schema::Bytes => Value::Bytes(bytes_of(obj, path)?),
+        Schema::String => {
+            if !obj.is_instance_of::<PyString>() {
+                return Err(mismatch(path, "str", obj));
+            }
+            Value::String(obj.extract()?)
+        }
+        Schema::Fixed(f) => {
+            let bytes = bytes_of(obj, path)?;
+            if bytes.len() != f.size {
+                return Err(PyValueError::new_err(format!(
+                    "{path}: fixed {} needs {} bytes, got {}",
+                    f.name.fullname(None),
+                    f.size,
+                    bytes.len()
+                )));
+            }
+            Value::Fixed(f.size, bytes)
+        }
+        Schema::Enum(e) => {
+            let symbol: String = obj.extract().map_err(|_| mismatch(path, "str", obj))?;
+            match e.symbols.iter().position(|s| *s == symbol) {
+                Some(i) => Value::Enum(i as u32, symbol),
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "{path}: {symbol:?} is not a symbol of enum {} ({})",
+                        e.name.fullname(None),
+                        e.symbols.join(", ")
+                    )))
+                }
+            }
+        }
+        Schema::Array(a) => {
+            if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+                return Err(mismatch(path, "a list", obj));
+            }
+            let mut items = Vec::new();
+            for (i, item) in obj
+                .try_iter()
+                .map_err(|_| mismatch(path, "a list", obj))?
+                .enumerate()
+            {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                items.push(from_py_at(&item?, &a.items, names, path)?);
+                path.truncate(len);
+            }
+            Value::Array(items)
+        }
+        Schema::Map(m) => {
+            let dict = obj
+                .cast::<PyDict>()
+                .map_err(|_| mismatch(path, "a dict", obj))?;
+            let mut entries = HashMap::with_capacity(dict.len());
+            for (k, v) in dict.iter() {
+                let key: String = k.extract().map_err(|_| mismatch(path, "str keys", &k))?;
+                let len = path.len();
+                path.push_str(&format!("[{key:?}]"));
+                let value = from_py_at(&v, &m.types, names, path)?;
+                path.truncate(len);
+                entries.insert(key, value);
+            }
+            Value::Map(entries)
+        }
+        Schema::Record(r) => {
+            let dict = obj
+                .cast::<PyDict>()
+                .map_err(|_| mismatch(path, "a dict", obj))?;
+            let mut fields = Vec::with_capacity(r.fields.len());
+            for field in &r.fields {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&field.name);
+                let value = match dict.get_item(&field.name)? {
+                    Some(v) => from_py_at(&v, &field.schema, names, path)?,
+                    None => match &field.default {
+                        Some(default) => {
+                            let json = default.to_string();
+                            let text = py.import("json")?.call_method1("loads", (json,))?;
+                            from_py_at(&text, &field.schema, names, path)?
+                        }
+                        None if matches!(&field.schema, Schema::Union(u) if u.variants().first() == Some(&Schema::Null)) => {
+                            Value::Union(0, Box::new(Value::Null))
+                        }
+                        None => {
+                            return Err(PyValueError::new_err(format!(
+                                "{path}: missing field of record {}",
+                                r.name.fullname(None)
+                            )))
+                        }
+                    },
+                };
+                path.truncate(len);
+                fields.push((field.name.clone(), value));
+            }
+            Value::Record(fields)
+        }
+        Schema::Union(u) => union_of(obj, u, names, path)?,
+        Schema::Ref { name } => match names.get(name) {
+            Some(schema) => from_py_at(obj, schema, names, path)?,
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "{path}: unknown type {}",
+                    name.fullname(None)
+                )))
+            }
+        },
+        Schema::Date => match obj.call_method0("toordinal") {
+            Ok(ordinal) => {
+                let ordinal: i64 = ordinal.extract()?;
+                Value::Date((ordinal - py_(py)?.epoch_ordinal) as i32)
+            }
+            Err(_) => Value::Date(int_of(obj, path)?),
+        },
+        Schema::TimeMillis => Value::TimeMillis((time_micros(obj, path)? / 1000) as i32),
+        Schema::TimeMicros => Value::TimeMicros(time_micros(obj, path)?),
+        Schema::TimestampMillis => Value::TimestampMillis(epoch_micros(obj, path)? / 1000),
+        Schema::TimestampMicros => Value::TimestampMicros(epoch_micros(obj, path)?),
+        Schema::LocalTimestampMillis => {
+            Value::LocalTimestampMillis(epoch_micros(obj, path)? / 1000)
+        }
+        Schema::LocalTimestampMicros => Value::LocalTimestampMicros(epoch_micros(obj, path)?),
+        Schema::TimestampNanos => Value::TimestampNanos(int_of(obj, path)?),
+        Schema::LocalTimestampNanos => Value::LocalTimestampNanos(int_of(obj, path)?),
+        Schema::Uuid => {
+            let text: String = obj.str()?.extract()?;
+            let uuid = text.parse().map_err(|e| {
+                PyValueError::new_err(format!("{path}: {text:?} is not a UUID: {e}"))
+            })?;
+            Value::Uuid(uuid)
+        }
+        Schema::Decimal(d) => {
+            // The unscaled integer of `obj` at the schema's scale, in as many bytes as it
+            // needs (or the fixed's size), big-endian two's complement.
+            let decimal = py_(py)?.decimal.bind(py).call1((obj,))?;
+            let scaled = decimal.call_method1("scaleb", (d.scale as i64,))?;
+            let unscaled = scaled.call_method0("to_integral_value")?;
+            if !unscaled.eq(&scaled)? {
+                return Err(PyValueError::new_err(format!(
+                    "{path}: {} has more than {} decimal places",
+                    obj.str()?,
+                    d.scale
+                )));
+            }
+            let int = unscaled.call_method0("__int__")?;
+            let bits: usize = int.call_method0("bit_length")?.extract()?;
+            let len = match d.inner.as_ref() {
+                Schema::Fixed(f) => f.size,
+                _ => bits / 8 + 1,
+            };
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("signed", true)?;
+            let bytes: Vec<u8> = int
+                .call_method("to_bytes", (len, "big"), Some(&kwargs))
+                .map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "{path}: {} does not fit the decimal",
+                        obj.str().map(|s| s.to_string()).unwrap_or_default()
+                    ))
+                })?
+                .extract()?;
+            Value::Decimal(bytes.into())
+        }
+        Schema::BigDecimal => {
+            let text: String = obj.str()?.extract()?;
+            Value::BigDecimal(text.parse().map_err(|e| {
+                PyValueError::new_err(format!("{path}: {text:?} is not a decimal: {e:?}"))
+            })?)
+        }
+        Schema::Duration => {
+            let (months, days, millis): (u32, u32, u32) = obj
+                .extract()
+                .map_err(|_| mismatch(path, "(months, days, millis)", obj))?;
+            Value::Duration(apache_avro::Duration::new(
+                apache_avro::Months::new(months),
+                apache_avro::Days::new(days),
+                apache_avro::Millis::new(millis),
+            ))
+        }
+    })
+}
+
+fn union_of(
+    obj: &Bound<'_, PyAny>,
+    union: &UnionSchema,
+    names: &Names,
+    path: &mut String,
+) -> PyResult<Value> {
+    // fastavro's rule, simplified: the first branch the object converts to.
+    let mut last = None;
+    for (i, branch) in union.variants().iter().enumerate() {
+        if obj.is_none() != matches!(branch, Schema::Null) {
+            continue;
+        }
+        // A bool is an int to Python; it is only ever a boolean here.
+        if obj.is_instance_of::<PyBool>() && !matches!(branch, Schema::Boolean) {
+            continue;
+        }
+        match from_py_at(obj, branch, names, path) {
+            Ok(value) => return Ok(Value::Union(i as u32, Box::new(value))),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| mismatch(path, "a value of the union", obj)))
+}
+
+fn int_of<T: for<'a, 'py> FromPyObject<'a, 'py>>(
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+) -> PyResult<T> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(mismatch(path, "int", obj));
+    }
+    obj.extract::<T>()
+        .map_err(|_| PyValueError::new_err(format!("{path}: {} is out of range", obj)))
+}
+
+fn float_of(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<f64> {
+    if obj.is_instance_of::<PyFloat>()
+        || (obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>())
+    {
+        obj.extract()
+    } else {
+        Err(mismatch(path, "float", obj))
+    }
+}
+
+fn bytes_of(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Vec<u8>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(mismatch(path, "bytes", obj));
+    }
+    obj.extract::<Vec<u8>>()
+        .map_err(|_| mismatch(path, "bytes", obj))
+}
+
+fn time_micros(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<i64> {
+    if obj.is_instance_of::<PyInt>() {
+        return int_of(obj, path);
+    }
+    let h: i64 = obj
+        .getattr("hour")
+        .map_err(|_| mismatch(path, "datetime.time", obj))?
+        .extract()?;
+    let m: i64 = obj.getattr("minute")?.extract()?;
+    let s: i64 = obj.getattr("second")?.extract()?;
+    let us: i64 = obj.getattr("microsecond")?.extract()?;
+    Ok(((h * 60 + m) * 60 + s) * 1_000_000 + us)
+}
+
+/// Microseconds since the Unix epoch of a datetime (a naive one as if in UTC) or an int
+/// (taken as is).
+fn epoch_micros(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<i64> {
+    if obj.is_instance_of::<PyInt>() {
+        return int_of(obj, path);
+    }
+    let py = obj.py();
+    let p = py_(py)?;
+    let naive = match obj.getattr("tzinfo") {
+        Ok(tz) if !tz.is_none() => {
+            let utc = obj.call_method1("astimezone", (p.datetime_utc.bind(py),))?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("tzinfo", py.None())?;
+            utc.call_method("replace", (), Some(&kwargs))?
+        }
+        Ok(_) => obj.clone(),
+        Err(_) => return Err(mismatch(path, "datetime", obj)),
+    };
+    let delta = naive.call_method1("__sub__", (p.naive_epoch.bind(py),))?;
+    let days: i64 = delta.getattr("days")?.extract()?;
+    let seconds: i64 = delta.getattr("seconds")?.extract()?;
+    let micros: i64 = delta.getattr("microseconds")?.extract()?;
+    Ok((days * 86_400 + seconds) * 1_000_000 + micros)
+}

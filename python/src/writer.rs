@@ -1,0 +1,581 @@
+//! `cobsfile.Writer` (a new file, or any binary file object) and `cobsfile.Appender` (a log
+//! reopened after a crash, appended with the durability asked for).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cobsfile::avro::{AvroWriter, WriterSchema};
+use cobsfile::{Appender as LogAppender, AppenderBuilder, Compression, Dictionary, Durability};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::errors::{avro_error, file_error};
+use crate::values::{from_py, names_of, Names};
+
+/// Where a writer's bytes go: a file it created, or a Python file object.
+enum Out {
+    File(File),
+    Python(Py<PyAny>),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Out::File(f) => f.write(buf),
+            Out::Python(obj) => Python::attach(|py| {
+                let n = obj
+                    .call_method1(py, "write", (PyBytes::new(py, buf),))
+                    .map_err(io::Error::other)?;
+                // A raw file object may write less than it was given, and says how much.
+                Ok(n.extract::<Option<usize>>(py)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(buf.len()))
+            }),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Out::File(f) => f.flush(),
+            Out::Python(obj) => Python::attach(|py| {
+                if obj.bind(py).hasattr("flush").unwrap_or(false) {
+                    obj.call_method0(py, "flush").map_err(io::Error::other)?;
+                }
+                Ok(())
+            }),
+        }
+    }
+}
+
+/// A compression from `None`, `"zstd"`, or `("zstd", level)`.
+pub(crate) fn compression_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Compression> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(Compression::None);
+    };
+    let bad = || PyValueError::new_err("compression must be None, 'zstd' or ('zstd', level)");
+    let (name, level): (String, i32) = if let Ok(name) = obj.extract::<String>() {
+        (name, 3)
+    } else {
+        obj.extract().map_err(|_| bad())?
+    };
+    match name.as_str() {
+        "zstd" => Compression::zstd(level).map_err(|e| PyValueError::new_err(e.to_string())),
+        "none" => Ok(Compression::None),
+        _ => Err(bad()),
+    }
+}
+
+/// Metadata entries from a dict of str to str or bytes.
+fn entries_of(dict: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, Vec<u8>)>> {
+    let mut entries = Vec::new();
+    if let Some(dict) = dict {
+        for (k, v) in dict.iter() {
+            let key: String = k
+                .extract()
+                .map_err(|_| PyTypeError::new_err("metadata keys must be str"))?;
+            let value: Vec<u8> = if v.is_instance_of::<PyString>() {
+                v.extract::<String>()?.into_bytes()
+            } else {
+                v.extract()
+                    .map_err(|_| PyTypeError::new_err("metadata values must be str or bytes"))?
+            };
+            entries.push((key, value));
+        }
+    }
+    Ok(entries)
+}
+
+/// A schema from a JSON string (or a dict, turned into JSON by the Python layer).
+fn schema_of(py: Python<'_>, json: &str) -> PyResult<(WriterSchema, Names)> {
+    let schema = WriterSchema::parse(json).map_err(|e| avro_error(py, e))?;
+    let names = names_of(schema.schema());
+    Ok((schema, names))
+}
+
+/// Bytes of a record to write: bytes-like only.
+fn record_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<std::borrow::Cow<'a, [u8]>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(std::borrow::Cow::Borrowed(b.as_bytes()));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "records are bytes: encode a str first (or give the writer a schema to write dicts)",
+        ));
+    }
+    obj.extract::<Vec<u8>>()
+        .map(std::borrow::Cow::Owned)
+        .map_err(|_| PyTypeError::new_err("records are bytes (or dicts, with a schema)"))
+}
+
+// One per writer, boxed or not: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Sink {
+    Plain(cobsfile::Writer<Out>),
+    Typed(AvroWriter<cobsfile::Writer<Out>>, Names),
+}
+
+/// Writes a new cobsfile. Use as a context manager: leaving the block finishes the file (index
+/// and end block); leaving it by an exception writes the records given but not the end
+/// block, so the file reads as unfinished, which is what it is.
+#[pyclass(module = "cobsfile._cobsfile", subclass)]
+pub(crate) struct Writer {
+    sink: Mutex<Option<Sink>>,
+    records: u64,
+}
+
+impl Writer {
+    fn sink(&mut self) -> PyResult<&mut Sink> {
+        self.sink
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the writer is closed"))
+    }
+}
+
+#[pymethods]
+impl Writer {
+    #[new]
+    #[pyo3(signature = (target, *, compression=None, block_size=None, metadata=None, dictionary=None, schema=None, threads=1, index=true, overwrite=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        compression: Option<&Bound<'_, PyAny>>,
+        block_size: Option<usize>,
+        metadata: Option<&Bound<'_, PyDict>>,
+        dictionary: Option<Vec<u8>>,
+        schema: Option<String>,
+        threads: usize,
+        index: bool,
+        overwrite: bool,
+    ) -> PyResult<Self> {
+        let compression = compression_of(compression)?;
+        let entries = entries_of(metadata)?;
+        let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
+        let out = if target.hasattr("write")? && !target.is_instance_of::<PyString>() {
+            Out::Python(target.clone().unbind())
+        } else {
+            let path: PathBuf = target
+                .extract()
+                .map_err(|_| PyTypeError::new_err("expected a path or a binary file object"))?;
+            let mut open = OpenOptions::new();
+            open.write(true);
+            if overwrite {
+                open.create(true).truncate(true);
+            } else {
+                // A writer never replaces a file by accident: overwrite=True says it may.
+                open.create_new(true);
+            }
+            let file = open.open(&path).map_err(|e| {
+                let hint = if e.kind() == io::ErrorKind::AlreadyExists {
+                    " (overwrite=True replaces it; cobsfile.Appender appends to it)"
+                } else {
+                    ""
+                };
+                PyErr::from(io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}{hint}", path.display()),
+                ))
+            })?;
+            Out::File(file)
+        };
+        let mut builder = cobsfile::WriterBuilder::new()
+            .compression(compression)
+            .threads(threads)
+            .index(index);
+        if let Some(size) = block_size {
+            builder = builder.block_target(size);
+        }
+        if let Some(d) = dictionary {
+            builder = builder.dictionary(Dictionary::new(d), true);
+        }
+        let mut writer = py
+            .detach(|| builder.build(out))
+            .map_err(|e| file_error(py, e))?;
+        if !entries.is_empty() {
+            writer
+                .write_metadata(entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+                .map_err(|e| file_error(py, e))?;
+        }
+        let sink = match schema {
+            None => Sink::Plain(writer),
+            Some((schema, names)) => Sink::Typed(
+                AvroWriter::new(writer, schema).map_err(|e| avro_error(py, e))?,
+                names,
+            ),
+        };
+        Ok(Writer {
+            sink: Mutex::new(Some(sink)),
+            records: 0,
+        })
+    }
+
+    /// Writes one record: bytes, or with a schema a value of it (a dict for a record).
+    fn write(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<()> {
+        match self.sink()? {
+            Sink::Plain(writer) => {
+                let bytes = record_of(record)?;
+                py.detach(|| writer.write_record(&bytes))
+                    .map_err(|e| file_error(py, e))?;
+            }
+            Sink::Typed(writer, names) => {
+                let value = from_py(record, writer.schema().schema(), names)?;
+                py.detach(|| writer.write_value(&value).map(drop))
+                    .map_err(|e| avro_error(py, e))?;
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Writes every record of an iterable; returns how many.
+    fn write_many(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let mut n = 0;
+        for record in records.try_iter()? {
+            self.write(py, &record?)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Writes a metadata block with these entries (str keys, str or bytes values).
+    fn write_metadata(&mut self, py: Python<'_>, entries: &Bound<'_, PyDict>) -> PyResult<()> {
+        let entries = entries_of(Some(entries))?;
+        let pairs = entries.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
+        match self.sink()? {
+            Sink::Plain(w) => w.write_metadata(pairs),
+            Sink::Typed(w, _) => w.get_mut().write_metadata(pairs),
+        }
+        .map_err(|e| file_error(py, e))
+    }
+
+    /// Writes the open block, so that a reader sees every record written so far.
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let sink = self.sink()?;
+        py.detach(|| match sink {
+            Sink::Plain(w) => w.flush(),
+            Sink::Typed(w, _) => w.get_mut().flush(),
+        })
+        .map_err(|e| file_error(py, e))
+    }
+
+    /// Finishes the file: the open block, the index and the end block. Idempotent.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(sink) = self
+            .sink
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Ok(());
+        };
+        let out = py
+            .detach(|| match sink {
+                Sink::Plain(w) => w.finish().map_err(cobsfile::avro::Error::File),
+                Sink::Typed(w, _) => w.finish(),
+            })
+            .map_err(|e| avro_error(py, e))?;
+        match out {
+            Out::File(f) => py.detach(|| f.sync_data()).map_err(PyErr::from),
+            Out::Python(obj) => {
+                let obj = obj.bind(py);
+                if obj.hasattr("flush")? {
+                    obj.call_method0("flush")?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Records written so far.
+    #[getter]
+    fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&mut self) -> bool {
+        self.sink.get_mut().map(|s| s.is_none()).unwrap_or(true)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_some_and(|t| !t.is_none()) {
+            // Dropped unfinished: the blocks written stay readable; no end block claims the
+            // file complete.
+            let sink = self
+                .sink
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            py.detach(move || drop(sink));
+            return Ok(false);
+        }
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+/// A durability from "none", "flush", "fsync" or "group:10ms" (also "group:2s", "group:500us").
+pub(crate) fn durability_of(text: &str) -> PyResult<Durability> {
+    let bad = || {
+        PyValueError::new_err(format!(
+            "durability must be 'none', 'flush', 'fsync' or 'group:INTERVAL' (e.g. 'group:10ms'), not {text:?}"
+        ))
+    };
+    Ok(match text {
+        "none" => Durability::None,
+        "flush" => Durability::Flush,
+        "fsync" => Durability::Fsync,
+        _ => {
+            let interval = text.strip_prefix("group:").ok_or_else(bad)?;
+            let (number, unit) = interval
+                .find(|c: char| !c.is_ascii_digit())
+                .map(|i| interval.split_at(i))
+                .ok_or_else(bad)?;
+            let n: u64 = number.parse().map_err(|_| bad())?;
+            let d = match unit {
+                "us" => Duration::from_micros(n),
+                "ms" => Duration::from_millis(n),
+                "s" => Duration::from_secs(n),
+                _ => return Err(bad()),
+            };
+            if d.is_zero() {
+                return Err(bad());
+            }
+            Durability::group(d)
+        }
+    })
+}
+
+/// Appends records to a log file, creating it if missing; after a crash it cuts (or fences
+/// off) the torn last block first. Several processes may append to one file at once.
+#[pyclass(module = "cobsfile._cobsfile", subclass)]
+pub(crate) struct Appender {
+    log: Option<LogAppender>,
+    /// With a schema: the encoder of typed records (its buffers reused), and its names.
+    encoder: Option<(AvroWriter<Encoder>, Names)>,
+    opened: Py<PyDict>,
+}
+
+impl Appender {
+    fn log(&mut self) -> PyResult<&mut LogAppender> {
+        self.log
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the appender is closed"))
+    }
+
+    /// The record to append for `obj`: its bytes, or with a schema its typed encoding.
+    fn encode(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        match &mut self.encoder {
+            None => Ok(record_of(obj)?.into_owned()),
+            Some((writer, names)) => {
+                let value = from_py(obj, writer.schema().schema(), names)?;
+                let record = writer
+                    .encode_value(&value)
+                    .map_err(|e| avro_error(obj.py(), e))?;
+                Ok(record.to_vec())
+            }
+        }
+    }
+}
+
+/// A sink that only encodes (typed appends take the record and append it themselves).
+struct Encoder;
+
+impl cobsfile::avro::RecordSink for Encoder {
+    type Receipt = ();
+    fn write_record(&mut self, _: &[u8]) -> cobsfile::Result<()> {
+        Ok(())
+    }
+    fn write_metadata(&mut self, _: &[(&str, &[u8])]) -> cobsfile::Result<()> {
+        Ok(())
+    }
+    fn announce(&mut self, _: &[(&str, &[u8])]) -> cobsfile::Result<()> {
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Appender {
+    #[new]
+    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        durability: &str,
+        compression: Option<&Bound<'_, PyAny>>,
+        block_size: Option<usize>,
+        dictionary: Option<Vec<u8>>,
+        schema: Option<String>,
+        max_delay: Option<f64>,
+        threads: usize,
+    ) -> PyResult<Self> {
+        let mut builder = AppenderBuilder::new()
+            .durability(durability_of(durability)?)
+            .compression(compression_of(compression)?)
+            .threads(threads);
+        if let Some(size) = block_size {
+            builder = builder.block_target(size);
+        }
+        if let Some(d) = dictionary {
+            builder = builder.dictionary(Dictionary::new(d), true);
+        }
+        if let Some(seconds) = max_delay {
+            let delay = Duration::try_from_secs_f64(seconds)
+                .map_err(|_| PyValueError::new_err("max_delay must be seconds, >= 0"))?;
+            builder = builder.max_delay(delay);
+        }
+        let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
+        let mut log = py.detach(|| builder.open(&path)).map_err(|e| match e {
+            cobsfile::Error::Io(io) => PyErr::from(io::Error::new(
+                io.kind(),
+                format!("{}: {io}", path.display()),
+            )),
+            other => file_error(py, other),
+        })?;
+        if let Some((schema, _)) = &schema {
+            // Announced once per file (an appender that finds it announced writes nothing).
+            let entries = schema.metadata();
+            py.detach(|| log.announce(entries.iter().map(|(k, v)| (*k, v.as_slice()))))
+                .map_err(|e| file_error(py, e))?;
+        }
+        let o = log.opened();
+        let opened = PyDict::new(py);
+        opened.set_item("created", o.created)?;
+        opened.set_item("exclusive", o.exclusive)?;
+        opened.set_item("torn", o.torn.as_ref().map(|r| (r.start, r.end)))?;
+        opened.set_item("truncated", o.truncated)?;
+        opened.set_item("completed", o.completed)?;
+        opened.set_item("log_block", o.log_block)?;
+        opened.set_item("header_lost", o.header_lost)?;
+        let encoder = match schema {
+            None => None,
+            Some((schema, names)) => Some((
+                AvroWriter::new(Encoder, schema).map_err(|e| avro_error(py, e))?,
+                names,
+            )),
+        };
+        Ok(Appender {
+            log: Some(log),
+            encoder,
+            opened: opened.unbind(),
+        })
+    }
+
+    /// Appends one record (bytes, or with a schema a value of it); returns its sequence
+    /// number (from 1, in this appender), which `wait_durable` takes.
+    fn append(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let bytes = self.encode(record)?;
+        let log = self.log()?;
+        py.detach(|| log.append(&bytes))
+            .map_err(|e| file_error(py, e))
+    }
+
+    /// Appends the records of an iterable as one batch (one block with `flush` or `fsync`
+    /// durability); returns the last one's sequence number (or the last before, if empty).
+    fn append_many(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let mut all = Vec::new();
+        for record in records.try_iter()? {
+            all.push(self.encode(&record?)?);
+        }
+        let log = self.log()?;
+        let range = py
+            .detach(|| log.append_batch(all.iter().map(Vec::as_slice)))
+            .map_err(|e| file_error(py, e))?;
+        Ok(range.end.saturating_sub(1).max(range.start))
+    }
+
+    /// Writes a metadata block with these entries.
+    fn write_metadata(&mut self, py: Python<'_>, entries: &Bound<'_, PyDict>) -> PyResult<()> {
+        let entries = entries_of(Some(entries))?;
+        let log = self.log()?;
+        py.detach(|| log.write_metadata(entries.iter().map(|(k, v)| (k.as_str(), v.as_slice()))))
+            .map_err(|e| file_error(py, e))
+    }
+
+    /// Writes the open block (readers see it; not synced).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.flush()).map_err(|e| file_error(py, e))
+    }
+
+    /// Makes everything appended so far durable (written and synced), in any mode.
+    fn sync(&mut self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.sync()).map_err(|e| file_error(py, e))
+    }
+
+    /// Waits until record `seq` is durable (group commit); returns at once in other modes
+    /// once it is.
+    fn wait_durable(&mut self, py: Python<'_>, seq: u64) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.wait_durable(seq))
+            .map_err(|e| file_error(py, e))
+    }
+
+    /// Records (by sequence number) known durable.
+    #[getter]
+    fn durable(&mut self) -> PyResult<u64> {
+        Ok(self.log()?.durable())
+    }
+
+    /// What opening found: created, exclusive, torn (a byte range or None), truncated,
+    /// completed, log_block, header_lost.
+    #[getter]
+    fn opened<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        self.opened.bind(py).clone()
+    }
+
+    /// Writes the open block, syncs as the durability asks, and closes. Idempotent.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.log.take() {
+            None => Ok(()),
+            Some(log) => py.detach(|| log.close()).map_err(|e| file_error(py, e)),
+        }
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.log.is_none()
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+/// Registers the classes.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Writer>()?;
+    m.add_class::<Appender>()?;
+    Ok(())
+}

@@ -1,0 +1,164 @@
+"""Damage: flipped bytes, cuts and zero runs cost the blocks they touch and nothing else, are
+reported with their byte offsets, and never yield a corrupted record. The Rust command line
+reads the same damaged files as an independent path: both must agree record for record."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import cobsfile
+from conftest import flip, is_subsequence, records, run
+
+
+def written_file(recs, compression=None, block_size=200) -> bytes:
+    out = io.BytesIO()
+    with cobsfile.Writer(out, compression=compression, block_size=block_size) as w:
+        w.write_many(recs)
+    return out.getvalue()
+
+
+def cli_records(cli, path) -> list[bytes]:
+    out = run(cli, "cat", "--framing", "len32", str(path), check=False).stdout
+    got, at = [], 0
+    while at < len(out):
+        (n,) = struct.unpack_from("<I", out, at)
+        got.append(out[at + 4 : at + 4 + n])
+        at += 4 + n
+    return got
+
+
+@st.composite
+def damaged(draw):
+    recs = draw(st.lists(st.binary(min_size=0, max_size=120), min_size=1, max_size=150))
+    compression = draw(st.sampled_from([None, "zstd"]))
+    block_size = draw(st.integers(min_value=1, max_value=2000))
+    data = bytearray(written_file(recs, compression, block_size))
+    kind = draw(st.sampled_from(["flip", "cut", "zeros", "flips"]))
+    if kind == "flip":
+        at = draw(st.integers(0, len(data) - 1))
+        data[at] ^= draw(st.integers(1, 255))
+    elif kind == "flips":
+        for _ in range(draw(st.integers(2, 8))):
+            at = draw(st.integers(0, len(data) - 1))
+            data[at] ^= draw(st.integers(1, 255))
+    elif kind == "cut":
+        data = data[: draw(st.integers(0, len(data)))]
+    else:
+        at = draw(st.integers(0, len(data) - 1))
+        n = draw(st.integers(1, 300))
+        data[at : at + n] = bytes(len(data[at : at + n]))
+    return recs, bytes(data)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damaged())
+def test_damage_never_returns_a_corrupted_record(cli, tmp_path, case):
+    written, data = case
+    path = tmp_path / "damaged.cobs"
+    path.write_bytes(data)
+    try:
+        reader = cobsfile.open(path)
+    except cobsfile.NotACobsfileError:
+        # Nothing intact at all: the command line finds no record either.
+        assert cli_records(cli, path) == []
+        return
+    got = list(reader)
+    # Every record returned was written, in the order written.
+    assert is_subsequence(got, written)
+    # The Rust command line, reading the same bytes, returns exactly the same records.
+    assert got == cli_records(cli, path)
+    # A full verification reports the damage the reader skipped, at the same offsets.
+    report = cobsfile.verify(path)
+    assert [(d.start, d.end) for d in report.damaged] == [(d.start, d.end) for d in reader.damage]
+    assert report.records == len(got)
+    for d in reader.damage:
+        assert 0 <= d.start <= d.end <= len(data) and d.cause
+    # Arrow's raw rows are the same records.
+    pytest.importorskip("pyarrow")
+    table = cobsfile.open(path).to_arrow(records="raw")
+    assert table.column("record").to_pylist() == got
+
+
+def test_one_flip_loses_one_block(tmp_path):
+    written = records(1000)
+    data = written_file(written, block_size=500)
+    blocks = [b for b in cobsfile.open(data).blocks() if b.type == "data"]
+    victim = blocks[len(blocks) // 2]
+    damaged = flip(data, victim.offset + victim.size // 2)
+    r = cobsfile.open(damaged)
+    got = list(r)
+    assert len(got) == len(written) - victim.records
+    assert len(r.damage) == 1
+    d = r.damage[0]
+    assert d.start <= victim.offset + victim.size // 2 < d.end
+    assert d.kind == "damaged" and d.size == d.end - d.start
+
+
+def test_on_damage_raise_and_callable(tmp_path):
+    written = records(300)
+    data = written_file(written, block_size=100)
+    middle = [b for b in cobsfile.open(data).blocks() if b.type == "data"][3]
+    damaged = flip(data, middle.offset + 5)
+
+    r = cobsfile.open(damaged, on_damage="raise")
+    with pytest.raises(cobsfile.DamagedError) as e:
+        list(r)
+    err = e.value
+    assert isinstance(err, cobsfile.Error)
+    assert err.offset == err.start and err.start <= middle.offset + 5 < err.end
+    assert "damaged" in str(err) and err.cause
+    # Reading can go on after the exception.
+    rest = list(r)
+    assert rest and is_subsequence(rest, written)
+
+    seen = []
+    got = list(cobsfile.open(damaged, on_damage=seen.append))
+    assert len(seen) == 1 and isinstance(seen[0], cobsfile.Damage)
+    assert len(got) == len(written) - middle.records
+
+    def stop(damage):
+        raise KeyError("stop here")
+
+    with pytest.raises(KeyError):
+        list(cobsfile.open(damaged, on_damage=stop))
+
+
+def test_blocks_show_damage(tmp_path):
+    data = written_file(records(300), block_size=100)
+    third = [b for b in cobsfile.open(data).blocks() if b.type == "data"][2]
+    blocks = cobsfile.open(flip(data, third.offset + 3)).blocks()
+    bad = [b for b in blocks if b.status != "intact"]
+    assert len(bad) == 1 and bad[0].type is None and bad[0].cause
+
+
+def test_truncated_file(tmp_path):
+    written = records(500)
+    data = written_file(written, block_size=300)
+    cut = data[: len(data) * 2 // 3]
+    got = list(cobsfile.open(cut))
+    assert got == written[: len(got)] and 0 < len(got) < len(written)
+    assert cobsfile.verify(cut).ending == "unfinished"
+
+
+def test_recover(tmp_path):
+    written = records(600)
+    data = written_file(written, compression="zstd", block_size=300)
+    src = tmp_path / "damaged.cobs"
+    src.write_bytes(flip(data, len(data) // 2))
+    dst = tmp_path / "recovered.cobs"
+    recovery = cobsfile.recover(src, dst)
+    assert not recovery.lossless and len(recovery.report.damaged) == 1
+    assert recovery.written == dst.stat().st_size
+    assert cobsfile.verify(dst).clean
+    assert list(cobsfile.open(dst)) == list(cobsfile.open(src))
+    # A recovery never replaces a file by mistake, least of all its source.
+    with pytest.raises(FileExistsError):
+        cobsfile.recover(src, dst)
+    with pytest.raises(ValueError, match="source"):
+        cobsfile.recover(src, src, overwrite=True)
+    assert cobsfile.recover(src, dst, overwrite=True).report.records == recovery.report.records
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []

@@ -1,0 +1,171 @@
+"""Round trips through Writer and Reader: records, metadata, blocks, sources and targets."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cobsfile
+from conftest import records
+
+
+@pytest.mark.parametrize("compression", [None, "zstd", ("zstd", 9), ("zstd", -3)])
+@pytest.mark.parametrize("block_size", [None, 100, 1])
+def test_round_trip(tmp_path, compression, block_size):
+    written = records(500)
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path, compression=compression, block_size=block_size) as w:
+        w.write_many(written)
+        assert w.records == 500
+    assert w.closed
+    with cobsfile.open(path) as r:
+        assert list(r) == written
+        assert r.damage == []
+    report = cobsfile.verify(path)
+    assert report.clean and report.records == 500 and report.ending == "finished"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.binary(max_size=300), max_size=200),
+    st.sampled_from([None, "zstd"]),
+    st.integers(min_value=1, max_value=4096),
+    st.integers(min_value=1, max_value=3),
+)
+def test_round_trip_property(written, compression, block_size, threads):
+    out = io.BytesIO()
+    with cobsfile.Writer(out, compression=compression, block_size=block_size) as w:
+        w.write_many(written)
+    data = out.getvalue()
+    assert list(cobsfile.open(data, threads=threads)) == written
+    # No zero byte but the sync bytes: every block's body is COBS-encoded.
+    blocks = [b for b in cobsfile.open(data).blocks()]
+    assert all(b.status == "intact" for b in blocks)
+
+
+def test_sources(tmp_path):
+    written = records(50)
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(str(path)) as w:
+        w.write_many(written)
+    data = path.read_bytes()
+    assert list(cobsfile.open(path)) == written  # os.PathLike
+    assert list(cobsfile.open(str(path))) == written
+    assert list(cobsfile.open(data)) == written
+    assert list(cobsfile.open(bytearray(data))) == written
+    assert list(cobsfile.open(memoryview(data))) == written
+    with open(path, "rb") as f:
+        assert list(cobsfile.open(f)) == written
+    assert list(cobsfile.open(io.BytesIO(data))) == written
+
+
+def test_metadata_blocks_and_records(tmp_path):
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path, metadata={"source": "test", "raw": b"\x00\x01"}) as w:
+        w.write(b"a")
+        w.write_metadata({"source": "later", "extra": "x"})
+        w.write(b"b")
+    r = cobsfile.open(path)
+    assert r.metadata == {"source": b"later", "raw": b"\x00\x01", "extra": b"x"}
+    assert list(r.metadata) == ["source", "raw", "extra"]  # file order
+    types = [b.type for b in r.blocks()]
+    assert types[0] == "header" and types[-1] == "end"
+    assert types.count("metadata") == 2 and types.count("data") == 2
+    data = [b for b in r.blocks() if b.type == "data"]
+    assert [b.records for b in data] == [1, 1]
+    assert list(r.records()) == [b"a", b"b"]
+
+
+def test_writer_refuses_to_replace_a_file(tmp_path):
+    path = tmp_path / "f.cobs"
+    path.write_bytes(b"precious")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        cobsfile.Writer(path)
+    assert path.read_bytes() == b"precious"
+    with cobsfile.Writer(path, overwrite=True) as w:
+        w.write(b"x")
+    assert list(cobsfile.open(path)) == [b"x"]
+
+
+def test_exception_leaves_the_file_unfinished(tmp_path):
+    path = tmp_path / "f.cobs"
+    with pytest.raises(RuntimeError):
+        with cobsfile.Writer(path) as w:
+            w.write(b"kept")
+            raise RuntimeError("stop")
+    assert list(cobsfile.open(path)) == [b"kept"]
+    assert cobsfile.verify(path).ending == "unfinished"
+
+
+def test_writer_mistakes(tmp_path):
+    with pytest.raises(ValueError, match="compression"):
+        cobsfile.Writer(tmp_path / "a", compression="gzip")
+    w = cobsfile.Writer(tmp_path / "b")
+    with pytest.raises(TypeError, match="encode a str"):
+        w.write("text")
+    with pytest.raises(TypeError):
+        w.write({"a": 1})
+    w.close()
+    w.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        w.write(b"late")
+    with pytest.raises(FileNotFoundError, match="no-such-dir"):
+        cobsfile.Writer(tmp_path / "no-such-dir" / "f.cobs")
+    with pytest.raises(ValueError, match="zstd level 99"):
+        cobsfile.Writer(tmp_path / "c", compression=("zstd", 99))
+
+
+def test_reader_mistakes(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.cobs"):
+        cobsfile.open(tmp_path / "missing.cobs")
+    text = tmp_path / "notes.txt"
+    text.write_text("just some text\n" * 100)
+    with pytest.raises(cobsfile.NotACobsfileError) as e:
+        cobsfile.open(text)
+    assert e.value.offset == 0 and "not a cobsfile" in str(e.value)
+    with pytest.raises(ValueError, match="on_damage"):
+        cobsfile.open(b"", on_damage="ignore")
+    with pytest.raises(TypeError):
+        cobsfile.open(12)
+    assert list(cobsfile.open(b"")) == []
+    with pytest.raises(ValueError, match="decode"):
+        cobsfile.open(b"").records(decode="xml")
+
+
+def test_dictionaries(tmp_path):
+    zstd = pytest.importorskip("zstandard")
+    samples = [b'{"service":"billing","level":"info","n":%d}' % i for i in range(2000)]
+    dictionary = zstd.train_dictionary(4096, samples).as_bytes()
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path, compression="zstd", dictionary=dictionary) as w:
+        w.write_many(samples)
+    # The dictionary is embedded: no need to pass it.
+    assert list(cobsfile.open(path)) == samples
+
+
+def test_threads_and_close(tmp_path):
+    written = records(3000)
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path, compression="zstd", block_size=512, threads=2) as w:
+        w.write_many(written)
+    assert list(cobsfile.open(path, threads=2)) == written
+    r = cobsfile.open(path)
+    next(iter(r))
+    r.close()
+    assert list(r) == []
+
+
+def test_write_to_file_object_and_flush(tmp_path):
+    path = tmp_path / "f.cobs"
+    with open(path, "wb") as f:
+        w = cobsfile.Writer(f)
+        w.write(b"one")
+        w.flush()
+        f.flush()
+        assert list(cobsfile.open(path)) == [b"one"]
+        w.close()
+    assert cobsfile.verify(path).clean
+    assert os.path.getsize(path) > 0
