@@ -417,6 +417,32 @@ fn event_v2(i: i64, level: i32) -> Value {
 
 /// A file whose schema changes half way reads with each record's own schema, and with a
 /// reader schema every record resolves to it: promotion, alias, removed and added fields.
+/// A file's schemas come back in the order it announced them, and the newest is the one
+/// announced last: what a table of the file's records is typed by.
+#[test]
+fn schemas_keep_the_order_they_were_announced_in() {
+    let (v1, v2) = (schema(EVENT_V1), schema(EVENT_V2));
+    let mut writer = AvroWriter::new(Writer::new(Vec::new()).unwrap(), v1.clone()).unwrap();
+    writer.write_value(&event_v1(1)).unwrap();
+    writer.change_schema(v2.clone()).unwrap();
+    writer.write_value(&event_v2(2, 7)).unwrap();
+    let file = writer.finish().unwrap();
+    let scanned = Schemas::scan(&file);
+    let order: Vec<u64> = scanned.iter().map(WriterSchema::fingerprint).collect();
+    assert_eq!(order, [v1.fingerprint(), v2.fingerprint()]);
+    assert_eq!(scanned.latest(), Some(&v2));
+
+    // Added again, a schema is the newest: it counts from its last addition.
+    let mut schemas = Schemas::new();
+    for s in [&v2, &v1, &v2] {
+        schemas.add(s.clone());
+    }
+    let order: Vec<u64> = schemas.iter().map(WriterSchema::fingerprint).collect();
+    assert_eq!(order, [v1.fingerprint(), v2.fingerprint()]);
+    assert_eq!(schemas.latest(), Some(&v2));
+    assert_eq!(Schemas::new().latest(), None);
+}
+
 #[test]
 fn schema_evolution_with_a_reader_schema() {
     let (v1, v2) = (schema(EVENT_V1), schema(EVENT_V2));

@@ -93,7 +93,7 @@ pub(crate) fn scan(
         None => options.from_slice(bytes),
     };
     let schemas = match spec.mode {
-        Mode::Avro(_) => Schemas::scan(bytes),
+        Mode::Avro(_) => Schemas::scan_with(bytes, &spec.reader),
         _ => Schemas::new(),
     };
     let mut rows = Rows::new(spec, file, &schemas)?;

@@ -14,7 +14,7 @@ use arrow_avro::schema::{AvroSchema, Fingerprint, SchemaStore};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{exec_datafusion_err, plan_datafusion_err, Result};
 
-use cobsfile::avro::WriterSchema;
+use cobsfile::avro::Schemas;
 use cobsfile::{BlockType, Error as FileError};
 
 use crate::options::{CobsfileOptions, RecordFormat};
@@ -136,18 +136,10 @@ pub(crate) fn sample(
     max_records: usize,
 ) -> Sample {
     // The schemas in file order (a skipping scan, spec 9.3): the last announced is the newest.
-    let mut avro: Vec<(u64, String)> = Vec::new();
-    let mut scan = reader.from_slice(bytes);
-    for metadata in scan.metadata().flatten() {
-        let entries = metadata
-            .entries
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_slice()));
-        if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
-            avro.retain(|(fingerprint, _)| *fingerprint != schema.fingerprint());
-            avro.push((schema.fingerprint(), schema.json().to_string()));
-        }
-    }
+    let avro: Vec<(u64, String)> = Schemas::scan_with(bytes, reader)
+        .iter()
+        .map(|schema| (schema.fingerprint(), schema.json().to_string()))
+        .collect();
     let mut records = Vec::new();
     let typed = match options.records {
         RecordFormat::Auto => !avro.is_empty() || options.reader_schema.is_some(),

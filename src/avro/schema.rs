@@ -234,7 +234,10 @@ impl HeaderBuilder for Prefix {
 /// only in what that form leaves out: documentation, defaults, aliases, logical types.)
 #[derive(Debug, Clone, Default)]
 pub struct Schemas {
-    by_fingerprint: HashMap<u64, WriterSchema>,
+    /// Each schema, with when it was last added (a count that only grows): the order the
+    /// file announced them in, without a search on every add (a file may announce many).
+    by_fingerprint: HashMap<u64, (u64, WriterSchema)>,
+    added: u64,
 }
 
 impl Schemas {
@@ -243,14 +246,17 @@ impl Schemas {
         Self::default()
     }
 
-    /// Adds `schema` under its fingerprint, replacing a schema with the same fingerprint.
+    /// Adds `schema` under its fingerprint, replacing a schema with the same fingerprint; it
+    /// is then the newest.
     pub fn add(&mut self, schema: WriterSchema) {
-        self.by_fingerprint.insert(schema.fingerprint(), schema);
+        self.added += 1;
+        self.by_fingerprint
+            .insert(schema.fingerprint(), (self.added, schema));
     }
 
     /// The schema with this fingerprint, if known.
     pub fn get(&self, fingerprint: u64) -> Option<&WriterSchema> {
-        self.by_fingerprint.get(&fingerprint)
+        self.by_fingerprint.get(&fingerprint).map(|(_, s)| s)
     }
 
     /// How many schemas are known.
@@ -263,9 +269,20 @@ impl Schemas {
         self.by_fingerprint.is_empty()
     }
 
-    /// The known schemas, in no particular order.
+    /// The known schemas, oldest first: in the order they were added (a schema added again
+    /// counts from its last addition), so in a file's order for [`Schemas::scan`].
     pub fn iter(&self) -> impl Iterator<Item = &WriterSchema> {
-        self.by_fingerprint.values()
+        let mut all: Vec<&(u64, WriterSchema)> = self.by_fingerprint.values().collect();
+        all.sort_unstable_by_key(|(added, _)| *added);
+        all.into_iter().map(|(_, s)| s)
+    }
+
+    /// The schema added last: for a file, the one it announced last.
+    pub fn latest(&self) -> Option<&WriterSchema> {
+        self.by_fingerprint
+            .values()
+            .max_by_key(|(added, _)| *added)
+            .map(|(_, s)| s)
     }
 
     /// Adds the schema an intact metadata block announces, if any; an error (naming the
@@ -281,13 +298,20 @@ impl Schemas {
         }
     }
 
-    /// Collects the schemas of every metadata block in `bytes` (a whole file), skipping data
-    /// blocks by their lengths (spec 9.3): for readers that start past a file's schema blocks
+    /// Collects the schemas of every metadata block in `bytes` (a whole file), in file order,
+    /// skipping data blocks by their lengths (spec 9.3): for readers that start past a file's
+    /// schema blocks
     /// ([`ReaderBuilder::from_slice_at_record`](crate::ReaderBuilder::from_slice_at_record), a
-    /// range read). Damage and unusable schemas are passed over; a full read reports them.
+    /// range read), and for what a file's records are (its newest schema). Damage and
+    /// unusable schemas are passed over; a full read reports them.
     pub fn scan(bytes: &[u8]) -> Self {
+        Self::scan_with(bytes, &crate::ReaderBuilder::new())
+    }
+
+    /// [`Schemas::scan`] with a reader's options (its limits and dictionaries).
+    pub fn scan_with(bytes: &[u8], options: &crate::ReaderBuilder) -> Self {
         let mut schemas = Schemas::new();
-        let mut reader = crate::ReaderBuilder::new().from_slice(bytes);
+        let mut reader = options.from_slice(bytes);
         for metadata in reader.metadata().flatten() {
             let entries = metadata
                 .entries
