@@ -30,6 +30,10 @@ pub struct FileBatches {
 /// `reader_schema`, `schema_infer_max_records`); `reader` is how the library reads it (its
 /// limits and any zstd dictionaries). Damage is skipped and returned, or with `on_damage`
 /// `error` fails the read, as in a query.
+///
+/// With `threads` > 1 the file is cut into that many byte ranges, read at once as a query's
+/// partitions read them (the library's range reads, spec 9.4: each intact record once,
+/// whatever the cut), and the batches put back in file order.
 pub fn read_file(
     bytes: &[u8],
     file: &str,
@@ -37,6 +41,7 @@ pub fn read_file(
     reader: &cobsfile::ReaderBuilder,
     columns: Option<&[String]>,
     batch_size: usize,
+    threads: usize,
 ) -> Result<FileBatches> {
     crate::scan::not_a_cobsfile(bytes, file, reader)?;
     let found = sample(bytes, reader, options, options.schema_infer_max_records);
@@ -68,13 +73,70 @@ pub fn read_file(
         options: options.clone(),
         reader: reader.clone(),
     };
-    let mut sink = Gather::default();
-    scan(bytes, file, None, &spec, &mut sink)?;
-    Ok(FileBatches {
+    let parts = (threads.max(1) as u64)
+        .min(bytes.len() as u64 / MIN_RANGE)
+        .max(1);
+    read_in(bytes, file, spec, parts)
+}
+
+/// The smallest byte range worth a thread of its own.
+const MIN_RANGE: u64 = 1 << 20;
+
+/// Reads `bytes` in `parts` byte ranges at once, and puts the rows back in file order.
+fn read_in(bytes: &[u8], file: &str, spec: ScanSpec, parts: u64) -> Result<FileBatches> {
+    let len = bytes.len() as u64;
+    let sinks = if parts <= 1 {
+        let mut sink = Gather::default();
+        scan(bytes, file, None, &spec, &mut sink)?;
+        vec![sink]
+    } else {
+        // Each range reads on its own thread; the library's decoder threads would only
+        // compete with them.
+        let spec = ScanSpec {
+            reader: spec.reader.clone().threads(1),
+            ..spec.clone()
+        };
+        let ranges: Vec<_> = (0..parts)
+            .map(|i| len * i / parts..len * (i + 1) / parts)
+            .collect();
+        std::thread::scope(|scope| {
+            let running: Vec<_> = ranges
+                .into_iter()
+                .map(|range| {
+                    let spec = &spec;
+                    scope.spawn(move || {
+                        let mut sink = Gather::default();
+                        scan(bytes, file, Some(range), spec, &mut sink).map(|()| sink)
+                    })
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|t| {
+                    t.join().unwrap_or_else(|panic| {
+                        Err(datafusion::common::exec_datafusion_err!(
+                            "{file}: a range read failed: {}",
+                            panic
+                                .downcast_ref::<&str>()
+                                .copied()
+                                .or(panic.downcast_ref::<String>().map(String::as_str))
+                                .unwrap_or("a panic")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<Gather>>>()
+        })?
+    };
+    let mut out = FileBatches {
         schema: spec.projected,
-        batches: sink.batches,
-        damage: sink.damage,
-    })
+        batches: Vec::new(),
+        damage: Vec::new(),
+    };
+    for sink in sinks {
+        out.batches.extend(sink.batches);
+        out.damage.extend(sink.damage);
+    }
+    Ok(out)
 }
 
 #[derive(Default)]
@@ -91,5 +153,93 @@ impl Sink for Gather {
 
     fn damage(&mut self, damage: Damage) {
         self.damage.push(damage);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::RecordFormat;
+    use datafusion::arrow::array::{Array, BinaryArray};
+    use proptest::prelude::*;
+
+    fn rows(read: &FileBatches) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for batch in &read.batches {
+            let records = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .expect("binary");
+            out.extend((0..records.len()).map(|i| records.value(i).to_vec()));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// Cut into any number of ranges, a damaged file reads as the library's full read
+        /// reads it: the same records, in the same order, none twice.
+        #[test]
+        fn ranges_read_as_one(
+            records in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..80), 1..300),
+            block in 1usize..2000,
+            zstd in any::<bool>(),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..4),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+            parts in 1u64..7,
+        ) {
+            let compression = if zstd {
+                cobsfile::Compression::Zstd { level: 1 }
+            } else {
+                cobsfile::Compression::None
+            };
+            let mut writer = cobsfile::WriterBuilder::new()
+                .block_target(block)
+                .compression(compression)
+                .build(Vec::new())
+                .unwrap();
+            for r in &records {
+                writer.write_record(r).unwrap();
+            }
+            let mut bytes = writer.finish().unwrap();
+            for (at, mask) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] ^= mask;
+            }
+            if let Some(at) = cut {
+                bytes.truncate(at.index(bytes.len() + 1));
+            }
+            let library: Vec<Vec<u8>> = {
+                let mut reader = cobsfile::ReaderBuilder::new().from_slice(&bytes);
+                let mut out = Vec::new();
+                while let Some(record) = reader.next_record() {
+                    if let Ok(record) = record {
+                        out.push(record.to_vec());
+                    }
+                }
+                out
+            };
+            let options = CobsfileOptions::new().records(RecordFormat::Raw);
+            let reader = options.reader();
+            let whole = read_file(&bytes, "f", &options, &reader, Some(&["record".to_string()]), 7, 1);
+            match whole {
+                Err(_) => prop_assert!(library.is_empty()),
+                Ok(whole) => {
+                    prop_assert_eq!(&rows(&whole), &library);
+                    let spec = ScanSpec {
+                        mode: crate::schema::Mode::Raw,
+                        projected: whole.schema.clone(),
+                        projection: vec![0],
+                        batch_size: 7,
+                        limit: None,
+                        options: options.clone(),
+                        reader: reader.clone(),
+                    };
+                    let split = read_in(&bytes, "f", spec, parts).unwrap();
+                    prop_assert_eq!(rows(&split), library);
+                }
+            }
+        }
     }
 }

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from . import _cobsfile
 from ._cobsfile import (
     FORMAT_VERSION,
+    __version__,
     BlockInfo,
     DamagedError,
     Damage,
@@ -44,6 +45,7 @@ from ._cobsfile import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "__version__",
     "Appender",
     "BlockInfo",
     "Damage",
@@ -105,11 +107,16 @@ class Reader(_cobsfile.Reader):
         records: str = "auto",
         reader_schema: Optional[Schema] = None,
         batch_size: int = 65536,
+        threads: Optional[int] = None,
     ):
         """The file's rows as a `pyarrow.Table` (pyarrow 15 or later), as `cobsfile sql`
         sees them: typed records by their Avro schema, JSON objects by a sampled schema,
         anything else raw (`record`, `file`, `block_offset`, `ordinal`). `records` chooses:
         "auto", "avro", "json" or "raw". Damage is handled as `on_damage` says.
+
+        threads: byte ranges of the file read at once (as a query's partitions read them),
+        rows kept in file order; by default one per core, as pyarrow's readers do. Ranges
+        under 1 MiB are not worth a thread: small files are read on one.
         """
         import pyarrow
 
@@ -118,6 +125,7 @@ class Reader(_cobsfile.Reader):
             records,
             _schema_json(reader_schema),
             batch_size,
+            threads if threads is not None else (os.cpu_count() or 1),
         )
         return pyarrow.table(stream)
 
@@ -157,7 +165,8 @@ def open(
 def read_table(source: Source, columns: Optional[Sequence[str]] = None, **options: Any):
     """`cobsfile.open(source).to_arrow(columns)`: a `pyarrow.Table`. Options of `open`
     (on_damage, dictionaries, ...) and of `to_arrow` (records, reader_schema) are accepted."""
-    arrow = {k: options.pop(k) for k in ("records", "reader_schema", "batch_size") if k in options}
+    names = ("records", "reader_schema", "batch_size", "threads")
+    arrow = {k: options.pop(k) for k in names if k in options}
     with open(source, **options) as reader:
         return reader.to_arrow(columns, **arrow)
 

@@ -3,6 +3,7 @@
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 FORMAT_VERSION: int
+__version__: str
 
 class Error(Exception):
     offset: Optional[int]
@@ -91,6 +92,7 @@ class Reader(Iterator[bytes]):
         records: str = "auto",
         reader_schema: Optional[str] = None,
         batch_size: int = 65536,
+        threads: int = 1,
     ) -> ArrowStream: ...
 
 class Writer:

@@ -555,7 +555,7 @@ impl Reader {
     ) -> PyResult<AvroRecords> {
         let bytes = self.bytes.get();
         let options = &self.options;
-        let schemas = py.detach(|| Schemas::scan(bytes));
+        let schemas = py.detach(|| Schemas::scan_with(bytes, options));
         if schemas.is_empty() {
             return Err(errors::raise::<errors::RecordError>(
                 py,
@@ -600,7 +600,7 @@ impl Reader {
 
     /// Rows of the file as Arrow record batches, exported through the Arrow C stream
     /// interface (see `to_arrow`).
-    #[pyo3(signature = (columns=None, records="auto", reader_schema=None, batch_size=65536))]
+    #[pyo3(signature = (columns=None, records="auto", reader_schema=None, batch_size=65536, threads=1))]
     fn _arrow_stream(
         &mut self,
         py: Python<'_>,
@@ -608,6 +608,7 @@ impl Reader {
         records: &str,
         reader_schema: Option<String>,
         batch_size: usize,
+        threads: usize,
     ) -> PyResult<crate::arrow::ArrowStream> {
         let mut options = cobsfile_datafusion::CobsfileOptions::new();
         let mut set = vec![("records".to_string(), records.to_string())];
@@ -632,6 +633,7 @@ impl Reader {
                 reader,
                 columns.as_deref(),
                 batch_size,
+                threads,
             )
         });
         let read = read.map_err(|e| {
@@ -660,21 +662,10 @@ impl Reader {
 /// The Avro schemas announced in `bytes`, oldest first (each once, where it was last
 /// announced).
 fn announced(bytes: &[u8], options: &ReaderBuilder) -> Vec<String> {
-    let mut out: Vec<(u64, String)> = Vec::new();
-    let mut scan = options.from_slice(bytes);
-    for metadata in scan.metadata().flatten() {
-        let entries = metadata
-            .entries
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_slice()));
-        if let Some(Ok(schema)) =
-            cobsfile::avro::WriterSchema::from_metadata(entries, metadata.offset)
-        {
-            out.retain(|(f, _)| *f != schema.fingerprint());
-            out.push((schema.fingerprint(), schema.json().to_string()));
-        }
-    }
-    out.into_iter().map(|(_, json)| json).collect()
+    Schemas::scan_with(bytes, options)
+        .iter()
+        .map(|schema| schema.json().to_string())
+        .collect()
 }
 
 /// Values decoded at a time with the GIL released.

@@ -5,6 +5,7 @@ reads the same damaged files as an independent path: both must agree record for 
 from __future__ import annotations
 
 import io
+import os
 import struct
 
 import pytest
@@ -162,3 +163,42 @@ def test_recover(tmp_path):
         cobsfile.recover(src, src, overwrite=True)
     assert cobsfile.recover(src, dst, overwrite=True).report.records == recovery.report.records
     assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+
+
+def test_file_truncated_under_a_mapped_reader(tmp_path):
+    """A path is mapped: when another program cuts the file while it is read, the lost pages
+    read as damage (the library's SIGBUS handling), not a crash, and no record is corrupted."""
+    written = records(20000, seed=7)
+    path = tmp_path / "shrinking.cobs"
+    with cobsfile.Writer(path, block_size=4096) as w:
+        w.write_many(written)
+    reader = cobsfile.open(path)
+    first = next(reader)
+    size = path.stat().st_size
+    os.truncate(path, size // 3)
+    rest = list(reader)
+    got = [first] + rest
+    assert is_subsequence(got, written)
+    assert len(got) < len(written)
+    assert reader.damage or got == written[: len(got)]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_to_arrow_in_ranges_equals_one_read(tmp_path, threads):
+    """A file of several MiB read in byte ranges at once (to_arrow's threads) gives the rows
+    of one sequential read, in file order, damaged or not."""
+    pytest.importorskip("pyarrow")
+    written = records(120000, seed=3)
+    data = bytearray(written_file(written, block_size=3000))
+    assert len(data) > 3 << 20  # three ranges of 1 MiB or more
+    path = tmp_path / "big.cobs"
+    path.write_bytes(bytes(data))
+    for at in (len(data) // 5, len(data) // 2, len(data) * 4 // 5):
+        data[at] ^= 0x21
+    damaged = tmp_path / "damaged.cobs"
+    damaged.write_bytes(bytes(data))
+    for p in (path, damaged):
+        one = list(cobsfile.open(p))
+        table = cobsfile.read_table(p, records="raw", threads=threads)
+        assert table.column("record").to_pylist() == one
+    assert len(one) < len(written)

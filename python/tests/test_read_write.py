@@ -169,3 +169,7 @@ def test_write_to_file_object_and_flush(tmp_path):
         w.close()
     assert cobsfile.verify(path).clean
     assert os.path.getsize(path) > 0
+
+
+def test_version():
+    assert cobsfile.__version__.count(".") == 2 and cobsfile.FORMAT_VERSION >= 1
