@@ -126,6 +126,36 @@ pub(crate) struct Sample {
     pub avro: Vec<(u64, String)>,
     /// Records sampled, each parsed as JSON if it parses: (block offset, value).
     pub records: Vec<(u64, Option<serde_json::Value>)>,
+    /// The top-level keys of the sampled JSON objects, in the order they first appear: the
+    /// order of the table's columns (a parsed `Value` may sort its keys).
+    pub keys: Vec<String>,
+}
+
+/// The keys of a JSON object, in order, its values skipped.
+struct Keys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Keys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Keys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Keys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(Keys(keys))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 /// Reads a file's Avro schemas and, if it has none, up to `max_records` of its records.
@@ -141,6 +171,7 @@ pub(crate) fn sample(
         .map(|schema| (schema.fingerprint(), schema.json().to_string()))
         .collect();
     let mut records = Vec::new();
+    let (mut keys, mut seen) = (Vec::new(), std::collections::HashSet::new());
     let typed = match options.records {
         RecordFormat::Auto => !avro.is_empty() || options.reader_schema.is_some(),
         RecordFormat::Avro => true,
@@ -157,6 +188,13 @@ pub(crate) fn sample(
                     let offset = block.info().offset;
                     for record in block.records().take(max_records - records.len()) {
                         let value = serde_json::from_slice::<serde_json::Value>(record).ok();
+                        if let Ok(Keys(found)) = serde_json::from_slice::<Keys>(record) {
+                            for key in found {
+                                if seen.insert(key.clone()) {
+                                    keys.push(key);
+                                }
+                            }
+                        }
                         records.push((offset, value));
                     }
                 }
@@ -164,7 +202,11 @@ pub(crate) fn sample(
             }
         }
     }
-    Sample { avro, records }
+    Sample {
+        avro,
+        records,
+        keys,
+    }
 }
 
 /// Fails for a file that is not a cobsfile (see [`crate::scan::not_a_cobsfile`]).
@@ -231,6 +273,15 @@ pub(crate) fn infer(samples: &[(String, Sample)], options: &CobsfileOptions) -> 
             let schema = datafusion::arrow::json::reader::infer_json_schema_from_iterator(
                 values.into_iter().map(Ok),
             )?;
+            // Columns in the order their keys first appear in the files.
+            let mut order: HashMap<&str, usize> = HashMap::new();
+            for key in samples.iter().flat_map(|(_, s)| &s.keys) {
+                let next = order.len();
+                order.entry(key.as_str()).or_insert(next);
+            }
+            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+            fields.sort_by_key(|f| order.get(f.name().as_str()).copied().unwrap_or(usize::MAX));
+            let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
             let mut metadata = schema.metadata().clone();
             metadata.insert(RECORDS_KEY.to_string(), "json".to_string());
             schema.with_metadata(metadata)
