@@ -390,15 +390,26 @@ def bench(directory: Path, target_bytes: int, runs: int) -> int:
     pa_default = Case("`pyarrow.json.read_json`", NDJSON,
                       *table(lambda: pyarrow.json.read_json(p[NDJSON])))
     single = pyarrow.json.ReadOptions(use_threads=False)
+    as_text = pyarrow.json.ParseOptions(
+        explicit_schema=pyarrow.schema([("ts", pyarrow.string())]),
+        unexpected_field_behavior="infer",
+    )
+    pa_single = Case("`pyarrow.json.read_json`, use_threads=False", NDJSON,
+                     *table(lambda: pyarrow.json.read_json(p[NDJSON], read_options=single)))
     arrow = [
         Case("`cobsfile.read_table`, JSON records", JSON_COBS,
              *table(lambda: cobsfile.read_table(p[JSON_COBS])), pa_default),
         Case("`cobsfile.read_table`, typed records", TYPED_COBS,
              *table(lambda: cobsfile.read_table(p[TYPED_COBS])), pa_default),
         pa_default,
-        Case("`pyarrow.json.read_json`, use_threads=False (reference)", NDJSON,
-             *table(lambda: pyarrow.json.read_json(p[NDJSON], read_options=single)),
-             alone="(reference)"),
+        Case("`cobsfile.read_table(threads=1)`, JSON records", JSON_COBS,
+             *table(lambda: cobsfile.read_table(p[JSON_COBS], threads=1)), pa_single),
+        Case("`cobsfile.read_table(threads=1)`, typed records", TYPED_COBS,
+             *table(lambda: cobsfile.read_table(p[TYPED_COBS], threads=1)), pa_single),
+        pa_single,
+        Case("`pyarrow.json.read_json`, `ts` read as a string (reference)", NDJSON,
+             *table(lambda: pyarrow.json.read_json(p[NDJSON], parse_options=as_text)),
+             alone="(reference: cobsfile's JSON tables keep RFC 3339 text as text)"),
     ]
     sections = [
         ("1. Raw iteration", [c for c in raw if c is not None]),
