@@ -60,6 +60,21 @@ pub(crate) fn file_error(py: Python<'_>, e: cobsfile::Error) -> PyErr {
     }
 }
 
+/// The library's error about the file at `path`, its message led by the path (an I/O error
+/// stays Python's own: `FileNotFoundError: events.cobs: No such file or directory`).
+pub(crate) fn path_error(py: Python<'_>, path: &std::path::Path, e: cobsfile::Error) -> PyErr {
+    let name = path.display();
+    match e {
+        cobsfile::Error::Io(io) => std::io::Error::new(io.kind(), format!("{name}: {io}")).into(),
+        other => {
+            let err = file_error(py, other);
+            let message = format!("{name}: {}", err.value(py));
+            let _ = err.value(py).setattr("args", (message,));
+            err
+        }
+    }
+}
+
 /// A `DamagedError` for `start..end`.
 pub(crate) fn damaged(
     py: Python<'_>,

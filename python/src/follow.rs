@@ -58,13 +58,9 @@ impl Follower {
         let builder = FollowerBuilder::new()
             .reader(reader_options(dictionaries, 1, max_body_size))
             .from_end(from_end);
-        let follower = py.detach(|| builder.open(&path)).map_err(|e| match e {
-            cobsfile::Error::Io(io) => PyErr::from(std::io::Error::new(
-                io.kind(),
-                format!("{}: {io}", path.display()),
-            )),
-            other => file_error(py, other),
-        })?;
+        let follower = py
+            .detach(|| builder.open(&path))
+            .map_err(|e| crate::errors::path_error(py, &path, e))?;
         Ok(Follower {
             follower,
             timeout,

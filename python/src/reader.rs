@@ -319,12 +319,9 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
         .extract()
         .map_err(|_| PyTypeError::new_err("expected a path, bytes or a binary file object"))?;
     let name = path.display().to_string();
-    let map = py.detach(|| MappedFile::open(&path)).map_err(|e| match e {
-        cobsfile::Error::Io(io) => {
-            PyErr::from(std::io::Error::new(io.kind(), format!("{name}: {io}")))
-        }
-        other => file_error(py, other),
-    })?;
+    let map = py
+        .detach(|| MappedFile::open(&path))
+        .map_err(|e| errors::path_error(py, &path, e))?;
     Ok((Bytes::Mapped(map), name))
 }
 
@@ -672,7 +669,12 @@ fn announced(bytes: &[u8], options: &ReaderBuilder) -> Vec<String> {
 const VALUES_PER_STEP: usize = 256;
 
 enum AvroStep {
-    Value(cobsfile::avro::apache_avro::types::Value, u64),
+    Value {
+        value: cobsfile::avro::apache_avro::types::Value,
+        fingerprint: u64,
+        offset: u64,
+        index: u64,
+    },
     Damage(Damage),
     Error(AvroError),
 }
@@ -699,7 +701,12 @@ impl AvroRecords {
         loop {
             if let Some(step) = self.pending.pop_front() {
                 match step {
-                    AvroStep::Value(value, fingerprint) => {
+                    AvroStep::Value {
+                        value,
+                        fingerprint,
+                        offset,
+                        index,
+                    } => {
                         let (schema, names) = match &self.resolved {
                             Some(s) => s,
                             None => match self.writer_schemas.get(&fingerprint) {
@@ -707,7 +714,18 @@ impl AvroRecords {
                                 None => continue,
                             },
                         };
-                        return to_py(py, value, schema, names).map(Some);
+                        // A value Python cannot hold (a date past year 9999, say) is an
+                        // error about that record; reading goes on after it.
+                        return to_py(py, value, schema, names).map(Some).map_err(|e| {
+                            errors::raise::<errors::RecordError>(
+                                py,
+                                format!(
+                                    "record {index} of the block at offset {offset}: not a \
+                                     Python value: {e}"
+                                ),
+                                Some(offset),
+                            )
+                        });
                     }
                     AvroStep::Error(e) => return Err(avro_error(py, e)),
                     AvroStep::Damage(damage) => {
@@ -733,16 +751,26 @@ impl AvroRecords {
                 cursor.with_dependent_mut(|_, reader| {
                     while pending.len() < VALUES_PER_STEP {
                         let next = if resolving {
-                            reader.next_value().map(|r| r.map(|v| (v, 0)))
+                            reader.next_value().map(|r| {
+                                let (offset, index) = reader.last_record().unwrap_or_default();
+                                r.map(|v| (v, 0, offset, index))
+                            })
                         } else {
                             reader.next_datum().map(|r| {
-                                r.and_then(|datum| Ok((datum.value()?, datum.schema.fingerprint())))
+                                r.and_then(|d| {
+                                    Ok((d.value()?, d.schema.fingerprint(), d.offset, d.index))
+                                })
                             })
                         };
                         match next {
                             None => return true,
-                            Some(Ok((value, fingerprint))) => {
-                                pending.push_back(AvroStep::Value(value, fingerprint))
+                            Some(Ok((value, fingerprint, offset, index))) => {
+                                pending.push_back(AvroStep::Value {
+                                    value,
+                                    fingerprint,
+                                    offset,
+                                    index,
+                                })
                             }
                             Some(Err(AvroError::File(cobsfile::Error::Damaged {
                                 start,

@@ -444,13 +444,9 @@ impl Appender {
             builder = builder.max_delay(delay);
         }
         let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
-        let mut log = py.detach(|| builder.open(&path)).map_err(|e| match e {
-            cobsfile::Error::Io(io) => PyErr::from(io::Error::new(
-                io.kind(),
-                format!("{}: {io}", path.display()),
-            )),
-            other => file_error(py, other),
-        })?;
+        let mut log = py
+            .detach(|| builder.open(&path))
+            .map_err(|e| crate::errors::path_error(py, &path, e))?;
         if let Some((schema, _)) = &schema {
             // Announced once per file (an appender that finds it announced writes nothing).
             let entries = schema.metadata();

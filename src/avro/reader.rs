@@ -227,6 +227,12 @@ impl<S: Source> AvroReader<S> {
         })
     }
 
+    /// Where the record last met is: its data block's offset and its place in that block
+    /// (what an error about it names); `None` before the first.
+    pub fn last_record(&self) -> Option<(u64, u64)> {
+        self.block.map(|block| (block, self.index))
+    }
+
     /// The schemas known so far: those given, and those of the metadata blocks read.
     pub fn schemas(&self) -> &Schemas {
         &self.schemas
