@@ -98,16 +98,7 @@ impl Follower {
                 Got::Record(r) => return Ok(Some(PyBytes::new(py, &r).unbind())),
                 Got::Truncated => self.truncations += 1,
                 Got::Replaced => self.replacements += 1,
-                Got::Damage(damage) => {
-                    self.damage.push(damage.clone());
-                    match &self.on_damage {
-                        OnDamage::Skip => {}
-                        OnDamage::Raise => return Err(damage.to_err(py)),
-                        OnDamage::Call(f) => {
-                            f.call1(py, (damage,))?;
-                        }
-                    }
-                }
+                Got::Damage(damage) => self.on_damage.handle(py, damage, &mut self.damage)?,
                 Got::Idle => {
                     py.check_signals()?;
                     if self.timeout.is_some_and(|t| started.elapsed() >= t) {

@@ -59,6 +59,22 @@ impl OnDamage {
         ))
     }
 
+    /// Records `damage` in `seen`, then skips it, raises it or hands it to the callable (whose
+    /// exception, if any, is raised).
+    pub(crate) fn handle(
+        &self,
+        py: Python<'_>,
+        damage: Damage,
+        seen: &mut Vec<Damage>,
+    ) -> PyResult<()> {
+        seen.push(damage.clone());
+        match self {
+            OnDamage::Skip => Ok(()),
+            OnDamage::Raise => Err(damage.to_err(py)),
+            OnDamage::Call(f) => f.call1(py, (damage,)).map(drop),
+        }
+    }
+
     fn clone_ref(&self, py: Python<'_>) -> Self {
         match self {
             OnDamage::Skip => OnDamage::Skip,
@@ -148,7 +164,7 @@ impl Damage {
 pub(crate) struct BlockInfo {
     /// Offset of the block's opening sync byte (of the first damaged byte).
     pub offset: u64,
-    /// "header", "metadata", "data", "dictionary", "index", "end", "log", "unknown:N"; None
+    /// "header", "metadata", "data", "dictionary", "index", "end", "log", "unknown(N)"; None
     /// for a damaged range.
     pub r#type: Option<String>,
     /// Bytes after the opening sync byte up to and including the closing one (of the range).
@@ -185,20 +201,6 @@ impl BlockInfo {
                 self.cause.as_deref().unwrap_or("")
             ),
         }
-    }
-}
-
-pub(crate) fn type_name(t: BlockType) -> String {
-    match t {
-        BlockType::Header => "header".into(),
-        BlockType::Metadata => "metadata".into(),
-        BlockType::Data => "data".into(),
-        BlockType::Dictionary => "dictionary".into(),
-        BlockType::Index => "index".into(),
-        BlockType::End => "end".into(),
-        BlockType::Log => "log".into(),
-        BlockType::Unknown(n) => format!("unknown:{n}"),
-        other => format!("{other:?}").to_lowercase(),
     }
 }
 
@@ -344,12 +346,7 @@ pub(crate) fn reader_options(
 impl Reader {
     /// Applies `on_damage` to `damage`: Ok to go on, or the exception to raise.
     fn damaged(&mut self, py: Python<'_>, damage: Damage) -> PyResult<()> {
-        self.damage.push(damage.clone());
-        match &self.on_damage {
-            OnDamage::Skip => Ok(()),
-            OnDamage::Raise => Err(damage.to_err(py)),
-            OnDamage::Call(f) => f.call1(py, (damage,)).map(drop),
-        }
+        self.on_damage.handle(py, damage, &mut self.damage)
     }
 }
 
@@ -505,7 +502,7 @@ impl Reader {
                         let info = block.info();
                         out.push(BlockInfo {
                             offset: info.offset,
-                            r#type: Some(type_name(info.block_type)),
+                            r#type: Some(info.block_type.name()),
                             size: info.size,
                             records: info.items,
                             codec: Some(info.codec.to_string()),
@@ -729,14 +726,7 @@ impl AvroRecords {
                     }
                     AvroStep::Error(e) => return Err(avro_error(py, e)),
                     AvroStep::Damage(damage) => {
-                        self.damage.push(damage.clone());
-                        match &self.on_damage {
-                            OnDamage::Skip => {}
-                            OnDamage::Raise => return Err(damage.to_err(py)),
-                            OnDamage::Call(f) => {
-                                f.call1(py, (damage,))?;
-                            }
-                        }
+                        self.on_damage.handle(py, damage, &mut self.damage)?;
                         continue;
                     }
                 }

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::file_error;
-use crate::reader::{open_source, reader_options, type_name, Damage};
+use crate::reader::{open_source, reader_options, Damage};
 
 /// What a full read of a file found.
 #[pyclass(module = "cobsfile", frozen, get_all)]
@@ -67,7 +67,7 @@ impl Report {
             blocks.set_item(name, n)?;
         }
         for (id, n) in &b.unknown {
-            blocks.set_item(type_name(cobsfile::BlockType::Unknown(*id)), n)?;
+            blocks.set_item(cobsfile::BlockType::Unknown(*id).name(), n)?;
         }
         Ok(Report {
             len: report.len,
