@@ -117,7 +117,7 @@ pub use recover::{recover, NewerVersion, Recovery};
 pub use report::{BlockCounts, Damage, Ending, Held, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
-pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET};
+pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET, DEFAULT_COMPRESSED_BLOCK_TARGET};
 
 /// The README's Rust example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]

@@ -11,8 +11,16 @@ use crate::parallel::Encoders;
 use crate::pipe;
 use crate::varint;
 
-/// The default target of record bytes per data block: 256 KiB (see BENCHMARKS.md).
+/// The default target of record bytes per uncompressed data block: 256 KiB (see
+/// BENCHMARKS.md, "Block size").
 pub const DEFAULT_BLOCK_TARGET: usize = 256 * 1024;
+
+/// The default target of record bytes per compressed data block: 2 MiB. zstd finds repeats
+/// only within a block, and real data repeats over long distances: on real JSON, 256 KiB blocks
+/// made files 1.13-1.25x the size of whole-stream `zstd -3`, 2 MiB blocks 1.01-1.08x, for
+/// reading and writing as fast. A damaged byte then costs one block: on those files 93-268 KB
+/// stored (BENCHMARKS.md, "Block size and compression").
+pub const DEFAULT_COMPRESSED_BLOCK_TARGET: usize = 2 << 20;
 
 /// Options for writers.
 ///
@@ -27,7 +35,8 @@ pub const DEFAULT_BLOCK_TARGET: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 #[must_use = "options do nothing until used: each method returns the changed options"]
 pub struct WriterBuilder {
-    block_target: usize,
+    /// `None`: the default for the compression, [`WriterBuilder::get_block_target`].
+    block_target: Option<usize>,
     max_body_size: usize,
     compression: Compression,
     dictionary: Option<(Dictionary, bool)>,
@@ -49,10 +58,11 @@ impl Default for WriterBuilder {
 }
 
 impl WriterBuilder {
-    /// Default options: blocks of [`DEFAULT_BLOCK_TARGET`], at most [`DEFAULT_MAX_BODY_SIZE`].
+    /// Default options: blocks of [`DEFAULT_BLOCK_TARGET`] (of
+    /// [`DEFAULT_COMPRESSED_BLOCK_TARGET`] when compressed), at most [`DEFAULT_MAX_BODY_SIZE`].
     pub fn new() -> Self {
         WriterBuilder {
-            block_target: DEFAULT_BLOCK_TARGET,
+            block_target: None,
             max_body_size: DEFAULT_MAX_BODY_SIZE,
             compression: Compression::None,
             dictionary: None,
@@ -64,12 +74,24 @@ impl WriterBuilder {
     }
 
     /// The target number of record bytes (each record plus its length prefix) per data block
-    /// (default 256 KiB). A block is closed before a record that would take it past the
-    /// target (or its body past the maximum body size); a record larger than the target gets
-    /// a block of its own.
+    /// (default 256 KiB uncompressed, [`DEFAULT_COMPRESSED_BLOCK_TARGET`], 2 MiB, compressed).
+    /// A block is closed before a record that would take it past the target (or its body past
+    /// the maximum body size); a record larger than the target gets a block of its own.
+    ///
+    /// Larger blocks compress better (zstd finds repeats only within a block) and a damaged
+    /// byte costs the whole block it lands in; a reader holds one decoded block.
     pub fn block_target(mut self, bytes: usize) -> Self {
-        self.block_target = bytes.max(1);
+        self.block_target = Some(bytes.max(1));
         self
+    }
+
+    /// The block target these options write with: the one set, or the default for the
+    /// compression.
+    pub fn get_block_target(&self) -> usize {
+        self.block_target.unwrap_or(match self.compression {
+            Compression::None => DEFAULT_BLOCK_TARGET,
+            Compression::Zstd { .. } => DEFAULT_COMPRESSED_BLOCK_TARGET,
+        })
     }
 
     /// The largest block body the writer produces (default 64 MiB): records that would not
@@ -221,6 +243,7 @@ impl WriterBuilder {
         let mut writer = Writer {
             inner: Some(inner),
             index,
+            block_target: self.get_block_target(),
             options: self,
             compressor,
             encoders,
@@ -286,6 +309,8 @@ pub struct Writer<W: Write> {
     /// `None` once `finish` has taken it.
     inner: Option<W>,
     options: WriterBuilder,
+    /// Record bytes per data block (the options' target, or the compression's default).
+    block_target: usize,
     /// The zstd context, kept for every block (on one thread).
     compressor: Option<Compressor>,
     /// The worker threads and the blocks in flight, with `threads > 1`.
@@ -326,14 +351,13 @@ impl<W: Write> Writer<W> {
         let body =
             ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending() + framed;
         if self.count > 0
-            && (self.pending() + framed > self.options.block_target
-                || body > self.options.max_body_size)
+            && (self.pending() + framed > self.block_target || body > self.options.max_body_size)
         {
             self.close_block()?;
         }
         block::put_bytes(record, &mut self.records);
         self.count += 1;
-        if self.pending() >= self.options.block_target {
+        if self.pending() >= self.block_target {
             self.close_block()?;
         }
         Ok(())

@@ -369,3 +369,52 @@ proptest! {
         prop_assert!(common::is_subsequence(&back, &records));
     }
 }
+
+/// Compressed blocks default to 2 MiB of records, uncompressed ones to 256 KiB; a target set
+/// is kept whatever the compression, and appenders follow their writer's default.
+#[test]
+fn compressed_blocks_default_to_a_larger_target() {
+    use cobsfile::{BlockType, DEFAULT_BLOCK_TARGET, DEFAULT_COMPRESSED_BLOCK_TARGET};
+    let zstd = Compression::Zstd { level: 3 };
+    assert_eq!(
+        WriterBuilder::new().get_block_target(),
+        DEFAULT_BLOCK_TARGET
+    );
+    assert_eq!(
+        WriterBuilder::new().compression(zstd).get_block_target(),
+        DEFAULT_COMPRESSED_BLOCK_TARGET
+    );
+    assert_eq!(
+        WriterBuilder::new()
+            .block_target(1000)
+            .compression(zstd)
+            .get_block_target(),
+        1000
+    );
+    let data_blocks = |builder: WriterBuilder| {
+        let mut writer = builder.build(Vec::new()).unwrap();
+        for i in 0..20_000u32 {
+            writer
+                .write_record(format!("{{\"event\":{i},\"pad\":\"{:050}\"}}", i).as_bytes())
+                .unwrap();
+        }
+        let file = writer.finish().unwrap();
+        let mut reader = ReaderBuilder::new().from_slice(&file);
+        let mut n = 0;
+        while let Some(block) = reader.next_block() {
+            n += (block.unwrap().info().block_type == BlockType::Data) as usize;
+        }
+        n
+    };
+    // 20,000 records of 70 bytes: 1.4 MB.
+    assert_eq!(data_blocks(WriterBuilder::new().compression(zstd)), 1);
+    assert_eq!(data_blocks(WriterBuilder::new()), 6);
+    assert_eq!(
+        data_blocks(
+            WriterBuilder::new()
+                .compression(zstd)
+                .block_target(256 << 10)
+        ),
+        6
+    );
+}

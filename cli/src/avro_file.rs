@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use cobsfile::avro::container::{Codec, Container, ContainerLimits, ContainerWriter};
 use cobsfile::avro::{self, AvroReaderBuilder, AvroWriter, WriterSchema};
-use cobsfile::{Compression, WriterBuilder, DEFAULT_BLOCK_TARGET};
+use cobsfile::{Compression, WriterBuilder};
 
 use super::input::{self, Input};
 use super::output::Output;
@@ -23,7 +23,8 @@ pub struct ImportArgs {
     /// Replace OUT if it exists.
     #[arg(short, long)]
     force: bool,
-    /// Target bytes of records per data block (K, M, G suffixes). [default: 256K]
+    /// Target bytes of records per data block (K, M, G suffixes), as `pack --block-target`.
+    /// [default: 256K, or 2M with --zstd]
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=cobsfile::DEFAULT_MAX_BODY_SIZE as u64))]
     block_target: Option<usize>,
     /// Compress data blocks with zstd at LEVEL (as `pack --zstd`).
@@ -65,8 +66,10 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     let output = Output::create(&args.output, args.force, &[&args.input])?;
     let out_name = output.name();
     let out_fail = |e: cobsfile::Error| Failure::at(&out_name, e);
-    let mut builder =
-        WriterBuilder::new().block_target(args.block_target.unwrap_or(DEFAULT_BLOCK_TARGET));
+    let mut builder = WriterBuilder::new();
+    if let Some(target) = args.block_target {
+        builder = builder.block_target(target);
+    }
     if let Some(compression) = compression {
         builder = builder.compression(compression);
     }

@@ -154,6 +154,28 @@ fn not_a_cobsfile_is_one_line() {
     assert!(stderr(&out).contains("/nonexistent/file.cobs"));
 }
 
+/// `pack --zstd` writes 2 MiB blocks unless told otherwise; uncompressed, 256 KiB; a
+/// `--block-target` given wins either way. (`samples/events.jsonl`, 400 KB, repeated to
+/// about 1.4 MB.)
+#[test]
+fn zstd_blocks_default_to_two_mebibytes() {
+    let dir = scratch("zstd-default-blocks");
+    let sample = std::fs::read(root().join("samples/events.jsonl")).unwrap();
+    let input = dir.join("events.jsonl");
+    std::fs::write(&input, sample.repeat(4)).unwrap();
+    let data_blocks = |extra: &[&str]| {
+        let file = pack(&dir, &input, extra);
+        let out = run(bin().args(["ls", "--json"]).arg(&file), b"");
+        json_lines(&out)
+            .iter()
+            .filter(|r| r["type"] == "data")
+            .count()
+    };
+    assert_eq!(data_blocks(&["--zstd", "3"]), 1);
+    assert!(data_blocks(&[]) >= 5);
+    assert!(data_blocks(&["--zstd", "3", "--block-target", "256K"]) >= 5);
+}
+
 #[test]
 fn ls_json_lists_every_block() {
     let dir = scratch("ls");
