@@ -175,7 +175,9 @@ class Writer(_cobsfile.Writer):
     """Writes a new cobsfile to a path (which must not exist, unless overwrite=True) or a binary
     file object.
 
-    compression: None, "zstd" or ("zstd", level). block_size: record bytes per block.
+    compression: None, "zstd" or ("zstd", level). block_size: record bytes per block (default
+    256 KiB, 2 MiB compressed: larger blocks compress better, and a damaged byte costs the
+    block it lands in).
     metadata: a dict written as the first metadata block. dictionary: a zstd dictionary (bytes),
     embedded in the file. schema: an Avro schema (JSON text or dict): `write` then takes values
     of it (dicts for records). threads: worker threads compressing blocks.
