@@ -346,6 +346,27 @@ impl ReaderBuilder {
         Ok(report)
     }
 
+    /// Whether a read of `bytes` finds an intact block, reading only as far as the first. A
+    /// non-empty input without one is not a cobsfile (spec 9.5), rather than a cobsfile all
+    /// damage: what a reader that would otherwise return nothing, and say only what was
+    /// skipped, says instead.
+    ///
+    /// ```
+    /// let file = cobsfile::Writer::new(Vec::new())?.finish()?;
+    /// assert!(cobsfile::ReaderBuilder::new().has_intact_block(&file));
+    /// assert!(!cobsfile::ReaderBuilder::new().has_intact_block(b"just some text\n"));
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn has_intact_block(&self, bytes: &[u8]) -> bool {
+        let mut reader = self.from_slice(bytes);
+        while let Some(block) = reader.next_block() {
+            if block.is_ok() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// A reader over `inner`, which it reads in chunks of 256 KiB.
     ///
     /// When a read of `inner` fails with [`io::ErrorKind::WouldBlock`] (a non-blocking input

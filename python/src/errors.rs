@@ -49,9 +49,12 @@ pub(crate) fn raise<T: pyo3::PyTypeInfo>(
 /// The library's error as a Python exception.
 pub(crate) fn file_error(py: Python<'_>, e: cobsfile::Error) -> PyErr {
     use cobsfile::Error as E;
+    if let E::Damaged { start, end, cause } = &e {
+        // In the library's words: `bytes START..END damaged: CAUSE` (or "unreadable").
+        return damaged(py, e.to_string(), *start, *end, cause.to_string());
+    }
     match e {
         E::Io(io) => io.into(),
-        E::Damaged { start, end, cause } => damaged(py, start, end, cause.to_string(), &cause),
         E::NotACobsfile { offset } => {
             raise::<NotACobsfileError>(py, E::NotACobsfile { offset }.to_string(), Some(offset))
         }
@@ -75,24 +78,15 @@ pub(crate) fn path_error(py: Python<'_>, path: &std::path::Path, e: cobsfile::Er
     }
 }
 
-/// A `DamagedError` for `start..end`.
+/// A `DamagedError` saying `message` about `start..end`, which `cause` gave away.
 pub(crate) fn damaged(
     py: Python<'_>,
+    message: String,
     start: u64,
     end: u64,
     cause: String,
-    kind: &cobsfile::Cause,
 ) -> PyErr {
-    let state = if kind.is_damage() {
-        "damaged"
-    } else {
-        "unreadable"
-    };
-    let err = raise::<DamagedError>(
-        py,
-        format!("bytes {start}..{end} {state}: {cause}"),
-        Some(start),
-    );
+    let err = raise::<DamagedError>(py, message, Some(start));
     let value = err.value(py);
     let _ = value.setattr("start", start);
     let _ = value.setattr("end", end);

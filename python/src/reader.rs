@@ -3,8 +3,9 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use cobsfile::avro::apache_avro::Schema as AvroSchema;
-use cobsfile::avro::{AvroReader, AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas};
+use cobsfile::avro::{
+    AvroReader, AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas, WriterSchema,
+};
 use cobsfile::{BlockType, Dictionary, MappedFile, ReaderBuilder, SliceReader};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -12,7 +13,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
 use self_cell::self_cell;
 
 use crate::errors::{self, avro_error, file_error};
-use crate::values::{names_of, to_py, Names};
+use crate::values::to_py;
 
 /// The bytes a reader reads: a mapped file, or bytes it was given (or read from a file
 /// object).
@@ -149,12 +150,7 @@ impl Damage {
 
     /// As an exception (for `on_damage="raise"`).
     pub(crate) fn to_err(&self, py: Python<'_>) -> PyErr {
-        let err = errors::raise::<errors::DamagedError>(py, self.__str__(), Some(self.start));
-        let value = err.value(py);
-        let _ = value.setattr("start", self.start);
-        let _ = value.setattr("end", self.end);
-        let _ = value.setattr("cause", self.cause.clone());
-        err
+        errors::damaged(py, self.__str__(), self.start, self.end, self.cause.clone())
     }
 }
 
@@ -387,16 +383,7 @@ impl Reader {
         let data = reader.bytes.get();
         if !data.is_empty() {
             let options = &reader.options;
-            let any = py.detach(|| {
-                let mut scan = options.from_slice(data);
-                while let Some(block) = scan.next_block() {
-                    if block.is_ok() {
-                        return true;
-                    }
-                }
-                false
-            });
-            if !any {
+            if !py.detach(|| options.has_intact_block(data)) {
                 return Err(errors::raise::<errors::NotACobsfileError>(
                     py,
                     format!(
@@ -563,28 +550,19 @@ impl Reader {
         let mut builder = AvroReaderBuilder::new().schemas(&schemas);
         let mut resolved = None;
         if let Some(json) = reader_schema {
-            let schema = AvroSchema::parse_str(&json).map_err(|e| {
+            let schema = WriterSchema::parse(&json).map_err(|e| {
                 errors::raise::<errors::RecordError>(py, format!("reader schema: {e}"), None)
             })?;
-            resolved = Some((schema.clone(), names_of(&schema)));
-            builder = builder.reader_schema(schema);
+            builder = builder.reader_schema(schema.schema().clone());
+            resolved = Some(schema);
         }
         let options = options.clone();
         let cursor = AvroCursor::new(self.bytes.clone(), |bytes| {
             builder.build(options.from_slice(bytes.get()))
         });
-        let writer_schemas = schemas
-            .iter()
-            .map(|s| {
-                let schema = s.schema().clone();
-                let names = names_of(&schema);
-                (s.fingerprint(), (schema, names))
-            })
-            .collect();
         Ok(AvroRecords {
             cursor: Mutex::new(cursor),
             resolved,
-            writer_schemas,
             on_damage: self.on_damage.clone_ref(py),
             pending: std::collections::VecDeque::new(),
             done: false,
@@ -668,7 +646,8 @@ const VALUES_PER_STEP: usize = 256;
 enum AvroStep {
     Value {
         value: cobsfile::avro::apache_avro::types::Value,
-        fingerprint: u64,
+        /// The schema the value is of: its writer's, or the reader schema it was resolved to.
+        schema: WriterSchema,
         offset: u64,
         index: u64,
     },
@@ -680,8 +659,8 @@ enum AvroStep {
 #[pyclass(module = "cobsfile._cobsfile")]
 pub(crate) struct AvroRecords {
     cursor: Mutex<AvroCursor>,
-    resolved: Option<(AvroSchema, Names)>,
-    writer_schemas: std::collections::HashMap<u64, (AvroSchema, Names)>,
+    /// The reader schema every value is resolved to, if one was given.
+    resolved: Option<WriterSchema>,
     on_damage: OnDamage,
     pending: std::collections::VecDeque<AvroStep>,
     done: bool,
@@ -700,29 +679,25 @@ impl AvroRecords {
                 match step {
                     AvroStep::Value {
                         value,
-                        fingerprint,
+                        schema,
                         offset,
                         index,
                     } => {
-                        let (schema, names) = match &self.resolved {
-                            Some(s) => s,
-                            None => match self.writer_schemas.get(&fingerprint) {
-                                Some(s) => s,
-                                None => continue,
-                            },
-                        };
                         // A value Python cannot hold (a date past year 9999, say) is an
                         // error about that record; reading goes on after it.
-                        return to_py(py, value, schema, names).map(Some).map_err(|e| {
-                            errors::raise::<errors::RecordError>(
-                                py,
-                                format!(
-                                    "record {index} of the block at offset {offset}: not a \
+                        let names = schema.names();
+                        return to_py(py, value, schema.schema(), names)
+                            .map(Some)
+                            .map_err(|e| {
+                                errors::raise::<errors::RecordError>(
+                                    py,
+                                    format!(
+                                        "record {index} of the block at offset {offset}: not a \
                                      Python value: {e}"
-                                ),
-                                Some(offset),
-                            )
-                        });
+                                    ),
+                                    Some(offset),
+                                )
+                            });
                     }
                     AvroStep::Error(e) => return Err(avro_error(py, e)),
                     AvroStep::Damage(damage) => {
@@ -736,28 +711,25 @@ impl AvroRecords {
             }
             let cursor = self.cursor.get_mut().unwrap_or_else(|p| p.into_inner());
             let pending = &mut self.pending;
-            let resolving = self.resolved.is_some();
+            let resolved = &self.resolved;
             self.done = py.detach(|| {
                 cursor.with_dependent_mut(|_, reader| {
                     while pending.len() < VALUES_PER_STEP {
-                        let next = if resolving {
-                            reader.next_value().map(|r| {
+                        let next = match resolved {
+                            Some(schema) => reader.next_value().map(|r| {
                                 let (offset, index) = reader.last_record().unwrap_or_default();
-                                r.map(|v| (v, 0, offset, index))
-                            })
-                        } else {
-                            reader.next_datum().map(|r| {
-                                r.and_then(|d| {
-                                    Ok((d.value()?, d.schema.fingerprint(), d.offset, d.index))
-                                })
-                            })
+                                r.map(|v| (v, schema.clone(), offset, index))
+                            }),
+                            None => reader.next_datum().map(|r| {
+                                r.and_then(|d| Ok((d.value()?, d.schema, d.offset, d.index)))
+                            }),
                         };
                         match next {
                             None => return true,
-                            Some(Ok((value, fingerprint, offset, index))) => {
+                            Some(Ok((value, schema, offset, index))) => {
                                 pending.push_back(AvroStep::Value {
                                     value,
-                                    fingerprint,
+                                    schema,
                                     offset,
                                     index,
                                 })

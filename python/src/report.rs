@@ -1,9 +1,10 @@
 //! `cobsfile.verify` and `cobsfile.recover`, and the reports they return.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::fs;
+use std::io::{self, BufWriter};
 use std::path::PathBuf;
 
+use cobsfile::fs::NewFile;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -136,7 +137,7 @@ pub(crate) fn verify(
 
 /// Writes to `destination` a new, finished file of every intact block of `source`, in order,
 /// and reports what was lost. The destination must not exist (unless `overwrite`) and must
-/// not be the source; it appears whole or not at all (written beside it, synced, renamed).
+/// not be the source; it appears whole or not at all (`cobsfile::fs::NewFile`).
 #[pyfunction]
 #[pyo3(signature = (source, destination, *, overwrite=false, dictionaries=None, max_body_size=None))]
 pub(crate) fn recover(
@@ -170,37 +171,16 @@ pub(crate) fn recover(
     }
     let (bytes, _) = open_source(py, source)?;
     let options = reader_options(dictionaries, 1, max_body_size);
-    let file_name = destination
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let partial =
-        destination.with_file_name(format!(".{file_name}.partial-{}", std::process::id()));
-    let result = py.detach(|| -> Result<cobsfile::Recovery, cobsfile::Error> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&partial)?;
-        let mut out = BufWriter::new(file);
-        let recovery = cobsfile::recover(bytes.get(), &options, &mut out)?;
-        let file: File = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        fs::rename(&partial, &destination)?;
-        if let Some(dir) = destination.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(dir) = File::open(dir) {
-                let _ = dir.sync_all();
-            }
-        }
-        Ok(recovery)
-    });
-    let recovery = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = fs::remove_file(&partial);
-            return Err(file_error(py, e));
-        }
-    };
-    let _ = io::stdout().flush();
+    // The library's new file: named only once whole and synced, nothing left behind on an
+    // error; it refuses a name taken meanwhile unless `overwrite`.
+    let recovery = py
+        .detach(|| -> Result<cobsfile::Recovery, cobsfile::Error> {
+            let mut out = BufWriter::new(NewFile::create(&destination, overwrite)?);
+            let recovery = cobsfile::recover(bytes.get(), &options, &mut out)?;
+            out.into_inner().map_err(|e| e.into_error())?.persist()?;
+            Ok(recovery)
+        })
+        .map_err(|e| crate::errors::path_error(py, &destination, e))?;
     Ok(Recovery {
         report: Py::new(py, Report::of(py, &recovery.report)?)?,
         blocks: recovery.blocks,

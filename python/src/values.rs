@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use apache_avro::schema::{Name, Schema, UnionSchema};
+use apache_avro::schema::{Schema, UnionSchema};
 use apache_avro::types::Value;
 use cobsfile::avro::apache_avro;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -187,35 +187,8 @@ fn naive_datetime(py: Python<'_>, micros: i64) -> PyResult<Py<PyAny>> {
     p.naive_epoch.call_method1(py, "__add__", (delta,))
 }
 
-/// Named types of a schema, to follow references.
-pub(crate) type Names = HashMap<Name, Schema>;
-
-/// The named types of `schema`, by full name.
-pub(crate) fn names_of(schema: &Schema) -> Names {
-    fn walk(schema: &Schema, names: &mut Names) {
-        match schema {
-            Schema::Record(r) => {
-                names.insert(r.name.clone(), schema.clone());
-                for field in &r.fields {
-                    walk(&field.schema, names);
-                }
-            }
-            Schema::Enum(e) => {
-                names.insert(e.name.clone(), schema.clone());
-            }
-            Schema::Fixed(f) => {
-                names.insert(f.name.clone(), schema.clone());
-            }
-            Schema::Array(a) => walk(&a.items, names),
-            Schema::Map(m) => walk(&m.types, names),
-            Schema::Union(u) => u.variants().iter().for_each(|v| walk(v, names)),
-            _ => {}
-        }
-    }
-    let mut names = Names::new();
-    walk(schema, &mut names);
-    names
-}
+/// The named types of a schema, by full name: references are followed through them.
+pub(crate) use cobsfile::avro::NamedTypes as Names;
 
 /// A Python object as a value of `schema`, for a typed write. What does not fit is a
 /// `TypeError` or `ValueError` naming the field.

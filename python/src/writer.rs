@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::errors::{avro_error, file_error};
-use crate::values::{from_py, names_of, Names};
+use crate::values::from_py;
 
 /// Where a writer's bytes go: a file it created, or a Python file object.
 enum Out {
@@ -91,10 +91,8 @@ fn entries_of(dict: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, Vec<u8>
 }
 
 /// A schema from a JSON string (or a dict, turned into JSON by the Python layer).
-fn schema_of(py: Python<'_>, json: &str) -> PyResult<(WriterSchema, Names)> {
-    let schema = WriterSchema::parse(json).map_err(|e| avro_error(py, e))?;
-    let names = names_of(schema.schema());
-    Ok((schema, names))
+fn schema_of(py: Python<'_>, json: &str) -> PyResult<WriterSchema> {
+    WriterSchema::parse(json).map_err(|e| avro_error(py, e))
 }
 
 /// Bytes of a record to write: bytes-like only.
@@ -116,7 +114,7 @@ fn record_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<std::borrow::Cow<'a, [u8
 #[allow(clippy::large_enum_variant)]
 enum Sink {
     Plain(cobsfile::Writer<Out>),
-    Typed(AvroWriter<cobsfile::Writer<Out>>, Names),
+    Typed(AvroWriter<cobsfile::Writer<Out>>),
 }
 
 /// Writes a new cobsfile. Use as a context manager: leaving the block finishes the file (index
@@ -205,10 +203,9 @@ impl Writer {
         }
         let sink = match schema {
             None => Sink::Plain(writer),
-            Some((schema, names)) => Sink::Typed(
-                AvroWriter::new(writer, schema).map_err(|e| avro_error(py, e))?,
-                names,
-            ),
+            Some(schema) => {
+                Sink::Typed(AvroWriter::new(writer, schema).map_err(|e| avro_error(py, e))?)
+            }
         };
         Ok(Writer {
             sink: Mutex::new(Some(sink)),
@@ -224,8 +221,9 @@ impl Writer {
                 py.detach(|| writer.write_record(&bytes))
                     .map_err(|e| file_error(py, e))?;
             }
-            Sink::Typed(writer, names) => {
-                let value = from_py(record, writer.schema().schema(), names)?;
+            Sink::Typed(writer) => {
+                let schema = writer.schema();
+                let value = from_py(record, schema.schema(), schema.names())?;
                 py.detach(|| writer.write_value(&value).map(drop))
                     .map_err(|e| avro_error(py, e))?;
             }
@@ -250,7 +248,7 @@ impl Writer {
         let pairs = entries.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
         match self.sink()? {
             Sink::Plain(w) => w.write_metadata(pairs),
-            Sink::Typed(w, _) => w.get_mut().write_metadata(pairs),
+            Sink::Typed(w) => w.get_mut().write_metadata(pairs),
         }
         .map_err(|e| file_error(py, e))
     }
@@ -260,7 +258,7 @@ impl Writer {
         let sink = self.sink()?;
         py.detach(|| match sink {
             Sink::Plain(w) => w.flush(),
-            Sink::Typed(w, _) => w.get_mut().flush(),
+            Sink::Typed(w) => w.get_mut().flush(),
         })
         .map_err(|e| file_error(py, e))
     }
@@ -278,7 +276,7 @@ impl Writer {
         let out = py
             .detach(|| match sink {
                 Sink::Plain(w) => w.finish().map_err(cobsfile::avro::Error::File),
-                Sink::Typed(w, _) => w.finish(),
+                Sink::Typed(w) => w.finish(),
             })
             .map_err(|e| avro_error(py, e))?;
         match out {
@@ -369,8 +367,8 @@ pub(crate) fn durability_of(text: &str) -> PyResult<Durability> {
 #[pyclass(module = "cobsfile._cobsfile", subclass)]
 pub(crate) struct Appender {
     log: Option<LogAppender>,
-    /// With a schema: the encoder of typed records (its buffers reused), and its names.
-    encoder: Option<(AvroWriter<Encoder>, Names)>,
+    /// With a schema: the encoder of typed records (its buffers reused).
+    encoder: Option<AvroWriter<Encoder>>,
     opened: Py<PyDict>,
 }
 
@@ -385,8 +383,9 @@ impl Appender {
     fn encode(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         match &mut self.encoder {
             None => Ok(record_of(obj)?.into_owned()),
-            Some((writer, names)) => {
-                let value = from_py(obj, writer.schema().schema(), names)?;
+            Some(writer) => {
+                let schema = writer.schema();
+                let value = from_py(obj, schema.schema(), schema.names())?;
                 let record = writer
                     .encode_value(&value)
                     .map_err(|e| avro_error(obj.py(), e))?;
@@ -447,7 +446,7 @@ impl Appender {
         let mut log = py
             .detach(|| builder.open(&path))
             .map_err(|e| crate::errors::path_error(py, &path, e))?;
-        if let Some((schema, _)) = &schema {
+        if let Some(schema) = &schema {
             // Announced once per file (an appender that finds it announced writes nothing).
             let entries = schema.metadata();
             py.detach(|| log.announce(entries.iter().map(|(k, v)| (*k, v.as_slice()))))
@@ -462,13 +461,9 @@ impl Appender {
         opened.set_item("completed", o.completed)?;
         opened.set_item("log_block", o.log_block)?;
         opened.set_item("header_lost", o.header_lost)?;
-        let encoder = match schema {
-            None => None,
-            Some((schema, names)) => Some((
-                AvroWriter::new(Encoder, schema).map_err(|e| avro_error(py, e))?,
-                names,
-            )),
-        };
+        let encoder = schema
+            .map(|schema| AvroWriter::new(Encoder, schema).map_err(|e| avro_error(py, e)))
+            .transpose()?;
         Ok(Appender {
             log: Some(log),
             encoder,

@@ -81,9 +81,10 @@ pub(crate) enum Failure {
 }
 
 /// The named types of a schema, by full name, for following references.
-pub(crate) type Names = HashMap<Name, Schema>;
+pub type Names = HashMap<Name, Schema>;
 
-/// Every record, enum and fixed type `schema` defines, by full name.
+/// Every record, enum and fixed type `schema` defines, by full name (its namespace, or the
+/// enclosing one): what a reference in it names.
 pub(crate) fn names(schema: &Schema) -> Names {
     let mut names = HashMap::new();
     collect(schema, &None, &mut names);

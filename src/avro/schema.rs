@@ -166,7 +166,8 @@ impl WriterSchema {
         Some(Ok(schema))
     }
 
-    pub(crate) fn names(&self) -> &Names {
+    /// The named types the schema defines, by full name: what its references name.
+    pub fn names(&self) -> &Names {
         &self.0.names
     }
 
