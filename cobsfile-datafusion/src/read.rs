@@ -10,7 +10,7 @@ use datafusion::common::{plan_datafusion_err, Result};
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink};
-use crate::schema::{infer, mode_of, sample};
+use crate::schema::{infer, mode_of, panic_message, sample};
 
 /// Rows of one file, and what its read skipped.
 #[derive(Debug, Clone)]
@@ -116,11 +116,7 @@ fn read_in(bytes: &[u8], file: &str, spec: ScanSpec, parts: u64) -> Result<FileB
                     t.join().unwrap_or_else(|panic| {
                         Err(datafusion::common::exec_datafusion_err!(
                             "{file}: a range read failed: {}",
-                            panic
-                                .downcast_ref::<&str>()
-                                .copied()
-                                .or(panic.downcast_ref::<String>().map(String::as_str))
-                                .unwrap_or("a panic")
+                            panic_message(&*panic)
                         ))
                     })
                 })

@@ -87,13 +87,16 @@ pub(crate) fn store_of<'a>(schemas: impl Iterator<Item = (u64, &'a str)>) -> Res
 
 /// Runs `f`, turning a panic of a dependency into an error message.
 pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".to_string())
-    })
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| panic_message(&*panic))
+}
+
+/// What a panic's payload says.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".to_string())
 }
 
 /// How a table's schema says its rows are made (`auto` when it does not say).
