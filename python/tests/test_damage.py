@@ -72,6 +72,10 @@ def test_damage_never_returns_a_corrupted_record(cli, tmp_path, case):
     assert is_subsequence(got, written)
     # The Rust command line, reading the same bytes, returns exactly the same records.
     assert got == cli_records(cli, path)
+    # Decoding on worker threads gives the same records and the same damage.
+    threaded = cobsfile.open(path, threads=2)
+    assert list(threaded) == got
+    assert [(d.start, d.end) for d in threaded.damage] == [(d.start, d.end) for d in reader.damage]
     # A full verification reports the damage the reader skipped, at the same offsets.
     report = cobsfile.verify(path)
     assert [(d.start, d.end) for d in report.damaged] == [(d.start, d.end) for d in reader.damage]
