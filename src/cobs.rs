@@ -216,12 +216,51 @@ pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     decode_zero_free(src, out)
 }
 
+/// The plain decoder, block by block as the specification describes it: what [`decode`] must
+/// agree with, errors included, on every input. Slow; for tests, fuzzing and other readers.
+pub fn reference_decode(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    // An encoding holds no 0x00; the first one is the error, wherever the blocks lead.
+    if let Some(zero) = src.iter().position(|&b| b == 0) {
+        return Err(DecodeError { offset: zero });
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < src.len() {
+        let code = usize::from(src[at]);
+        let end = at + code;
+        let Some(data) = src.get(at + 1..end) else {
+            return Err(DecodeError { offset: at });
+        };
+        out.extend_from_slice(data);
+        if code != 0xFF && end < src.len() {
+            out.push(0);
+        }
+        at = end;
+    }
+    Ok(out)
+}
+
 /// Bytes a short code block's data is copied with, whatever its length: one fixed-size copy
 /// is much cheaper than a `memcpy` call of a few bytes.
 const SHORT: usize = 16;
 
+/// Code blocks decoded one by one before choosing how to decode the rest.
+const PROBE_BLOCKS: usize = 16;
+
+/// Mean code block length (data bytes plus code byte) up to which the probed blocks count as
+/// short, so that the rest is decoded by [`decode_chains`].
+const SHORT_MEAN: usize = 32;
+
+/// Inputs shorter than this are decoded block by block: walking several chains pays off only
+/// when each has many blocks to walk.
+const CHAINS_MIN: usize = 4096;
+
 /// Decodes `src`, which the caller has already checked contains no 0x00, into `out`
 /// (cleared first). `out` never grows past `src.len()` bytes.
+///
+/// A few code blocks are decoded one by one; if they are short, which is where zeros are
+/// dense, the rest goes to [`decode_chains`], which walks several chains at once. Otherwise,
+/// or where that declines, block by block to the end.
 pub(crate) fn decode_zero_free(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     let n = src.len();
     // Room for the whole input: decoding only ever shrinks it. What `out` held is overwritten.
@@ -229,12 +268,34 @@ pub(crate) fn decode_zero_free(src: &[u8], out: &mut Vec<u8>) -> Result<(), Deco
         out.resize(n, 0);
     }
     let dst = &mut out[..];
-    let mut at = 0;
+    let (at, o) = decode_blocks(src, dst, 0, 0, PROBE_BLOCKS);
+    if at < n && at <= PROBE_BLOCKS * SHORT_MEAN && n - at >= CHAINS_MIN {
+        if let Some(len) = decode_chains(&src[at..], &mut dst[o..]) {
+            out.truncate(o + len);
+            return Ok(());
+        }
+    }
+    let (at, o) = decode_blocks(src, dst, at, o, usize::MAX);
+    decode_last(src, out, at, o)
+}
+
+/// Decodes up to `blocks` code blocks of `src` from offset `at` into `dst` from offset `o`,
+/// stopping early before a block that ends at or past the last byte or whose `SHORT` bytes
+/// after the code byte are not all in `src`. Returns where it stopped in each.
+#[inline]
+fn decode_blocks(
+    src: &[u8],
+    dst: &mut [u8],
+    mut at: usize,
+    mut o: usize,
+    blocks: usize,
+) -> (usize, usize) {
+    let n = src.len();
     // Decoded bytes so far: `o <= at`, since each code block decodes to at most its length.
-    let mut o = 0;
-    // Blocks that end before the last byte and whose `SHORT` bytes after the code byte are in
-    // `src`: copy those bytes whatever the block's length, then step over the data.
-    while at + SHORT < n {
+    for _ in 0..blocks {
+        if at + SHORT >= n {
+            break;
+        }
         let code = usize::from(src[at]);
         let end = at + code;
         if code == 0 || end >= n {
@@ -252,6 +313,18 @@ pub(crate) fn decode_zero_free(src: &[u8], out: &mut Vec<u8>) -> Result<(), Deco
         o += usize::from(code != 0xFF);
         at = end;
     }
+    (at, o)
+}
+
+/// Decodes the code blocks of `src` from offset `at` to its end, block by block and with
+/// every bound checked, into `out` from offset `o`, and truncates `out` to the decoding.
+fn decode_last(
+    src: &[u8],
+    out: &mut Vec<u8>,
+    mut at: usize,
+    mut o: usize,
+) -> Result<(), DecodeError> {
+    let n = src.len();
     while at < n {
         let code = usize::from(src[at]);
         let end = at + code;
@@ -259,16 +332,136 @@ pub(crate) fn decode_zero_free(src: &[u8], out: &mut Vec<u8>) -> Result<(), Deco
             out.truncate(o);
             return Err(DecodeError { offset: at });
         };
-        dst[o..o + data.len()].copy_from_slice(data);
+        out[o..o + data.len()].copy_from_slice(data);
         o += data.len();
         if code != 0xFF && end < n {
-            dst[o] = 0;
+            out[o] = 0;
             o += 1;
         }
         at = end;
     }
     out.truncate(o);
     Ok(())
+}
+
+/// Steps each chain of [`decode_chains`] takes between checks of where it is.
+const UNROLL: usize = 2;
+
+/// Chains [`decode_chains`] walks at once.
+const CHAINS: usize = 8;
+
+/// Decodes `src` (no 0x00, at least [`CHAINS_MIN`] bytes) into `dst`, which has room for
+/// `src.len()` bytes, and returns the decoded length; or returns `None`, with `dst` holding
+/// anything, if `src` is not a valid encoding or a code block is 0xFF (rare where zeros are
+/// dense), for the block-by-block decoder to do it.
+///
+/// Without 0xFF blocks, decoding is a shift by one byte with a zero at each code byte but the
+/// first: `dst[i] = src[i + 1]`, except `dst[p - 1] = 0` for each code byte at `p > 0`. The
+/// copy is one `memcpy`; what is slow is finding the code bytes, each at the offset the one
+/// before it names: a chain of dependent loads, about 5 cycles per code block whatever the
+/// loop. So `src` is cut into [`CHAINS`] equal segments and a chain is walked from the start
+/// of each at once, in lock step; each zeroes the code bytes it meets in its own segment.
+/// Only the first chain starts at a true code byte; the others start at a guess, which is
+/// usually a data byte. A chain from a wrong start meets the true chain within a few steps
+/// where code blocks are short (its positions are then the true ones, since the walk is a
+/// function of position), so afterwards each segment is mended in order: from the true
+/// position entering it and the guessed start, walk both, restore the bytes the guessed chain
+/// zeroed before they met, zero the true code bytes it missed, and carry the true position
+/// on. A guessed chain that never meets the true one in its segment is undone entirely.
+fn decode_chains(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+    let n = src.len();
+    debug_assert!(n >= CHAINS_MIN);
+    let dst = &mut dst[..n - 1];
+    dst.copy_from_slice(&src[1..]);
+    let ends: [usize; CHAINS] = std::array::from_fn(|k| n / CHAINS * (k + 1));
+    let ends = {
+        let mut e = ends;
+        e[CHAINS - 1] = n;
+        e
+    };
+    let mut pos: [usize; CHAINS] = std::array::from_fn(|k| n / CHAINS * k);
+    // The first code byte stands for no decoded byte.
+    if src[0] == 0xFF {
+        return None;
+    }
+    pos[0] = usize::from(src[0]);
+    // The last position at which each chain met a 0xFF code (or, rarely, a position it did
+    // not visit, which only makes the decoder decline). One on the true chain means this
+    // decoder cannot be used.
+    let mut last_full: [Option<usize>; CHAINS] = [None; CHAINS];
+    // `UNROLL` steps per check of the ends: a step moves a chain at most 0xFF bytes.
+    let safe_ends = ends.map(|end| end.saturating_sub(0xFF * (UNROLL - 1)));
+    while (0..CHAINS).all(|k| pos[k] < safe_ends[k]) {
+        for _ in 0..UNROLL {
+            // Bit 8 set where some chain met code 0xFF: a rare branch instead of one per chain.
+            let mut full = 0;
+            for a in &mut pos {
+                // SAFETY: the loop's condition held `*a < ends[k] - 0xFF * (UNROLL - 1)` before
+                // the first step, and a step adds at most 0xFF, so `*a < ends[k] <= n ==
+                // src.len()`. And `*a >= 1` (chain 0 starts at `src[0]`, which is not 0; the
+                // others at `n / CHAINS * k >= 1`, since `n >= CHAINS_MIN`; chains only move
+                // forward), so `*a - 1 < n - 1 == dst.len()`. Bounds checks here cost two
+                // compares per step and the registers that keep all chains out of memory.
+                let code = unsafe { *src.get_unchecked(*a) };
+                unsafe { *dst.get_unchecked_mut(*a - 1) = 0 };
+                full |= usize::from(code) + 1;
+                *a += usize::from(code);
+            }
+            if full > 0xFF {
+                for (k, &a) in pos.iter().enumerate() {
+                    if a >= 0xFF && src[a - 0xFF] == 0xFF {
+                        last_full[k] = Some(a - 0xFF);
+                    }
+                }
+            }
+        }
+    }
+    for k in 0..CHAINS {
+        while pos[k] < ends[k] {
+            let a = pos[k];
+            let code = src[a];
+            dst[a - 1] = 0;
+            if code == 0xFF {
+                last_full[k] = Some(a);
+            }
+            pos[k] = a + usize::from(code);
+        }
+    }
+    if last_full[0].is_some() {
+        return None;
+    }
+    // Mend each segment in order. `true_at` is the first true code position at or past the
+    // segment's start.
+    let mut true_at = pos[0];
+    for k in 1..CHAINS {
+        let end = ends[k];
+        let mut guess = ends[k - 1];
+        while guess != true_at && (guess < end || true_at < end) {
+            if guess < true_at {
+                // Not on the true chain (which steps through every true position below
+                // `true_at`), and zeroed by the guessed chain: restore it.
+                let code = src[guess];
+                dst[guess - 1] = code;
+                guess += usize::from(code);
+            } else {
+                // A true code byte the guessed chain stepped over.
+                let code = src[true_at];
+                if code == 0xFF {
+                    return None;
+                }
+                dst[true_at - 1] = 0;
+                true_at += usize::from(code);
+            }
+        }
+        if guess == true_at && guess < end {
+            // The chains met: the guessed chain is the true one from here to its end.
+            if last_full[k].is_some_and(|at| at >= guess) {
+                return None;
+            }
+            true_at = pos[k];
+        }
+    }
+    (true_at == n).then_some(n - 1)
 }
 
 #[cfg(test)]
@@ -322,25 +515,6 @@ mod tests {
         );
     }
 
-    /// The plain decoder the fast one must agree with, errors included.
-    fn reference_decode(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < src.len() {
-            let code = usize::from(src[at]);
-            let end = at + code;
-            let Some(data) = src.get(at + 1..end) else {
-                return Err(DecodeError { offset: at });
-            };
-            out.extend_from_slice(data);
-            if code != 0xFF && end < src.len() {
-                out.push(0);
-            }
-            at = end;
-        }
-        Ok(out)
-    }
-
     #[test]
     fn zero_mask_is_exact() {
         for m in 0..=255u8 {
@@ -367,6 +541,46 @@ mod tests {
         assert_eq!(NEXT_ZERO[0b1000_0001], 7);
         assert_eq!(NEXT_ZERO[0b0000_1010], 2 << 8);
         assert_eq!(NEXT_ZERO[0b1111_1111], 0x0001_0101_0101_0101);
+    }
+
+    /// Pseudo-random numbers: vectors of thousands of bytes drawn element by element are slow
+    /// to generate in a debug build.
+    fn xorshift(mut state: u64) -> impl Iterator<Item = u64> {
+        state |= 1;
+        std::iter::repeat_with(move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        })
+    }
+
+    /// The chained decoder takes what it is for (and the probe hands it over): otherwise the
+    /// properties below would only test the block-by-block decoder.
+    #[test]
+    fn chains_decode_zero_rich_bodies() {
+        let data: Vec<u8> = xorshift(0x9E37_79B9_7F4A_7C15)
+            .take(300_000)
+            .map(|r| {
+                if r.is_multiple_of(3) {
+                    0
+                } else {
+                    (r >> 40) as u8
+                }
+            })
+            .collect();
+        let encoded = enc(&data);
+        let mut dst = vec![0; encoded.len()];
+        let len = decode_chains(&encoded, &mut dst).expect("no 0xFF block in this data");
+        assert_eq!(&dst[..len], &data[..]);
+        let (at, _) = decode_blocks(&encoded, &mut dst, 0, 0, PROBE_BLOCKS);
+        assert!(
+            at <= PROBE_BLOCKS * SHORT_MEAN,
+            "the probe finds short blocks"
+        );
+        let mut out = Vec::new();
+        decode(&encoded, &mut out).unwrap();
+        assert_eq!(out, data);
     }
 
     fn zero_rich() -> impl Strategy<Value = Vec<u8>> {
@@ -420,6 +634,74 @@ mod tests {
                 (Ok(()), Ok(expected)) => prop_assert_eq!(out, expected),
                 (Err(e), Err(expected)) => prop_assert_eq!(e, expected),
                 (ours, theirs) => prop_assert!(false, "{:?} vs {:?}", ours, theirs),
+            }
+        }
+
+        #[test]
+        fn chains_match_reference(
+            seed: u64,
+            len in 0usize..12_000,
+            stale in 0usize..20_000,
+        ) {
+            // Mostly short code blocks, some of any length, some 0xFF: chains that wander.
+            let src: Vec<u8> = xorshift(seed)
+                .take(len)
+                .map(|r| match r % 11 {
+                    0..=7 => (r >> 8) as u8 % 5 + 1,
+                    8 | 9 => ((r >> 8) as u8).max(1),
+                    _ => 0xFF,
+                })
+                .collect();
+            let mut out = vec![0xAA; stale];
+            match (decode_zero_free(&src, &mut out), reference_decode(&src)) {
+                (Ok(()), Ok(expected)) => prop_assert_eq!(out, expected),
+                (Err(e), Err(expected)) => prop_assert_eq!(e, expected),
+                (ours, theirs) => prop_assert!(false, "{:?} vs {:?}", ours, theirs),
+            }
+            if src.len() >= CHAINS_MIN {
+                let mut dst = vec![0x55; src.len()];
+                if let Some(len) = decode_chains(&src, &mut dst) {
+                    prop_assert_eq!(&dst[..len], &reference_decode(&src).unwrap()[..]);
+                }
+            }
+        }
+
+        /// Valid encodings of zero-rich data, some with bytes changed (to non-zero values, as
+        /// the frame check guarantees): the chained decoder on what it is for, and on damage.
+        #[test]
+        fn chains_match_reference_on_encodings(
+            seed: u64,
+            len in 4000usize..40_000,
+            zeros in 2u64..6,
+            runs in prop::collection::vec((any::<prop::sample::Index>(), 240usize..600), 0..3),
+            changes in prop::collection::vec((any::<prop::sample::Index>(), 1u8..), 0..4),
+        ) {
+            let mut data: Vec<u8> = xorshift(seed)
+                .take(len)
+                .map(|r| if r.is_multiple_of(zeros) { 0 } else { (r >> 32) as u8 })
+                .collect();
+            for (at, len) in runs {
+                let at = at.index(data.len());
+                let end = (at + len).min(data.len());
+                data[at..end].iter_mut().for_each(|b| *b = (*b).max(7));
+            }
+            let mut src = enc(&data);
+            let pristine = changes.is_empty();
+            for (at, value) in changes {
+                let at = at.index(src.len());
+                src[at] = value;
+            }
+            let mut out = Vec::new();
+            let ours = decode_zero_free(&src, &mut out);
+            match reference_decode(&src) {
+                Ok(expected) => {
+                    prop_assert_eq!(ours, Ok(()));
+                    prop_assert_eq!(&out, &expected);
+                }
+                Err(e) => prop_assert_eq!(ours, Err(e)),
+            }
+            if pristine {
+                prop_assert_eq!(out, data);
             }
         }
 
