@@ -626,9 +626,15 @@ impl Decoder {
                     }
                 }
                 Found::Frame(f) => {
-                    if check == Check::Landing
-                        && decoded_by_scans(BlockType::from_type(f.block_type))
-                    {
+                    let block_type = BlockType::from_type(f.block_type);
+                    // What a scan decodes itself it checks in full first; in a deferred check
+                    // that is the dictionary blocks (worker threads decode the rest).
+                    let decoded_here = match check {
+                        Check::Full => false,
+                        Check::Landing => decoded_by_scans(block_type),
+                        Check::Deferred => block_type == BlockType::Dictionary,
+                    };
+                    if decoded_here {
                         if let Err(zero) = frame::verify(window, &f) {
                             self.at = base + zero as u64;
                             return Event::Damage {
@@ -774,6 +780,13 @@ impl Decoder {
     /// Whether a newer version's header stopped the read.
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// Moves the position back to `at`, the start of a frame [`next_frame`](Self::next_frame)
+    /// just returned, to be found again by the next call (a driver not ready for it yet).
+    pub(crate) fn back_to(&mut self, at: u64) {
+        debug_assert!(at <= self.at);
+        self.at = at;
     }
 
     /// Moves the position to `at` (a driver that dropped what was scanned ahead of it), and

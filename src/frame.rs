@@ -26,6 +26,10 @@ pub(crate) enum Check {
     Full,
     /// The length must land on a 0x00; the body is not read (for skipping blocks).
     Landing,
+    /// As `Full`, except that a frame whose length lands on a 0x00 is taken without reading
+    /// its body: the caller checks it later with [`verify`] (worker threads, which read the
+    /// body anyway). A frame that does not land is reported exactly as by `Full`.
+    Deferred,
 }
 
 /// A block found in the window; all positions are indices into the window.
@@ -161,12 +165,17 @@ pub(crate) fn read_at(
             end,
         })
     };
+    let full = || next_sync(buf, body.max(searched.min(buf.len())));
     let found = match check {
-        Check::Full => next_sync(buf, body.max(searched.min(buf.len()))),
+        Check::Full => full(),
         Check::Landing => match buf.get(end) {
             Some(0) => end,
             Some(_) => next_sync(buf, t),
             None => buf.len(),
+        },
+        Check::Deferred => match buf.get(end) {
+            Some(0) => end,
+            _ => full(),
         },
     };
     if found == end && end < buf.len() {
@@ -215,8 +224,12 @@ fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Found {
     }
 }
 
-/// Checks that a frame found with [`Check::Landing`] holds no 0x00 before its closing sync
-/// byte; on failure returns the position of the first such byte.
+/// Checks that a frame found with [`Check::Landing`] or [`Check::Deferred`] holds no 0x00
+/// before its closing sync byte; on failure returns the position of the first such byte.
+/// The frame is then damaged exactly as [`Check::Full`] reports it: from the byte after its
+/// opening sync byte, a [`Cause::SyncMismatch`] expecting its end and finding that byte,
+/// where the scan resumes (the header holds no 0x00: varints end in a non-zero byte, and
+/// overlong ones are refused).
 pub(crate) fn verify(buf: &[u8], frame: &Frame) -> Result<(), usize> {
     match next_sync(buf, frame.body.start) {
         found if found == frame.end => Ok(()),

@@ -33,6 +33,7 @@ use crate::error::{Cause, Result};
 use crate::frame::{Check, Frame};
 use crate::index::IndexBuilder;
 use crate::limits::Limits;
+use memchr::memchr;
 
 /// Blocks in flight per worker thread.
 pub(crate) const DEPTH: usize = 2;
@@ -368,6 +369,9 @@ pub(crate) struct DecodeJob {
     scratch: Scratch,
     /// Filled in by the decoding.
     result: Option<Result<(BlockInfo, Body), Cause>>,
+    /// The absolute offset of a 0x00 the worker found in the body, which the reader's scan
+    /// did not read ([`Check::Deferred`]): the frame is damaged, and the scan past it wrong.
+    stray: Option<u64>,
 }
 
 impl DecodeJob {
@@ -397,6 +401,15 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
             let _ = state.decompressor.add(dictionary);
         }
         state.added = job.known;
+    }
+    // The check the reader's scan deferred: the body holds no 0x00 (see `frame::verify`).
+    job.stray = memchr(0, &job.encoded[job.body.clone()]).map(|i| job.place.body_offset + i as u64);
+    if let Some(found) = job.stray {
+        job.result = Some(Err(Cause::SyncMismatch {
+            expected: job.end,
+            found,
+        }));
+        return job;
     }
     job.result = Some(decode_block(
         &job.encoded[job.type_field.clone()],
@@ -448,16 +461,28 @@ enum Entry {
 ///
 /// The reader's thread scans frames in order with the reader's [`Decoder`] and hands each one
 /// to the workers, copied out of the source (so workers never borrow it), up to a fixed number
-/// of frames ahead. Dictionary blocks are decoded by the decoder itself as they are scanned,
-/// which keeps their dictionaries as on one thread; each one kept joins a registry, and each
-/// later job carries the number of registered dictionaries, so a worker knows exactly the
-/// dictionaries the decoder knew at that block. The decoder then settles frames and damage in
-/// order, merging damage and checking versions exactly as on one thread.
+/// of frames ahead. The scan skips each body by its length ([`Check::Deferred`]); the worker
+/// then checks that the body holds no 0x00, which on one thread the scan does, so that the
+/// reader's thread does not read every byte. A worker that finds one reports the frame as the
+/// full check would have, and everything scanned past it is dropped and scanned again from
+/// that 0x00, where a scan on one thread goes on.
+///
+/// Dictionary blocks are decoded by the decoder itself as they are scanned, which keeps their
+/// dictionaries as on one thread; each one kept joins a registry, and each later job carries
+/// the number of registered dictionaries, so a worker knows exactly the dictionaries the
+/// decoder knew at that block. A dictionary block waits until no frame before it is with the
+/// workers: one of them may turn out damaged, and a scan from its damage may never meet the
+/// dictionary block. The decoder then settles frames and damage in order, merging damage and
+/// checking versions exactly as on one thread.
 pub(crate) struct Decoders {
     pool: Pool<Box<DecodeJob>, Box<DecodeJob>>,
     queue: VecDeque<Entry>,
     /// Frames (`Worker` and `Ready` entries) in `queue`.
     frames: usize,
+    /// `Worker` entries in `queue`.
+    working: usize,
+    /// A dictionary block waits for the workers: no scanning until `working` is 0.
+    held: bool,
     /// The most frames in `queue`.
     limit: usize,
     /// Buffers back from the reader, boxes kept so that recycling allocates nothing.
@@ -505,6 +530,8 @@ impl Decoders {
             pool: Pool::spawn("cobsfile-decode", states, limit, decode)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
             frames: 0,
+            working: 0,
+            held: false,
             limit,
             free: Vec::with_capacity(limit + 1),
             registry,
@@ -539,10 +566,17 @@ impl Decoders {
             self.consumed = decoder.position();
         }
         loop {
-            while !self.scanned && self.frames < self.limit {
-                match decoder.next_frame(input, Check::Full) {
+            while !self.scanned && !self.held && self.frames < self.limit {
+                match decoder.next_frame(input, Check::Deferred) {
                     Event::Damage { start, cause } => {
                         self.push_damage(start, cause, decoder.position())
+                    }
+                    Event::Frame(f)
+                        if self.working > 0
+                            && BlockType::from_type(f.block_type) == BlockType::Dictionary =>
+                    {
+                        decoder.back_to(input.offset + f.start as u64);
+                        self.held = true;
                     }
                     Event::Frame(f) => self.push_frame(decoder, input, &f),
                     Event::End { end } => self.push_end(end, decoder.position()),
@@ -567,7 +601,16 @@ impl Decoders {
                     self.consumed = resume;
                     return decoder.end_at(end);
                 }
-                Entry::Worker(seq) => Some(self.pool.recv(seq)),
+                Entry::Worker(seq) => {
+                    self.working -= 1;
+                    self.held &= self.working > 0;
+                    let job = self.pool.recv(seq);
+                    if let Some(found) = job.stray {
+                        self.rescan(decoder, job, found);
+                        continue;
+                    }
+                    Some(job)
+                }
                 Entry::Ready(job) => Some(job),
             };
             let Some(mut job) = step else { continue };
@@ -581,6 +624,35 @@ impl Decoders {
                 return settled;
             }
         }
+    }
+
+    /// Settles the frame of `job`, in which a worker found a 0x00 at the absolute offset
+    /// `found`, as damage, drops everything scanned past it, and goes back to `found`: where a
+    /// full check resumes.
+    fn rescan(&mut self, decoder: &mut Decoder, mut job: Box<DecodeJob>, found: u64) {
+        if let Some(Err(cause)) = job.result.take() {
+            decoder.note_damage(job.offset() + 1, cause);
+        }
+        self.free.push(job);
+        for entry in self.queue.drain(..) {
+            match entry {
+                // Waited for: the job's buffers come back, and no worker is left behind.
+                Entry::Worker(seq) => self.free.push(self.pool.recv(seq)),
+                Entry::Ready(job) => {
+                    // Its dictionary would be known to the workers, and perhaps never met by
+                    // a scan from `found`.
+                    debug_assert!(false, "a dictionary block scanned past a frame still out");
+                    self.free.push(job)
+                }
+                Entry::Damage { .. } | Entry::End { .. } => {}
+            }
+        }
+        self.frames = 0;
+        self.working = 0;
+        self.held = false;
+        self.scanned = false;
+        self.consumed = found;
+        decoder.rewind(found);
     }
 
     /// Queues damage from the absolute offset `start`; the scan goes on at `resume`. Damage
@@ -621,6 +693,7 @@ impl Decoders {
                 end: 0,
                 scratch: Scratch::default(),
                 result: None,
+                stray: None,
             })
         });
         job.block_type = BlockType::from_type(f.block_type);
@@ -652,6 +725,7 @@ impl Decoders {
         job.known = self.registered;
         job.result = None;
         let seq = self.pool.send(job);
+        self.working += 1;
         self.queue.push_back(Entry::Worker(seq));
     }
 }

@@ -171,6 +171,9 @@ enum Damage {
     /// A log block and a data block appended, each behind a sync byte of its own, as an
     /// appender appends to a finished file.
     AppendLog,
+    /// Single bytes set to 0x00: inside a body, a frame whose length still lands on its
+    /// closing sync byte (which a parallel reader's scan does not check; its workers do).
+    Stray(Vec<usize>),
 }
 
 fn damage_strategy() -> impl Strategy<Value = Damage> {
@@ -184,6 +187,7 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
         1 => any::<(usize, usize, usize)>().prop_map(|(a, b, p)| Damage::Duplicate(a, b, p)),
         1 => any::<usize>().prop_map(Damage::CutAtSync),
         1 => Just(Damage::AppendLog),
+        2 => prop::collection::vec(any::<usize>(), 1..4).prop_map(Damage::Stray),
     ]
 }
 
@@ -199,6 +203,13 @@ fn damage(mut file: Vec<u8>, damage: &Damage) -> Vec<u8> {
             }
         }
         Damage::Truncate(at) => file.truncate(at % len),
+        Damage::Stray(at) => {
+            for at in at {
+                if let Some(b) = file.get_mut(at % len) {
+                    *b = 0;
+                }
+            }
+        }
         Damage::Insert(at, bytes) => {
             let at = at % len;
             file.splice(at..at, bytes.iter().copied());
@@ -593,6 +604,31 @@ fn dictionary_late_file() -> Vec<u8> {
     apply(&mut writer, &ops);
     file.extend_from_slice(&writer.finish().unwrap());
     file
+}
+
+/// A 0x00 in a block before a dictionary block: the parallel reader's workers find it after
+/// its scan went past, and the dictionary block must not be scanned (and its dictionary
+/// handed to the workers) before that is known.
+#[test]
+fn a_stray_zero_before_a_dictionary_block_reads_as_on_one_thread() {
+    let first_part = write_file(
+        &text_records(40, 400),
+        Codec::Dictionary { embed: false },
+        1000,
+    );
+    let file = dictionary_late_file();
+    assert!(file.starts_with(&first_part));
+    let options = ReaderBuilder::new().dictionary(dictionary().clone());
+    for back in (16..3000).step_by(97) {
+        let mut damaged = file.clone();
+        let at = first_part.len() - back;
+        if damaged[at] == 0 {
+            continue;
+        }
+        damaged[at] = 0;
+        assert_same_as_sequential(&damaged, &options, back as u64);
+        assert_same_as_sequential(&damaged, &ReaderBuilder::new(), back as u64);
+    }
 }
 
 #[test]
