@@ -1,15 +1,17 @@
-//! Throughput of the writer and of the slice reader on 1 and more threads, on the benchmarks'
-//! `large-json` corpus (JSON log events of 187..=10000 bytes, 100 MB by default).
+//! Throughput of the writer and of the readers on 1 and more threads, on the benchmarks'
+//! corpora (100 MB each by default).
 //!
 //! ```text
-//! cargo run --release --example parallel                  # zstd 3 and none, 1 and 2 threads
-//! COBSFILE_BENCH_MB=20 cargo run --release --example parallel -- 1 2 4   # thread counts
+//! cargo run --release --example parallel                  # every corpus, zstd 3 and none, 1 and 2 threads
+//! COBSFILE_BENCH_MB=20 cargo run --release --example parallel -- large-json 1 2 4
 //! ```
 //!
 //! Each figure is the best of 5 runs, in MB/s (10^6 bytes of records per second). Writing goes
-//! into a reused in-memory buffer; reading visits every record of an in-memory file.
+//! into a reused in-memory buffer. Reading visits every record: of the file in memory through
+//! a reader over a borrowed slice (whose workers get a copy of each frame), and of the same
+//! file on disk (in the page cache) through a mapping (whose workers read frames in place).
 
-use cobsfile::{Compression, ReaderBuilder, WriterBuilder};
+use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
@@ -34,7 +36,14 @@ fn write(corpus: &Corpus, compression: Compression, threads: usize, out: &mut Ve
 }
 
 fn read(file: &[u8], threads: usize) -> (usize, usize) {
-    let mut reader = ReaderBuilder::new().threads(threads).from_slice(file);
+    count(ReaderBuilder::new().threads(threads).from_slice(file))
+}
+
+fn read_mapped(file: &MappedFile, threads: usize) -> (usize, usize) {
+    count(file.reader_with(&ReaderBuilder::new().threads(threads)))
+}
+
+fn count(mut reader: SliceReader<'_>) -> (usize, usize) {
     let (mut records, mut bytes) = (0, 0);
     while let Some(record) = reader.next_record() {
         records += 1;
@@ -44,22 +53,28 @@ fn read(file: &[u8], threads: usize) -> (usize, usize) {
 }
 
 fn main() {
-    let threads: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("thread counts"))
-        .collect();
-    let threads = if threads.is_empty() {
-        vec![1, 2]
-    } else {
-        threads
-    };
-    let corpus = Corpus::generate(Kind::LargeJson, corpus::corpus_bytes());
-    let mb = corpus.bytes() as f64 / 1e6;
-    println!("{}", corpus.describe());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut threads: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    if threads.is_empty() {
+        threads = vec![1, 2];
+    }
     println!(
         "cores: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    for kind in [Kind::SmallJson, Kind::LargeJson, Kind::ZeroRich] {
+        if args.iter().any(|a| a.contains('-')) && !args.iter().any(|a| a == kind.name()) {
+            continue;
+        }
+        run(kind, &threads);
+    }
+}
+
+fn run(kind: Kind, threads: &[usize]) {
+    let corpus = Corpus::generate(kind, corpus::corpus_bytes());
+    let mb = corpus.bytes() as f64 / 1e6;
+    println!("\n{}", corpus.describe());
+    let path = std::env::temp_dir().join(format!("cobsfile-parallel-{}", std::process::id()));
 
     let mut out = Vec::with_capacity(corpus.data.len() + corpus.data.len() / 8);
     for (name, compression) in [
@@ -68,24 +83,31 @@ fn main() {
     ] {
         write(&corpus, compression, 1, &mut out);
         let file = out.clone();
-        println!("\n{name}: file {:.1} MB", file.len() as f64 / 1e6);
-        let mut base = (0.0, 0.0);
-        for &n in &threads {
+        std::fs::write(&path, &file).expect("temporary file");
+        let mapped = cobsfile::open(&path).expect("map");
+        println!("{name}: file {:.1} MB", file.len() as f64 / 1e6);
+        let mut base = (0.0, 0.0, 0.0);
+        for &n in threads {
             write(&corpus, compression, n, &mut out);
             assert!(out == file, "{n} threads write a different file");
             let w = best(|| write(&corpus, compression, n, &mut out));
             let expected = (corpus.len(), corpus.data.len());
             assert_eq!(read(&file, n), expected);
             let r = best(|| assert_eq!(read(&file, n), expected));
-            let (w, r) = (mb / w.as_secs_f64(), mb / r.as_secs_f64());
+            assert_eq!(read_mapped(&mapped, n), expected);
+            let m = best(|| assert_eq!(read_mapped(&mapped, n), expected));
+            let speed = |t: std::time::Duration| mb / t.as_secs_f64();
+            let (w, r, m) = (speed(w), speed(r), speed(m));
             if n == threads[0] {
-                base = (w, r);
+                base = (w, r, m);
             }
             println!(
-                "  threads {n}: write {w:7.1} MB/s ({:.2}x)   read {r:7.1} MB/s ({:.2}x)",
+                "  threads {n}: write {w:7.1} MB/s ({:.2}x)   read {r:7.1} MB/s ({:.2}x)   mapped {m:7.1} MB/s ({:.2}x)",
                 w / base.0,
-                r / base.1
+                r / base.1,
+                m / base.2,
             );
         }
     }
+    let _ = std::fs::remove_file(&path);
 }

@@ -3,13 +3,14 @@
 use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 
 use crate::error::Result;
 use crate::index::Index;
 use crate::reader::{Metadata, ReaderBuilder, SliceReader};
+use crate::source::{Shared, SharedBytes};
 
 /// A file mapped read-only into memory. Readers borrow from it, so decoding never copies the
 /// file into the heap and skipping a block never touches its pages.
@@ -40,18 +41,27 @@ use crate::reader::{Metadata, ReaderBuilder, SliceReader};
 ///   may shrink with [`ReaderBuilder::from_read`] instead.
 /// - **Another program overwriting bytes in place** breaks the promise a `&[u8]` makes, that
 ///   its bytes do not change. The readers never index memory with a byte without a bounds
-///   check, nor decide anything `unsafe` on one, so in practice such a change costs damage
+///   check (the one unchecked walk, in the COBS decoder, is bounded by its loop whatever
+///   the bytes it meets), so in practice such a change costs damage
 ///   reports (or, rarely, a block read partly before and partly after the change that still
 ///   passes its checks), but by the letter of the language it is undefined behaviour. Do not
 ///   map files that other programs rewrite; read them with [`ReaderBuilder::from_read`].
 #[derive(Debug)]
 pub struct MappedFile {
-    /// `None` for an empty file, which cannot be mapped on every platform.
-    map: Option<Mapping>,
+    /// `None` for an empty file, which cannot be mapped on every platform. Shared with the
+    /// worker threads of its readers, which read frames from it in place: a mapping lives
+    /// until the last of them is done with it.
+    map: Option<Arc<Mapping>>,
     /// Metadata scans alive, which keep the mapping advised for random access. The lock is
     /// held while the advice changes, so the last scan to end never undoes the first one of
     /// the next round.
     scans: Mutex<usize>,
+}
+
+impl SharedBytes for Mapping {
+    fn bytes(&self) -> &[u8] {
+        &self.map[..]
+    }
 }
 
 /// A live mapping and what it needs: fields drop in order, so the mapping leaves the SIGBUS
@@ -117,21 +127,23 @@ impl MappedFile {
         // appenders only write past the end (O_APPEND; the mapping's length is fixed here),
         // and cut a torn tail only holding the exclusive lock, which the shared lock taken
         // above (or the caller's, with `Lock::Held`) keeps them from getting while this
-        // mapping lives. Other programs it cannot bind: the type's documentation tells users
+        // mapping lives (its readers' worker threads read it through an `Arc` that keeps it
+        // mapped). Other programs it cannot bind: the type's documentation tells users
         // not to map files that others rewrite, and says what happens if they do. The SIGBUS
         // handler (`sigbus.rs`) breaches the precondition itself when a file shrinks, putting
         // zeros where the lost pages were, because the alternative is the process's end; the
-        // readers bounds-check every index they derive from a byte, so changed bytes cost
+        // readers bound every index they derive from a byte (by a check, or in the COBS
+        // decoder's one unchecked walk by its loop, whatever the bytes), so changed bytes cost
         // damage reports, not accesses out of bounds, though by the letter of the language a
         // change under a `&[u8]` is undefined behaviour all the same.
         let map = unsafe { Mmap::map(&file)? };
         Ok(MappedFile {
-            map: Some(Mapping {
+            map: Some(Arc::new(Mapping {
                 #[cfg(target_os = "linux")]
                 _registration: crate::sigbus::register(&map, &file)?,
                 map,
                 _file: file,
-            }),
+            })),
             scans: Mutex::new(0),
         })
     }
@@ -143,12 +155,22 @@ impl MappedFile {
 
     /// A reader over the file with default limits.
     pub fn reader(&self) -> SliceReader<'_> {
-        ReaderBuilder::new().from_slice(self.bytes())
+        self.reader_with(&ReaderBuilder::new())
     }
 
-    /// A reader over the file with the given options.
+    /// A reader over the file with the given options. With
+    /// [`threads`](ReaderBuilder::threads), its workers read the frames from the mapping
+    /// itself; readers over a borrowed slice copy each frame for them.
     pub fn reader_with(&self, options: &ReaderBuilder) -> SliceReader<'_> {
-        options.from_slice(self.bytes())
+        self.share(options.from_slice(self.bytes()))
+    }
+
+    /// `reader` with the mapping handed to its workers.
+    fn share<'a>(&'a self, reader: SliceReader<'a>) -> SliceReader<'a> {
+        match &self.map {
+            Some(map) => reader.sharing(Arc::clone(map) as Shared),
+            None => reader,
+        }
     }
 
     /// A reader with default options over the blocks whose opening sync byte lies in
@@ -160,7 +182,7 @@ impl MappedFile {
     /// A reader over the blocks whose opening sync byte lies in `range`; see
     /// [`ReaderBuilder::from_slice_range`].
     pub fn range_with(&self, options: &ReaderBuilder, range: Range<u64>) -> SliceReader<'_> {
-        options.from_slice_range(self.bytes(), range)
+        self.share(options.from_slice_range(self.bytes(), range))
     }
 
     /// The file's index, if it ends with a usable one; see [`Index::find`]. Reads only the
@@ -172,7 +194,7 @@ impl MappedFile {
     /// A reader over the file that starts at record `record`, with the index when the file
     /// has a usable one; see [`ReaderBuilder::from_slice_at_record`].
     pub fn reader_at_record(&self, options: &ReaderBuilder, record: u64) -> SliceReader<'_> {
-        options.from_slice_at_record(self.bytes(), record)
+        self.share(options.from_slice_at_record(self.bytes(), record))
     }
 
     /// The file's metadata blocks, found by a skipping scan with default options; see

@@ -33,6 +33,7 @@ use crate::error::{Cause, Result};
 use crate::frame::{Check, Frame};
 use crate::index::IndexBuilder;
 use crate::limits::Limits;
+use crate::source::Shared;
 use memchr::memchr;
 
 /// Blocks in flight per worker thread.
@@ -351,9 +352,13 @@ impl Encoders {
 /// A frame to decode, and then the decoded block.
 #[derive(Debug)]
 pub(crate) struct DecodeJob {
-    /// The frame's bytes from its type field to the end of its body (the length field in
-    /// between is not needed but costs nothing to copy along).
+    /// The input, when the reader shares it (a mapped file): the frame is `span` of it.
+    shared: Option<Shared>,
+    span: Range<usize>,
+    /// Otherwise the frame's bytes from its type field to the end of its body (the length
+    /// field in between is not needed but costs nothing to copy along).
     encoded: Vec<u8>,
+    /// In the frame's bytes (`span` of `shared`, or `encoded`).
     type_field: Range<usize>,
     body: Range<usize>,
     block_type: BlockType,
@@ -402,25 +407,43 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         }
         state.added = job.known;
     }
+    let DecodeJob {
+        shared,
+        span,
+        encoded,
+        type_field,
+        body,
+        block_type,
+        place,
+        size,
+        end,
+        scratch,
+        ..
+    } = &mut *job;
+    let frame = match shared {
+        Some(shared) => &shared.bytes()[span.clone()],
+        None => &encoded[..],
+    };
     // The check the reader's scan deferred: the body holds no 0x00 (see `frame::verify`).
-    job.stray = memchr(0, &job.encoded[job.body.clone()]).map(|i| job.place.body_offset + i as u64);
-    if let Some(found) = job.stray {
-        job.result = Some(Err(Cause::SyncMismatch {
-            expected: job.end,
+    let stray = memchr(0, &frame[body.clone()]).map(|i| place.body_offset + i as u64);
+    let result = match stray {
+        Some(found) => Err(Cause::SyncMismatch {
+            expected: *end,
             found,
-        }));
-        return job;
-    }
-    job.result = Some(decode_block(
-        &job.encoded[job.type_field.clone()],
-        job.block_type,
-        &job.encoded[job.body.clone()],
-        job.place,
-        job.size,
-        state.max_body_size,
-        &mut job.scratch,
-        &mut state.decompressor,
-    ));
+        }),
+        None => decode_block(
+            &frame[type_field.clone()],
+            *block_type,
+            &frame[body.clone()],
+            *place,
+            *size,
+            state.max_body_size,
+            scratch,
+            &mut state.decompressor,
+        ),
+    };
+    job.stray = stray;
+    job.result = Some(result);
     job
 }
 
@@ -499,6 +522,9 @@ pub(crate) struct Decoders {
     /// The absolute offset at which a sequential reader would scan next, having returned
     /// what was taken so far.
     consumed: u64,
+    /// The input, for workers to read frames from in place (a mapped file); `None`: frames
+    /// are copied into the jobs.
+    shared: Option<Shared>,
 }
 
 impl fmt::Debug for Decoders {
@@ -513,7 +539,12 @@ impl fmt::Debug for Decoders {
 impl Decoders {
     /// Starts `threads` workers that know the dictionaries `decoder` knows; the scan starts at
     /// the absolute offset `at`.
-    pub fn new(threads: usize, decoder: &Decoder, at: u64) -> io::Result<Self> {
+    pub fn new(
+        threads: usize,
+        decoder: &Decoder,
+        at: u64,
+        shared: Option<Shared>,
+    ) -> io::Result<Self> {
         let limits = decoder.limits();
         let max_body_size = limits.body_limit();
         let registry = Arc::new(Mutex::new(Vec::new()));
@@ -539,6 +570,7 @@ impl Decoders {
             known: decoder.dictionaries.len(),
             scanned: false,
             consumed: at,
+            shared,
         })
     }
 
@@ -619,7 +651,7 @@ impl Decoders {
             let decoded = job.result.take().expect("a taken frame is decoded");
             decoder.swap_scratch(&mut job.scratch);
             let settled = decoder.settle_decoded(job.offset(), decoded);
-            self.free.push(job);
+            self.recycle(job);
             if settled.is_some() {
                 return settled;
             }
@@ -633,16 +665,19 @@ impl Decoders {
         if let Some(Err(cause)) = job.result.take() {
             decoder.note_damage(job.offset() + 1, cause);
         }
-        self.free.push(job);
-        for entry in self.queue.drain(..) {
+        self.recycle(job);
+        while let Some(entry) = self.queue.pop_front() {
             match entry {
                 // Waited for: the job's buffers come back, and no worker is left behind.
-                Entry::Worker(seq) => self.free.push(self.pool.recv(seq)),
+                Entry::Worker(seq) => {
+                    let job = self.pool.recv(seq);
+                    self.recycle(job);
+                }
                 Entry::Ready(job) => {
                     // Its dictionary would be known to the workers, and perhaps never met by
                     // a scan from `found`.
                     debug_assert!(false, "a dictionary block scanned past a frame still out");
-                    self.free.push(job)
+                    self.recycle(job)
                 }
                 Entry::Damage { .. } | Entry::End { .. } => {}
             }
@@ -653,6 +688,12 @@ impl Decoders {
         self.scanned = false;
         self.consumed = found;
         decoder.rewind(found);
+    }
+
+    /// Keeps a job's buffers for the next frame (and lets go of the input).
+    fn recycle(&mut self, mut job: Box<DecodeJob>) {
+        job.shared = None;
+        self.free.push(job);
     }
 
     /// Queues damage from the absolute offset `start`; the scan goes on at `resume`. Damage
@@ -680,6 +721,8 @@ impl Decoders {
     fn push_frame(&mut self, decoder: &mut Decoder, input: Input<'_>, f: &Frame) {
         let mut job = self.free.pop().unwrap_or_else(|| {
             Box::new(DecodeJob {
+                shared: None,
+                span: 0..0,
                 encoded: Vec::new(),
                 type_field: 0..0,
                 body: 0..0,
@@ -717,9 +760,18 @@ impl Decoders {
             return;
         }
         let from = f.type_field.start;
-        job.encoded.clear();
-        job.encoded
-            .extend_from_slice(&input.bytes[from..f.body.end]);
+        match &self.shared {
+            // A slice's window is the whole input, from offset 0.
+            Some(shared) => {
+                job.shared = Some(Arc::clone(shared));
+                job.span = from..f.body.end;
+            }
+            None => {
+                job.encoded.clear();
+                job.encoded
+                    .extend_from_slice(&input.bytes[from..f.body.end]);
+            }
+        }
         job.type_field = 0..f.type_field.len();
         job.body = f.body.start - from..f.body.end - from;
         job.known = self.registered;

@@ -20,7 +20,7 @@ use crate::limits::Limits;
 use crate::parallel::Decoders;
 use crate::range::{self, RangeSink};
 use crate::report::{Ending, Report};
-use crate::source::{SliceSource, Source, StreamSource};
+use crate::source::{Shared, SliceSource, Source, StreamSource};
 use crate::varint;
 
 /// A reader over a byte slice or a mapped file.
@@ -469,6 +469,8 @@ pub struct Reader<S> {
     decoders: Option<Box<Decoders>>,
     /// The number of worker threads asked for (0 or 1: none).
     threads: usize,
+    /// The input's bytes, for workers to read frames from in place (a mapped file).
+    shared: Option<Shared>,
 }
 
 impl<S: Source> Reader<S> {
@@ -481,6 +483,7 @@ impl<S: Source> Reader<S> {
             failed: false,
             decoders: None,
             threads,
+            shared: None,
         }
     }
 
@@ -569,7 +572,8 @@ impl<S: Source> Reader<S> {
             if self.decoder.prefix_end().is_some() {
                 self.add_dictionaries_before();
             }
-            match Decoders::new(self.threads, &self.decoder, self.decoder.position()) {
+            let shared = self.shared.clone();
+            match Decoders::new(self.threads, &self.decoder, self.decoder.position(), shared) {
                 Ok(decoders) => self.decoders = Some(Box::new(decoders)),
                 Err(_) => {
                     self.threads = 0;
@@ -846,6 +850,20 @@ impl<S: Source> Reader<S> {
 }
 
 // Following a growing file (for `crate::follow`).
+impl SliceReader<'_> {
+    /// Hands the worker threads `shared`, which holds the same bytes as this reader's slice,
+    /// to read frames from in place.
+    pub(crate) fn sharing(mut self, shared: Shared) -> Self {
+        let (ours, theirs) = (self.src.0, shared.bytes());
+        assert!(
+            std::ptr::eq(ours, theirs),
+            "shared bytes are the reader's own"
+        );
+        self.shared = Some(shared);
+        self
+    }
+}
+
 impl<R: Read> StreamReader<R> {
     /// The reader of the input, to change what it reads next.
     pub(crate) fn get_mut(&mut self) -> &mut R {

@@ -1,7 +1,9 @@
 //! Where readers get their bytes: a slice held whole (a mapped file, a buffer), or a window
 //! that slides over an `io::Read` with bounded memory.
 
+use std::fmt;
 use std::io::{self, Read};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -43,6 +45,17 @@ impl Source for SliceSource<'_> {
         Ok(())
     }
 }
+
+/// Bytes that worker threads may read without borrowing them: a mapped file, kept mapped by
+/// each handle. A reader that has one hands its workers a handle and a range instead of a
+/// copy of each frame.
+pub(crate) trait SharedBytes: Send + Sync + fmt::Debug {
+    /// The bytes: the same slice the reader's [`SliceSource`] holds.
+    fn bytes(&self) -> &[u8];
+}
+
+/// A handle on [`SharedBytes`].
+pub(crate) type Shared = Arc<dyn SharedBytes>;
 
 /// How much a stream source asks of its reader at a time.
 const READ_CHUNK: usize = 256 * 1024;
