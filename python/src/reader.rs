@@ -29,6 +29,14 @@ impl Bytes {
             Bytes::Owned(bytes) => bytes,
         }
     }
+
+    /// A reader over the bytes; a mapped file's worker threads read it in place.
+    pub(crate) fn reader(&self, options: &ReaderBuilder) -> SliceReader<'_> {
+        match self {
+            Bytes::Mapped(map) => map.reader_with(options),
+            Bytes::Owned(bytes) => options.from_slice(bytes),
+        }
+    }
 }
 
 /// What damage does: skipped (and listed in `damage`), raised, or passed to a callable.
@@ -364,7 +372,7 @@ impl Reader {
         let options = reader_options(dictionaries, threads, max_body_size);
         let cursor = {
             let options = options.clone();
-            RecordCursor::new(bytes.clone(), |bytes| options.from_slice(bytes.get()))
+            RecordCursor::new(bytes.clone(), |bytes| bytes.reader(&options))
         };
         let reader = Reader {
             bytes,
@@ -433,7 +441,7 @@ impl Reader {
         let options = self.options.clone();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.cursor =
-            RecordCursor::new(self.bytes.clone(), |bytes| options.from_slice(bytes.get()));
+            RecordCursor::new(self.bytes.clone(), |bytes| bytes.reader(&options));
         state.batch = Batch::default();
         state.done = true;
     }
@@ -558,7 +566,7 @@ impl Reader {
         }
         let options = options.clone();
         let cursor = AvroCursor::new(self.bytes.clone(), |bytes| {
-            builder.build(options.from_slice(bytes.get()))
+            builder.build(bytes.reader(&options))
         });
         Ok(AvroRecords {
             cursor: Mutex::new(cursor),
