@@ -440,8 +440,7 @@ impl Reader {
         self.bytes = Arc::new(Bytes::Owned(Vec::new()));
         let options = self.options.clone();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        state.cursor =
-            RecordCursor::new(self.bytes.clone(), |bytes| bytes.reader(&options));
+        state.cursor = RecordCursor::new(self.bytes.clone(), |bytes| bytes.reader(&options));
         state.batch = Batch::default();
         state.done = true;
     }
