@@ -483,8 +483,9 @@ enum Entry {
 /// the caller.
 ///
 /// The reader's thread scans frames in order with the reader's [`Decoder`] and hands each one
-/// to the workers, copied out of the source (so workers never borrow it), up to a fixed number
-/// of frames ahead. The scan skips each body by its length ([`Check::Deferred`]); the worker
+/// to the workers, up to a fixed number of frames ahead: as a range of the input when the
+/// reader shares it (a mapped file, kept alive by the handle each job holds), or else copied
+/// out of the source (workers, which outlive any borrow, never borrow it). The scan skips each body by its length ([`Check::Deferred`]); the worker
 /// then checks that the body holds no 0x00, which on one thread the scan does, so that the
 /// reader's thread does not read every byte. A worker that finds one reports the frame as the
 /// full check would have, and everything scanned past it is dropped and scanned again from
