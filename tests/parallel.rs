@@ -631,6 +631,24 @@ fn a_stray_zero_before_a_dictionary_block_reads_as_on_one_thread() {
     }
 }
 
+/// A flood of frames whose lengths land on their sync bytes but whose bodies hold a 0x00:
+/// each one sends the parallel reader's scan back; it still reads what one thread reads, and
+/// ends.
+#[test]
+fn a_flood_of_stray_zeros_reads_as_on_one_thread() {
+    let file = write_file(&text_records(3000, 40), Codec::None, 1);
+    let mut damaged = file.clone();
+    let mut zeroed = 0;
+    for at in (2..file.len() - 2).step_by(13) {
+        if file[at - 1..=at + 1].iter().all(|&b| b != 0) {
+            damaged[at] = 0;
+            zeroed += 1;
+        }
+    }
+    assert!(zeroed > 1000, "{zeroed} bytes zeroed");
+    within_a_minute(move || assert_same_as_sequential(&damaged, &ReaderBuilder::new(), 7));
+}
+
 #[test]
 fn dictionary_blocks_count_from_where_they_are() {
     let file = dictionary_late_file();
