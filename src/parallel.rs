@@ -485,9 +485,10 @@ enum Entry {
 /// The reader's thread scans frames in order with the reader's [`Decoder`] and hands each one
 /// to the workers, up to a fixed number of frames ahead: as a range of the input when the
 /// reader shares it (a mapped file, kept alive by the handle each job holds), or else copied
-/// out of the source (workers, which outlive any borrow, never borrow it). The scan skips each body by its length ([`Check::Deferred`]); the worker
-/// then checks that the body holds no 0x00, which on one thread the scan does, so that the
-/// reader's thread does not read every byte. A worker that finds one reports the frame as the
+/// out of the source (workers, which outlive any borrow, never borrow it). The scan skips each
+/// body by its length ([`Check::Deferred`]); the worker then checks that the body holds no
+/// 0x00, which on one thread the scan does, so that the reader's thread does not read every
+/// byte. A worker that finds one reports the frame as the
 /// full check would have, and everything scanned past it is dropped and scanned again from
 /// that 0x00, where a scan on one thread goes on.
 ///
@@ -503,10 +504,6 @@ pub(crate) struct Decoders {
     queue: VecDeque<Entry>,
     /// Frames (`Worker` and `Ready` entries) in `queue`.
     frames: usize,
-    /// `Worker` entries in `queue`.
-    working: usize,
-    /// A dictionary block waits for the workers: no scanning until `working` is 0.
-    held: bool,
     /// The most frames in `queue`.
     limit: usize,
     /// Buffers back from the reader, boxes kept so that recycling allocates nothing.
@@ -562,8 +559,6 @@ impl Decoders {
             pool: Pool::spawn("cobsfile-decode", states, limit, decode)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
             frames: 0,
-            working: 0,
-            held: false,
             limit,
             free: Vec::with_capacity(limit + 1),
             registry,
@@ -599,17 +594,19 @@ impl Decoders {
             self.consumed = decoder.position();
         }
         loop {
-            while !self.scanned && !self.held && self.frames < self.limit {
+            while !self.scanned && self.frames < self.limit {
                 match decoder.next_frame(input, Check::Deferred) {
                     Event::Damage { start, cause } => {
                         self.push_damage(start, cause, decoder.position())
                     }
+                    // A dictionary block waits for the frames before it: it is found again
+                    // once the next entry is settled.
                     Event::Frame(f)
-                        if self.working > 0
-                            && BlockType::from_type(f.block_type) == BlockType::Dictionary =>
+                        if BlockType::from_type(f.block_type) == BlockType::Dictionary
+                            && self.queue.iter().any(|e| matches!(e, Entry::Worker(_))) =>
                     {
                         decoder.back_to(input.offset + f.start as u64);
-                        self.held = true;
+                        break;
                     }
                     Event::Frame(f) => self.push_frame(decoder, input, &f),
                     Event::End { end } => self.push_end(end, decoder.position()),
@@ -635,8 +632,6 @@ impl Decoders {
                     return decoder.end_at(end);
                 }
                 Entry::Worker(seq) => {
-                    self.working -= 1;
-                    self.held &= self.working > 0;
                     let job = self.pool.recv(seq);
                     if let Some(found) = job.stray {
                         self.rescan(decoder, job, found);
@@ -684,8 +679,6 @@ impl Decoders {
             }
         }
         self.frames = 0;
-        self.working = 0;
-        self.held = false;
         self.scanned = false;
         self.consumed = found;
         decoder.rewind(found);
@@ -778,7 +771,6 @@ impl Decoders {
         job.known = self.registered;
         job.result = None;
         let seq = self.pool.send(job);
-        self.working += 1;
         self.queue.push_back(Entry::Worker(seq));
     }
 }
