@@ -376,12 +376,14 @@ fn decode_chains(src: &[u8], dst: &mut [u8]) -> Option<usize> {
     debug_assert!(n >= CHAINS_MIN);
     let dst = &mut dst[..n - 1];
     dst.copy_from_slice(&src[1..]);
-    let ends: [usize; CHAINS] = std::array::from_fn(|k| n / CHAINS * (k + 1));
-    let ends = {
-        let mut e = ends;
-        e[CHAINS - 1] = n;
-        e
-    };
+    // Segment `k` runs from `n / CHAINS * k` to the next one's start; the last to `n`.
+    let ends: [usize; CHAINS] = std::array::from_fn(|k| {
+        if k + 1 == CHAINS {
+            n
+        } else {
+            n / CHAINS * (k + 1)
+        }
+    });
     let mut pos: [usize; CHAINS] = std::array::from_fn(|k| n / CHAINS * k);
     // The first code byte stands for no decoded byte. (Read once: see `rounds` below for why
     // it could be 0.)

@@ -849,7 +849,6 @@ impl<S: Source> Reader<S> {
     }
 }
 
-// Following a growing file (for `crate::follow`).
 impl SliceReader<'_> {
     /// Hands the worker threads `shared`, which holds the same bytes as this reader's slice,
     /// to read frames from in place.
@@ -864,6 +863,7 @@ impl SliceReader<'_> {
     }
 }
 
+// Following a growing file (for `crate::follow`).
 impl<R: Read> StreamReader<R> {
     /// The reader of the input, to change what it reads next.
     pub(crate) fn get_mut(&mut self) -> &mut R {
