@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use apache_avro::types::Value;
 use apache_avro::{Codec, Schema};
-use cobsfile::{cobs, Writer, WriterBuilder};
+use cobsfile::{cobs, WriterBuilder};
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
@@ -94,15 +94,6 @@ fn write_cobsfile(c: &Corpus, block_target: usize, buf: &mut Vec<u8>) {
     w.finish().expect("finish");
 }
 
-fn write_cobsfile_default(c: &Corpus, buf: &mut Vec<u8>) {
-    buf.clear();
-    let mut w = Writer::new(&mut *buf).expect("header");
-    for r in c.records() {
-        w.write_record(r).expect("write");
-    }
-    w.finish().expect("finish");
-}
-
 /// Avro through `append_value_ref`, the `Value` API (one allocation per record).
 fn write_avro_value(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
     buf.clear();
@@ -110,16 +101,6 @@ fn write_avro_value(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
     for r in c.records() {
         w.append_value_ref(&Value::Bytes(r.to_vec()))
             .expect("append");
-    }
-    w.into_inner().expect("flush");
-}
-
-/// Avro through `append_ser` of `serde_bytes::Bytes`: no copy before the encoder.
-fn write_avro_serde(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
-    buf.clear();
-    let mut w = apache_avro::Writer::with_codec(schema, &mut *buf, Codec::Null);
-    for r in c.records() {
-        w.append_ser(serde_bytes::Bytes::new(r)).expect("append");
     }
     w.into_inner().expect("flush");
 }
@@ -216,13 +197,13 @@ fn bench_write(cr: &mut Criterion) {
         let mut buf = Vec::new();
         group.bench_function(BenchmarkId::new("cobsfile", kind.name()), |b| {
             b.iter(|| {
-                write_cobsfile_default(c, &mut buf);
+                peers::write_cobsfile_default(c, &mut buf);
                 black_box(buf.len())
             })
         });
         group.bench_function(BenchmarkId::new("avro", kind.name()), |b| {
             b.iter(|| {
-                write_avro_serde(c, &schema, &mut buf);
+                peers::write_avro_serde(c, &schema, &mut buf);
                 black_box(buf.len())
             })
         });
@@ -254,7 +235,7 @@ fn bench_read(cr: &mut Criterion) {
         let total = c.data.len();
 
         let mut cobsfile = Vec::new();
-        write_cobsfile_default(c, &mut cobsfile);
+        peers::write_cobsfile_default(c, &mut cobsfile);
         assert_eq!(peers::read_cobsfile_slice(&cobsfile), total);
         assert_eq!(peers::read_cobsfile_stream(&cobsfile), total);
         group.bench_function(BenchmarkId::new("cobsfile", kind.name()), |b| {
@@ -266,7 +247,7 @@ fn bench_read(cr: &mut Criterion) {
         drop(cobsfile);
 
         let mut avro = Vec::new();
-        write_avro_serde(c, &schema, &mut avro);
+        peers::write_avro_serde(c, &schema, &mut avro);
         assert_eq!(peers::read_avro(&avro), total);
         group.bench_function(BenchmarkId::new("avro", kind.name()), |b| {
             b.iter(|| peers::read_avro(&avro))

@@ -12,34 +12,16 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use apache_avro::{Codec, Schema};
-use cobsfile::Writer;
-
 #[path = "../benches/corpus.rs"]
 mod corpus;
+#[path = "../benches/peers.rs"]
+mod peers;
 
 use corpus::{Corpus, Kind};
+use peers::{avro_schema, write_avro_serde, write_cobsfile_default};
 
 /// Alternating passes of each writer.
 const PASSES: usize = 15;
-
-fn write_cobsfile(c: &Corpus, buf: &mut Vec<u8>) {
-    buf.clear();
-    let mut w = Writer::new(&mut *buf).expect("header");
-    for r in c.records() {
-        w.write_record(r).expect("write");
-    }
-    w.finish().expect("finish");
-}
-
-fn write_avro(c: &Corpus, schema: &Schema, buf: &mut Vec<u8>) {
-    buf.clear();
-    let mut w = apache_avro::Writer::with_codec(schema, &mut *buf, Codec::Null);
-    for r in c.records() {
-        w.append_ser(serde_bytes::Bytes::new(r)).expect("append");
-    }
-    w.into_inner().expect("flush");
-}
 
 fn time(f: impl FnOnce()) -> Duration {
     let start = Instant::now();
@@ -53,7 +35,7 @@ fn gbps(c: &Corpus, t: Duration) -> f64 {
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
-    let schema = Schema::parse_str(r#""bytes""#).expect("schema");
+    let schema = avro_schema();
     println!("| corpus | cobsfile | avro (serde) | cobsfile / avro |");
     println!("|---|---:|---:|---:|");
     for kind in [Kind::SmallJson, Kind::LargeJson, Kind::ZeroRich] {
@@ -64,9 +46,9 @@ fn main() {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         let (mut best_ours, mut best_theirs) = (Duration::MAX, Duration::MAX);
         for _ in 0..PASSES {
-            best_ours = best_ours.min(time(|| write_cobsfile(&c, &mut ours)));
+            best_ours = best_ours.min(time(|| write_cobsfile_default(&c, &mut ours)));
             black_box(ours.len());
-            best_theirs = best_theirs.min(time(|| write_avro(&c, &schema, &mut theirs)));
+            best_theirs = best_theirs.min(time(|| write_avro_serde(&c, &schema, &mut theirs)));
             black_box(theirs.len());
         }
         println!(
