@@ -637,13 +637,12 @@ impl Decoder {
                     if decoded_here {
                         if let Err(zero) = frame::verify(window, &f) {
                             self.at = base + zero as u64;
-                            return Event::Damage {
-                                start: base + f.start as u64 + 1,
-                                cause: Cause::SyncMismatch {
-                                    expected: base + f.end as u64,
-                                    found: base + zero as u64,
-                                },
-                            };
+                            let (start, cause) = frame::stray_zero_damage(
+                                base + f.start as u64,
+                                base + f.end as u64,
+                                self.at,
+                            );
+                            return Event::Damage { start, cause };
                         }
                     }
                     self.at = base + f.end as u64;

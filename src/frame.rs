@@ -237,6 +237,20 @@ pub(crate) fn verify(buf: &[u8], frame: &Frame) -> Result<(), usize> {
     }
 }
 
+/// The damage a frame is when [`verify`] (or a worker thread's check of its body) finds a
+/// 0x00 at the absolute offset `zero`: where it starts and its cause, as [`Check::Full`]
+/// reports it. `start` and `end` are the absolute offsets of its opening and closing sync
+/// bytes.
+pub(crate) fn stray_zero_damage(start: u64, end: u64, zero: u64) -> (u64, Cause) {
+    (
+        start + 1,
+        Cause::SyncMismatch {
+            expected: end,
+            found: zero,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ use crate::block::{self, types, BlockType, Body, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::decoder::{decode_block, BlockInfo, Decoder, Event, Input, Step};
 use crate::error::{Cause, Result};
-use crate::frame::{Check, Frame};
+use crate::frame::{self, Check, Frame};
 use crate::index::IndexBuilder;
 use crate::limits::Limits;
 use crate::source::Shared;
@@ -372,7 +372,7 @@ pub(crate) struct DecodeJob {
     end: u64,
     /// Where the decoded payload is.
     scratch: Scratch,
-    /// Filled in by the decoding.
+    /// Filled in by the decoding (left `None` for a frame with a stray 0x00).
     result: Option<Result<(BlockInfo, Body), Cause>>,
     /// The absolute offset of a 0x00 the worker found in the body, which the reader's scan
     /// did not read ([`Check::Deferred`]): the frame is damaged, and the scan past it wrong.
@@ -416,7 +416,6 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         block_type,
         place,
         size,
-        end,
         scratch,
         ..
     } = &mut *job;
@@ -425,13 +424,11 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         None => &encoded[..],
     };
     // The check the reader's scan deferred: the body holds no 0x00 (see `frame::verify`).
+    // A frame with one is not decoded: the reader's thread reports it.
     let stray = memchr(0, &frame[body.clone()]).map(|i| place.body_offset + i as u64);
     let result = match stray {
-        Some(found) => Err(Cause::SyncMismatch {
-            expected: *end,
-            found,
-        }),
-        None => decode_block(
+        Some(_) => None,
+        None => Some(decode_block(
             &frame[type_field.clone()],
             *block_type,
             &frame[body.clone()],
@@ -440,10 +437,10 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
             state.max_body_size,
             scratch,
             &mut state.decompressor,
-        ),
+        )),
     };
     job.stray = stray;
-    job.result = Some(result);
+    job.result = result;
     job
 }
 
@@ -657,10 +654,9 @@ impl Decoders {
     /// Settles the frame of `job`, in which a worker found a 0x00 at the absolute offset
     /// `found`, as damage, drops everything scanned past it, and goes back to `found`: where a
     /// full check resumes.
-    fn rescan(&mut self, decoder: &mut Decoder, mut job: Box<DecodeJob>, found: u64) {
-        if let Some(Err(cause)) = job.result.take() {
-            decoder.note_damage(job.offset() + 1, cause);
-        }
+    fn rescan(&mut self, decoder: &mut Decoder, job: Box<DecodeJob>, found: u64) {
+        let (start, cause) = frame::stray_zero_damage(job.offset(), job.end, found);
+        decoder.note_damage(start, cause);
         self.recycle(job);
         while let Some(entry) = self.queue.pop_front() {
             match entry {
