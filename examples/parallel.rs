@@ -20,17 +20,14 @@ mod corpus;
 
 use corpus::{Corpus, Kind};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod timing;
+
+use timing::time;
 
 /// Rounds of passes; see `run`.
 const ROUNDS: usize = 10;
-
-/// How long `f` takes.
-fn time(f: impl FnOnce()) -> Duration {
-    let start = Instant::now();
-    f();
-    start.elapsed()
-}
 
 fn write(corpus: &Corpus, compression: Compression, threads: usize, out: &mut Vec<u8>) {
     out.clear();

@@ -11,27 +11,24 @@
 //! ```
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
 #[path = "../benches/peers.rs"]
 mod peers;
 
+mod timing;
+
 use corpus::{Corpus, Kind};
 use peers::{
     avro_schema, read_avro, read_cobsfile_slice, read_cobsfile_stream, write_avro_serde,
     write_cobsfile_default,
 };
+use timing::time;
 
 /// Alternating passes of each writer and reader.
 const PASSES: usize = 15;
-
-fn time(f: impl FnOnce()) -> Duration {
-    let start = Instant::now();
-    f();
-    start.elapsed()
-}
 
 fn main() {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
