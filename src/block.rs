@@ -275,9 +275,28 @@ pub(crate) struct Scratch {
     plain: Vec<u8>,
     /// Whether the last payload is in `plain`.
     in_plain: bool,
+    /// Where each record of the last decoded data block lies in [`buffer`](Self::buffer),
+    /// found by the decoding's check of the payload, when kept (see [`Scratch::records`]).
+    records: Vec<(u32, u32)>,
+    /// Whether `records` holds the ranges of the last decoded block.
+    kept: bool,
 }
 
+/// Record ranges are kept for a data block whose payload has at least this many bytes per
+/// record, so that they take at most as much memory as the payload (8 bytes a record): a
+/// flood of tiny records is walked instead.
+const KEEP_BYTES_PER_RECORD: u64 = 8;
+
 impl Scratch {
+    /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
+    /// is a data block whose ranges were kept: the ranges the records' length prefixes give,
+    /// which [`Records`] walks to otherwise. Reading them does not touch the payload, so a
+    /// reader's thread hands out the records of a block a worker decoded without pulling
+    /// the block into its core's cache.
+    pub fn records(&self) -> Option<&[(u32, u32)]> {
+        self.kept.then_some(&self.records[..])
+    }
+
     /// The buffer that holds the last decoded payload.
     pub fn buffer(&self) -> &[u8] {
         if self.in_plain {
@@ -329,6 +348,7 @@ pub(crate) fn decode(
         size,
         limit: max_body as u64,
     };
+    scratch.kept = false;
     cobs::decode_zero_free(encoded, &mut scratch.body).map_err(|e| Cause::Cobs {
         offset: place.body_offset + e.offset as u64,
     })?;
@@ -423,9 +443,16 @@ pub(crate) fn decode(
             computed,
         });
     }
+    let mut records = std::mem::take(&mut scratch.records);
     let bytes = &scratch.buffer()[payload.clone()];
+    let mut kept = false;
     let (items, version) = match block_type {
-        BlockType::Data => (Some(check_strings(bytes, 1).map_err(malformed)?), None),
+        BlockType::Data => {
+            let (count, keep) =
+                check_records(bytes, payload.start, &mut records).map_err(malformed)?;
+            kept = keep;
+            (Some(count), None)
+        }
         BlockType::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockType::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
         BlockType::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
@@ -436,6 +463,8 @@ pub(crate) fn decode(
             (None, None)
         }
     };
+    scratch.records = records;
+    scratch.kept = kept;
     Ok(Body {
         payload,
         items,
@@ -510,9 +539,38 @@ fn header_version(payload: &[u8]) -> Result<i64, &'static str> {
     Ok(version)
 }
 
-/// Checks a payload made of a count and then `count * per_item` length-prefixed byte strings;
-/// returns the count.
-fn check_strings(payload: &[u8], per_item: u64) -> Result<u64, &'static str> {
+/// Checks a data block's payload (at `base` in its buffer) as [`check_strings`] does, and
+/// returns the record count and whether `records` (cleared first) now holds each record's
+/// range in the buffer: it does unless the records average under [`KEEP_BYTES_PER_RECORD`]
+/// bytes, or the buffer is too large for 32-bit offsets.
+fn check_records(
+    payload: &[u8],
+    base: usize,
+    records: &mut Vec<(u32, u32)>,
+) -> Result<(u64, bool), &'static str> {
+    records.clear();
+    let claimed = varint::read(payload).map_or(0, |(count, _)| count.max(0) as u64);
+    let keep = base + payload.len() <= u32::MAX as usize
+        && claimed.saturating_mul(KEEP_BYTES_PER_RECORD) <= payload.len() as u64;
+    if keep {
+        // Within the payload's size by the test above; a lying count fails the check below.
+        records.reserve(claimed as usize);
+    }
+    let count = check_strings(payload, 1, |item| {
+        if keep {
+            records.push(((base + item.start) as u32, (base + item.end) as u32));
+        }
+    })?;
+    Ok((count, keep))
+}
+
+/// Checks a payload made of a count and then `count * per_item` length-prefixed byte strings,
+/// calling `each` with the range of every string; returns the count.
+fn check_strings(
+    payload: &[u8],
+    per_item: u64,
+    mut each: impl FnMut(Range<usize>),
+) -> Result<u64, &'static str> {
     let (count, mut at) = varint::read(payload).map_err(|_| "invalid count varint")?;
     let count = u64::try_from(count).map_err(|_| "negative count")?;
     // Each string needs at least its one-byte length: this bounds the loop by the payload size.
@@ -527,6 +585,7 @@ fn check_strings(payload: &[u8], per_item: u64) -> Result<u64, &'static str> {
         if len > payload.len() - at {
             return Err("item runs past the end of the block");
         }
+        each(at..at + len);
         at += len;
     }
     if at != payload.len() {
@@ -537,7 +596,7 @@ fn check_strings(payload: &[u8], per_item: u64) -> Result<u64, &'static str> {
 
 /// Checks a metadata payload: strings in pairs, keys UTF-8 and unique; returns the entry count.
 fn check_metadata(payload: &[u8]) -> Result<u64, &'static str> {
-    let count = check_strings(payload, 2)?;
+    let count = check_strings(payload, 2, |_| {})?;
     let mut keys = HashSet::new();
     for (key, _) in Entries::new(payload) {
         let key = std::str::from_utf8(key).map_err(|_| "metadata key is not UTF-8")?;
@@ -602,5 +661,81 @@ impl<'a> Iterator for Entries<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         Some((self.0.next()?, self.0.next()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn payload(records: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint::write(records.len() as i64, &mut out);
+        for r in records {
+            put_bytes(r, &mut out);
+        }
+        out
+    }
+
+    type Kept = (Result<(u64, bool), &'static str>, Vec<Vec<u8>>);
+
+    /// What `check_records` keeps, as the records' bytes, placed at `base` in a buffer.
+    fn kept(bytes: &[u8], base: usize) -> Kept {
+        let mut buffer = vec![0xAA; base];
+        buffer.extend_from_slice(bytes);
+        let mut records = vec![(7, 9)];
+        let checked = check_records(&buffer[base..], base, &mut records);
+        let found = records
+            .iter()
+            .map(|&(s, e)| buffer[s as usize..e as usize].to_vec())
+            .collect();
+        (checked, found)
+    }
+
+    #[test]
+    fn a_flood_of_tiny_records_is_walked_not_kept() {
+        let tiny = vec![Vec::new(); 1000];
+        let (checked, found) = kept(&payload(&tiny), 3);
+        assert_eq!(checked, Ok((1000, false)));
+        assert!(found.is_empty());
+        let wide = vec![vec![1u8; 7]; 1000];
+        let (checked, found) = kept(&payload(&wide), 3);
+        assert_eq!(checked, Ok((1000, true)));
+        assert_eq!(found, wide);
+    }
+
+    proptest! {
+        /// Kept ranges are the records a walk of the payload finds.
+        #[test]
+        fn kept_ranges_are_the_records(
+            records in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..64),
+            base in 0usize..300,
+        ) {
+            let bytes = payload(&records);
+            let (checked, found) = kept(&bytes, base);
+            let keep = records.len() * 8 <= bytes.len();
+            prop_assert_eq!(checked, Ok((records.len() as u64, keep)));
+            if keep {
+                prop_assert_eq!(found, records);
+            } else {
+                prop_assert!(found.is_empty());
+            }
+        }
+
+        /// On any bytes the check is `check_strings`' (count or error), and what it keeps is
+        /// what `Records` walks to.
+        #[test]
+        fn check_records_agrees_with_the_walk(
+            bytes in prop::collection::vec(any::<u8>(), 0..200),
+            base in 0usize..300,
+        ) {
+            let (checked, found) = kept(&bytes, base);
+            prop_assert_eq!(checked.map(|(count, _)| count), check_strings(&bytes, 1, |_| {}));
+            if let Ok((_, true)) = checked {
+                let walked: Vec<Vec<u8>> = Records::new(&bytes).map(<[u8]>::to_vec).collect();
+                prop_assert_eq!(found, walked);
+            }
+        }
     }
 }

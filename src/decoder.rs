@@ -429,6 +429,13 @@ impl Decoder {
         self.scratch.buffer()
     }
 
+    /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, when
+    /// it is a data block whose ranges were kept ([`Scratch::records`]).
+    #[inline]
+    pub(crate) fn records(&self) -> Option<&[(u32, u32)]> {
+        self.scratch.records()
+    }
+
     /// The decoded buffer and where the last announced block's payload lies in it.
     pub(crate) fn current(&self) -> Option<(&[u8], Range<usize>)> {
         let (_, body) = self.current.as_ref()?;

@@ -425,6 +425,17 @@ impl Metadata {
     }
 }
 
+/// What is left of the current data block's records: the rest of its kept record ranges
+/// ([`Decoder::records`]), or else of its payload, walked record by record. Emptied whenever
+/// the block stops being current, so that it never reads a stale block.
+#[derive(Debug, Clone, Default)]
+struct Cursor {
+    /// Indexes into the kept ranges.
+    kept: Range<usize>,
+    /// Bytes in the decoder's buffer.
+    walk: Range<usize>,
+}
+
 /// A reader of blocks, records and metadata over any [`Source`]: a driver of the [`Decoder`].
 ///
 /// [`next_record`](Self::next_record) lends each record from the decoded block, copying
@@ -459,8 +470,8 @@ impl Metadata {
 pub struct Reader<S> {
     src: S,
     decoder: Decoder,
-    /// What is left of the current data block's records, in the decoder's buffer.
-    cursor: Range<usize>,
+    /// What is left of the current data block's records.
+    cursor: Cursor,
     /// Records `next_record` is still to pass over (see `skip_records`).
     skip: u64,
     /// Set after the source failed: nothing more is read.
@@ -478,7 +489,7 @@ impl<S: Source> Reader<S> {
         Reader {
             src,
             decoder,
-            cursor: 0..0,
+            cursor: Cursor::default(),
             skip: 0,
             failed: false,
             decoders: None,
@@ -616,7 +627,7 @@ impl<S: Source> Reader<S> {
     /// Records of the current block that [`next_record`](Self::next_record) has not yet
     /// returned are passed over.
     pub fn next_block(&mut self) -> Option<Result<Block<'_>>> {
-        self.cursor = 0..0;
+        self.cursor = Cursor::default();
         match self.next_step(Want::Blocks)? {
             Step::Block(_) => Some(Ok(self.decoder.block().expect("a block was announced"))),
             Step::Damaged(e) | Step::Stopped(e) => Some(Err(e)),
@@ -641,9 +652,14 @@ impl<S: Source> Reader<S> {
     /// Takes the next record's range from the cursor.
     #[inline]
     pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
-        let item = block::next_string(self.decoder.buffer().get(self.cursor.clone())?)?;
-        let range = self.cursor.start + item.start..self.cursor.start + item.end;
-        self.cursor.start = range.end;
+        if let Some(i) = self.cursor.kept.next() {
+            let &(start, end) = self.decoder.records()?.get(i)?;
+            return Some(start as usize..end as usize);
+        }
+        let walk = &mut self.cursor.walk;
+        let item = block::next_string(self.decoder.buffer().get(walk.clone())?)?;
+        let range = walk.start + item.start..walk.start + item.end;
+        walk.start = range.end;
         Some(range)
     }
 
@@ -820,7 +836,7 @@ impl<S: Source> Reader<S> {
     /// those to be skipped) are what [`next_record`](Self::next_record) returns next. Returns
     /// the block's info, or the error that stands for a damaged region before it.
     pub(crate) fn open_block(&mut self) -> Option<Result<BlockInfo>> {
-        self.cursor = 0..0;
+        self.cursor = Cursor::default();
         let info = match self.next_step(Want::Blocks)? {
             Step::Block(info) => info,
             Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
@@ -832,8 +848,20 @@ impl<S: Source> Reader<S> {
                 if self.skip >= items {
                     self.skip -= items;
                 } else {
-                    let (buffer, payload) = self.decoder.current().expect("the block just read");
-                    self.cursor = strings_start(buffer, payload);
+                    self.cursor = match self.decoder.records() {
+                        Some(records) => Cursor {
+                            kept: 0..records.len(),
+                            walk: 0..0,
+                        },
+                        None => {
+                            let (buffer, payload) =
+                                self.decoder.current().expect("the block just read");
+                            Cursor {
+                                kept: 0..0,
+                                walk: strings_start(buffer, payload),
+                            }
+                        }
+                    };
                     self.skip_in_cursor();
                 }
             }
@@ -893,7 +921,7 @@ impl<R: Read> StreamReader<R> {
     pub(crate) fn rewind(&mut self) -> u64 {
         let resume = self.decoder.restart_at_resume();
         self.src.restart_at(resume);
-        self.cursor = 0..0;
+        self.cursor = Cursor::default();
         resume
     }
 
@@ -1086,7 +1114,7 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let reader = &mut *self.0;
-        reader.cursor = 0..0;
+        reader.cursor = Cursor::default();
         loop {
             let info = match reader.next_step(Want::Metadata)? {
                 Step::Block(info) => info,
