@@ -8,6 +8,15 @@
 //! and the thread that sent the jobs takes them in sequence order, holding those that arrive
 //! early aside.
 //!
+//! A reader's pool has `n - 1` workers, and the reader's thread is the `n`-th: while the
+//! result it needs is not back, it takes the next job from the queue and runs it on its own
+//! state, rather than sleep. Its work between two blocks (handing out records) is small, so a
+//! reader that only waited would leave a core idle, and be woken for every block: on two
+//! cores, that made 2 threads read uncompressed files slower than 1 (BENCHMARKS.md,
+//! "Threads"). Reading a block's records touches only their ranges, which the decoding keeps
+//! ([`Scratch::records`](crate::block::Scratch::records)), not the block a worker decoded. A
+//! writer's thread makes the records, so its pool has `n` workers.
+//!
 //! At most [`DEPTH`] blocks per worker are in flight. When that many are, the submitting
 //! thread first takes the oldest result back (writing it, or handing it to the reader's
 //! caller). Buffers travel inside the jobs and come back with the results to free lists, so a
@@ -50,10 +59,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A job's result, or the panic of the worker that ran it.
 type Outcome<D> = thread::Result<D>;
 
-/// Worker threads pulling jobs from one queue; see the module documentation.
+/// The calling thread's work in a pool it takes part in: `work` on its own state.
+type LocalWork<J, D> = Box<dyn FnMut(J) -> D + Send>;
+
+/// Worker threads pulling jobs from one queue, and perhaps the calling thread too; see the
+/// module documentation.
 pub(crate) struct Pool<J, D> {
     /// `None` once the pool is being dropped, which ends the workers' loops.
     jobs: Option<SyncSender<(u64, J)>>,
+    /// The queue's receiving end, shared by the workers (and the calling thread).
+    queue: Arc<Mutex<Receiver<(u64, J)>>>,
+    /// The calling thread's work, when it takes jobs from the queue while it waits for a
+    /// result. Behind a mutex only for `Sync`, as `done`.
+    local: Option<Mutex<LocalWork<J, D>>>,
     /// Behind a mutex only so that the pool stays `Sync` like the rest of the reader and
     /// writer; always reached through `get_mut`, never locked.
     done: Mutex<Receiver<(u64, Outcome<D>)>>,
@@ -65,20 +83,37 @@ pub(crate) struct Pool<J, D> {
 }
 
 impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
-    /// Starts one thread per state, named `name-i`. Each takes the next job from the shared
-    /// queue, runs `work` on its state and the job, and sends the result back. At most
-    /// `in_flight` jobs may be sent and not yet received: sending then never blocks.
+    /// Starts one thread per state, named `name-i`, but for the last state when `local` (and
+    /// there are two or more): the calling thread works on that one itself, taking jobs from
+    /// the queue while it waits for a result (see [`recv`](Self::recv)). Each worker takes the
+    /// next job from the shared queue, runs `work` on its state and the job, and sends the
+    /// result back. At most `in_flight` jobs may be sent and not yet received: sending then
+    /// never blocks.
     fn spawn<S: Send + 'static>(
         name: &str,
-        states: Vec<S>,
+        mut states: Vec<S>,
         in_flight: usize,
         work: fn(&mut S, J) -> D,
+        local: bool,
     ) -> io::Result<Self> {
         let (job_tx, job_rx) = sync_channel::<(u64, J)>(in_flight);
         let (done_tx, done_rx) = sync_channel::<(u64, Outcome<D>)>(in_flight);
         let job_rx = Arc::new(Mutex::new(job_rx));
+        let local = match states.pop() {
+            Some(mut state) if local && !states.is_empty() => {
+                let work: LocalWork<J, D> = Box::new(move |job| work(&mut state, job));
+                Some(Mutex::new(work))
+            }
+            Some(state) => {
+                states.push(state);
+                None
+            }
+            None => None,
+        };
         let mut pool = Pool {
             jobs: Some(job_tx),
+            queue: Arc::clone(&job_rx),
+            local,
             done: Mutex::new(done_rx),
             handles: Vec::with_capacity(states.len()),
             next: 0,
@@ -119,12 +154,43 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
 
     /// The result of the job `seq`, waiting for it if need be. Resumes the panic of a worker
     /// that panicked, as soon as it is received.
+    ///
+    /// When the calling thread takes part, it runs the next queued job while the result is
+    /// not back, rather than sleep until it is: on as many cores as threads, a thread that
+    /// only hands out results would leave its core idle, and waking it for each result costs
+    /// more than the decoding of an uncompressed block.
     fn recv(&mut self, seq: u64) -> D {
         loop {
             if let Some(i) = self.early.iter().position(|(s, _)| *s == seq) {
                 return self.early.swap_remove(i).1;
             }
             let done = self.done.get_mut().unwrap_or_else(|p| p.into_inner());
+            if let Some(work) = &mut self.local {
+                match done.try_recv() {
+                    Ok((s, Ok(result))) if s == seq => return result,
+                    Ok((s, Ok(result))) => {
+                        self.early.push((s, result));
+                        continue;
+                    }
+                    Ok((_, Err(panic))) => panic::resume_unwind(panic),
+                    Err(_) => {}
+                }
+                // A worker waiting for a job holds the queue's lock: then it is empty.
+                let job = self
+                    .queue
+                    .try_lock()
+                    .ok()
+                    .and_then(|queue| queue.try_recv().ok());
+                if let Some((s, job)) = job {
+                    let work = work.get_mut().unwrap_or_else(|p| p.into_inner());
+                    let result = work(job);
+                    if s == seq {
+                        return result;
+                    }
+                    self.early.push((s, result));
+                    continue;
+                }
+            }
             match done.recv() {
                 Ok((s, Ok(result))) if s == seq => return result,
                 Ok((s, Ok(result))) => self.early.push((s, result)),
@@ -134,9 +200,9 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
         }
     }
 
-    /// The number of worker threads.
+    /// The number of threads that run jobs (the calling thread included when it runs some).
     fn len(&self) -> usize {
-        self.handles.len()
+        self.handles.len() + usize::from(self.local.is_some())
     }
 }
 
@@ -232,7 +298,7 @@ impl Encoders {
         }
         let limit = DEPTH * threads;
         Ok(Encoders {
-            pool: Pool::spawn("cobsfile-encode", states, limit, encode)?,
+            pool: Pool::spawn("cobsfile-encode", states, limit, encode, false)?,
             queue: VecDeque::with_capacity(limit),
             limit,
             free_payloads: Vec::with_capacity(limit + 1),
@@ -553,7 +619,7 @@ impl Decoders {
             .collect();
         let limit = DEPTH * threads;
         Ok(Decoders {
-            pool: Pool::spawn("cobsfile-decode", states, limit, decode)?,
+            pool: Pool::spawn("cobsfile-decode", states, limit, decode, true)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
             frames: 0,
             limit,
@@ -784,6 +850,38 @@ mod tests {
         check::<crate::Writer<Vec<u8>>>();
         check::<crate::SliceReader<'static>>();
     };
+
+    /// A job's number and whether the calling thread ran it, after 1 ms.
+    fn slow_on_workers(caller: &mut thread::ThreadId, job: u64) -> (u64, bool) {
+        thread::sleep(std::time::Duration::from_millis(1));
+        (job, thread::current().id() == *caller)
+    }
+
+    #[test]
+    fn the_calling_thread_shares_the_jobs_and_results_keep_their_order() {
+        let caller = thread::current().id();
+        let mut pool =
+            Pool::spawn("test", vec![caller; 2], 4, slow_on_workers, true).expect("threads");
+        assert_eq!(pool.len(), 2);
+        let (mut sent, mut results) = (0, Vec::new());
+        while results.len() < 40 {
+            while sent < 40 && sent - results.len() < 4 {
+                pool.send(sent as u64);
+                sent += 1;
+            }
+            results.push(pool.recv(results.len() as u64));
+        }
+        let order: Vec<u64> = results.iter().map(|&(job, _)| job).collect();
+        assert_eq!(order, (0..40).collect::<Vec<_>>());
+        // Each time the calling thread waits for a worker's job, it runs a queued one.
+        assert!(results.iter().any(|&(_, local)| local));
+        // A writer's pool leaves every job to its workers.
+        let mut pool =
+            Pool::spawn("test", vec![caller; 2], 4, slow_on_workers, false).expect("threads");
+        assert_eq!(pool.len(), 2);
+        let seqs: Vec<u64> = (0..4).map(|job| pool.send(job)).collect();
+        assert!(seqs.into_iter().all(|seq| !pool.recv(seq).1));
+    }
 
     fn file(blocks: usize) -> Vec<u8> {
         let mut writer = WriterBuilder::new()

@@ -91,12 +91,15 @@ impl ReaderBuilder {
         self
     }
 
-    /// Decodes blocks on `threads` worker threads in readers over slices and mapped files
-    /// (default 0; 0 and 1 decode on the calling thread; `from_read` always does).
+    /// Decodes blocks on `threads` threads in readers over slices and mapped files (default
+    /// 0; 0 and 1 decode on the calling thread; `from_read` always does): `threads - 1`
+    /// worker threads and the calling thread.
     ///
-    /// The reader scans the input on the calling thread and hands up to 2 blocks per thread
-    /// to the workers, each with its own zstd context, while the caller goes through the
-    /// blocks before them. Records, blocks, errors (merged the same way) and
+    /// The reader scans the input on the calling thread and queues up to 2 blocks per thread
+    /// for the workers, each with its own zstd context, while the caller goes through the
+    /// blocks before them. When the next block is not decoded yet, the calling thread decodes
+    /// a queued one itself rather than wait: so `threads` is the number of cores the reader
+    /// keeps busy. Records, blocks, errors (merged the same way) and
     /// [`stats`](Reader::stats) are exactly those of a reader on one thread, in the same
     /// order; [`Reader::metadata`] skips data blocks on the calling thread as always.
     ///
