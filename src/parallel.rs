@@ -12,12 +12,13 @@
 //! result it needs is not back, it takes the next job from the queue and runs it on its own
 //! state, rather than sleep. Its work between two blocks (handing out records) is small, so a
 //! reader that only waited would leave a core idle, and be woken for every block: on two
-//! cores, that made 2 threads read uncompressed files slower than 1 (BENCHMARKS.md,
-//! "Threads"). Reading a block's records touches only their ranges, which the decoding keeps
-//! ([`Scratch::records`](crate::block::Scratch::records)), not the block a worker decoded. A
-//! writer's thread makes the records, so its pool has `n` workers.
+//! cores, that made 2 threads read uncompressed files slower than 1 (BENCHMARKS.md, "Threads:
+//! n - 1 workers and the reader's thread"). Reading a block's records touches only their
+//! ranges, which the decoding keeps ([`Scratch::records`](crate::block::Scratch::records)),
+//! not the block a worker decoded. A writer's thread makes the records, so its pool has `n`
+//! workers.
 //!
-//! At most [`DEPTH`] blocks per worker are in flight. When that many are, the submitting
+//! At most [`DEPTH`] blocks per thread are in flight. When that many are, the submitting
 //! thread first takes the oldest result back (writing it, or handing it to the reader's
 //! caller). Buffers travel inside the jobs and come back with the results to free lists, so a
 //! steady state allocates nothing per record and nothing per block.
