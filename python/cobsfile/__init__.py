@@ -150,7 +150,7 @@ def open(
     on_damage: "skip" (the default: go on, listed in `reader.damage`), "raise"
     (`DamagedError`), or a callable given each `Damage` (reading goes on unless it raises).
     dictionaries: zstd dictionaries the file's blocks may need (bytes each).
-    threads: worker threads decoding blocks. Raises `NotACobsfileError` for a non-empty input
+    threads: threads decoding blocks (the calling thread and threads - 1 workers). Raises `NotACobsfileError` for a non-empty input
     with no intact block.
     """
     return Reader(
