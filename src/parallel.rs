@@ -100,17 +100,13 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
         let (job_tx, job_rx) = sync_channel::<(u64, J)>(in_flight);
         let (done_tx, done_rx) = sync_channel::<(u64, Outcome<D>)>(in_flight);
         let job_rx = Arc::new(Mutex::new(job_rx));
-        let local = match states.pop() {
-            Some(mut state) if local && !states.is_empty() => {
+        let local = (local && states.len() > 1)
+            .then(|| states.pop())
+            .flatten()
+            .map(|mut state| {
                 let work: LocalWork<J, D> = Box::new(move |job| work(&mut state, job));
-                Some(Mutex::new(work))
-            }
-            Some(state) => {
-                states.push(state);
-                None
-            }
-            None => None,
-        };
+                Mutex::new(work)
+            });
         let mut pool = Pool {
             jobs: Some(job_tx),
             queue: Arc::clone(&job_rx),
@@ -166,37 +162,26 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
                 return self.early.swap_remove(i).1;
             }
             let done = self.done.get_mut().unwrap_or_else(|p| p.into_inner());
-            if let Some(work) = &mut self.local {
-                match done.try_recv() {
-                    Ok((s, Ok(result))) if s == seq => return result,
-                    Ok((s, Ok(result))) => {
-                        self.early.push((s, result));
-                        continue;
-                    }
-                    Ok((_, Err(panic))) => panic::resume_unwind(panic),
-                    Err(_) => {}
-                }
-                // A worker waiting for a job holds the queue's lock: then it is empty.
-                let job = self
-                    .queue
-                    .try_lock()
-                    .ok()
-                    .and_then(|queue| queue.try_recv().ok());
-                if let Some((s, job)) = job {
+            // Taking part, the calling thread takes a result that is back, or else runs the
+            // next queued job (a worker waiting for one holds the queue's lock: then it is
+            // empty), or else waits like a thread that does not take part.
+            let ready = self.local.as_mut().and_then(|work| {
+                done.try_recv().ok().or_else(|| {
+                    let (s, job) = self.queue.try_lock().ok()?.try_recv().ok()?;
                     let work = work.get_mut().unwrap_or_else(|p| p.into_inner());
-                    let result = work(job);
-                    if s == seq {
-                        return result;
-                    }
-                    self.early.push((s, result));
-                    continue;
-                }
-            }
-            match done.recv() {
-                Ok((s, Ok(result))) if s == seq => return result,
-                Ok((s, Ok(result))) => self.early.push((s, result)),
-                Ok((_, Err(panic))) => panic::resume_unwind(panic),
-                Err(_) => panic!("every cobsfile worker thread has exited"),
+                    Some((s, Ok(work(job))))
+                })
+            });
+            let received = match ready {
+                Some(received) => received,
+                None => done
+                    .recv()
+                    .unwrap_or_else(|_| panic!("every cobsfile worker thread has exited")),
+            };
+            match received {
+                (s, Ok(result)) if s == seq => return result,
+                (s, Ok(result)) => self.early.push((s, result)),
+                (_, Err(panic)) => panic::resume_unwind(panic),
             }
         }
     }
