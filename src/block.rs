@@ -261,6 +261,7 @@ where
 }
 
 /// Appends a length-prefixed byte string.
+#[inline]
 pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     varint::write(bytes.len() as i64, out);
     out.extend_from_slice(bytes);

@@ -481,6 +481,7 @@ impl<W: Write> Writer<W> {
     }
 
     /// Encodes the open data block, if it holds records, and writes it.
+    #[inline(never)]
     fn close_block(&mut self) -> Result<()> {
         if self.count == 0 {
             return Ok(());
