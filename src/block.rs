@@ -15,6 +15,7 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
+use std::sync::Mutex;
 
 use crate::cobs;
 use crate::codec::{self, Compressor, DecompressError, Decompressor};
@@ -283,12 +284,51 @@ pub(crate) struct Scratch {
     kept: bool,
 }
 
+/// The most buffers kept from decodings that ended (see [`Scratch::reused`]).
+const SPARE_SCRATCHES: usize = 8;
+
+/// The most bytes a kept [`Scratch`] may hold allocated: enough for blocks of the default
+/// sizes, uncompressed or compressed.
+const SPARE_BYTES: usize = 4 << 20;
+
+/// Buffers kept from decodings that ended.
+static SPARE: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
+
 /// Record ranges are kept for a data block whose payload has at least this many bytes per
 /// record, so that they take at most as much memory as the payload (8 bytes a record): a
 /// flood of tiny records is walked instead.
 const KEEP_BYTES_PER_RECORD: u64 = 8;
 
 impl Scratch {
+    /// Buffers a decoding that ended left (see [`release`](Self::release)), or new ones.
+    pub fn reused() -> Self {
+        SPARE
+            .lock()
+            .map_or_else(|_| None, |mut spare| spare.pop())
+            .unwrap_or_default()
+    }
+
+    /// Leaves the buffers to a later decoding (up to [`SPARE_SCRATCHES`] of them, of at most
+    /// [`SPARE_BYTES`] each; others are freed). New buffers cost a page fault for every 4 KiB
+    /// first written, hundreds per reader, which on a reader of a few milliseconds weigh:
+    /// a quarter of a 2-thread read of 100 MB of large JSON (BENCHMARKS.md, "Buffers kept
+    /// from reader to reader").
+    pub fn release(self) {
+        if let Ok(mut spare) = SPARE.lock() {
+            self.keep_in(&mut spare);
+        }
+    }
+
+    /// Puts these buffers in `spare` if they and it are within the bounds.
+    fn keep_in(self, spare: &mut Vec<Scratch>) {
+        let held = self.body.capacity()
+            + self.plain.capacity()
+            + self.records.capacity() * std::mem::size_of::<(u32, u32)>();
+        if held <= SPARE_BYTES && spare.len() < SPARE_SCRATCHES {
+            spare.push(self);
+        }
+    }
+
     /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
     /// is a data block whose ranges were kept: the ranges the records' length prefixes give,
     /// which [`Records`] walks to otherwise. Reading them does not touch the payload, so a
@@ -669,6 +709,21 @@ impl<'a> Iterator for Entries<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn kept_buffers_are_bounded() {
+        let with = |body: usize| Scratch {
+            body: Vec::with_capacity(body),
+            ..Scratch::default()
+        };
+        let mut spare = Vec::new();
+        with(SPARE_BYTES + 1).keep_in(&mut spare);
+        assert!(spare.is_empty(), "a buffer over the bound is freed");
+        for _ in 0..SPARE_SCRATCHES + 3 {
+            with(1000).keep_in(&mut spare);
+        }
+        assert_eq!(spare.len(), SPARE_SCRATCHES);
+    }
 
     fn payload(records: &[Vec<u8>]) -> Vec<u8> {
         let mut out = Vec::new();

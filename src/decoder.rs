@@ -291,6 +291,13 @@ pub struct Decoder {
     skipped: bool,
 }
 
+impl Drop for Decoder {
+    /// Leaves its buffers to a later decoder ([`Scratch::release`]).
+    fn drop(&mut self) {
+        std::mem::take(&mut self.scratch).release();
+    }
+}
+
 impl Decoder {
     /// A decoder of a whole input within `limits`, which knows no dictionary but those the
     /// input embeds (give it others with [`give_dictionary`](Self::give_dictionary)).
@@ -306,7 +313,7 @@ impl Decoder {
             stopped: false,
             stop: u64::MAX,
             prefix: None,
-            scratch: Scratch::default(),
+            scratch: Scratch::reused(),
             decompressor: Decompressor::new(&limits),
             dictionaries: Vec::new(),
             collect: false,
@@ -550,7 +557,7 @@ impl Decoder {
                 Step::Block(_) | Step::Damaged(_) => {}
             }
         }
-        for (dictionary, offset) in search.dictionaries {
+        for (dictionary, offset) in std::mem::take(&mut search.dictionaries) {
             if self.decompressor.add(&dictionary).is_ok() && self.collect {
                 self.dictionaries.push((dictionary, offset));
             }

@@ -574,6 +574,19 @@ pub(crate) struct Decoders {
     shared: Option<Shared>,
 }
 
+impl Drop for Decoders {
+    /// Leaves the buffers of the jobs that are back to later readers.
+    fn drop(&mut self) {
+        let ready = self.queue.drain(..).filter_map(|entry| match entry {
+            Entry::Ready(job) => Some(job),
+            _ => None,
+        });
+        for job in self.free.drain(..).chain(ready) {
+            job.scratch.release();
+        }
+    }
+}
+
 impl fmt::Debug for Decoders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decoders")
@@ -776,7 +789,7 @@ impl Decoders {
                 size: 0,
                 known: 0,
                 end: 0,
-                scratch: Scratch::default(),
+                scratch: Scratch::reused(),
                 result: None,
                 stray: None,
             })
