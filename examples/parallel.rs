@@ -10,8 +10,9 @@
 //! passes of every thread count alternate, round after round, so that a slow phase of the
 //! machine does not fall on one of them alone. Writing goes into a reused in-memory buffer.
 //! Reading visits every record: of the file in memory through a reader over a borrowed slice
-//! (whose workers get a copy of each frame), and of the same file on disk (in the page cache)
-//! through a mapping (whose workers read frames in place).
+//! (whose workers get a copy of each frame), of the same file on disk (in the page cache)
+//! through a mapping, and of the file in memory held in an `Arc` (`from_shared`), whose
+//! workers read frames in place.
 
 use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
@@ -20,6 +21,7 @@ mod corpus;
 
 use corpus::{Corpus, Kind};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 mod timing;
@@ -44,6 +46,10 @@ fn write(corpus: &Corpus, compression: Compression, threads: usize, out: &mut Ve
 
 fn read(file: &[u8], threads: usize) -> (usize, usize) {
     count(ReaderBuilder::new().threads(threads).from_slice(file))
+}
+
+fn read_shared(file: &Arc<[u8]>, threads: usize) -> (usize, usize) {
+    count(ReaderBuilder::new().threads(threads).from_shared(file))
 }
 
 fn read_mapped(file: &MappedFile, threads: usize) -> (usize, usize) {
@@ -92,6 +98,7 @@ fn run(kind: Kind, threads: &[usize]) {
         let file = out.clone();
         std::fs::write(&path, &file).expect("temporary file");
         let mapped = cobsfile::open(&path).expect("map");
+        let shared: Arc<[u8]> = file.as_slice().into();
         println!("{name}: file {:.1} MB", file.len() as f64 / 1e6);
         let expected = (corpus.len(), corpus.data.len());
         for &n in threads {
@@ -99,26 +106,29 @@ fn run(kind: Kind, threads: &[usize]) {
             assert!(out == file, "{n} threads write a different file");
             assert_eq!(read(&file, n), expected);
             assert_eq!(read_mapped(&mapped, n), expected);
+            assert_eq!(read_shared(&shared, n), expected);
         }
         // Rounds of one pass per thread count and task, so that the machine's slow phases
         // fall on all of them alike; the best pass of each counts.
-        let mut times = vec![[Duration::MAX; 3]; threads.len()];
+        let mut times = vec![[Duration::MAX; 4]; threads.len()];
         for _ in 0..ROUNDS {
             for (t, &n) in times.iter_mut().zip(threads) {
                 t[0] = t[0].min(time(|| write(&corpus, compression, n, &mut out)));
                 t[1] = t[1].min(time(|| assert_eq!(read(&file, n), expected)));
                 t[2] = t[2].min(time(|| assert_eq!(read_mapped(&mapped, n), expected)));
+                t[3] = t[3].min(time(|| assert_eq!(read_shared(&shared, n), expected)));
             }
         }
         let speed = |t: Duration| mb / t.as_secs_f64();
         let base = times[0].map(speed);
         for (t, &n) in times.iter().zip(threads) {
-            let [w, r, m] = t.map(speed);
+            let [w, r, m, s] = t.map(speed);
             println!(
-                "  threads {n}: write {w:7.1} MB/s ({:.2}x)   read {r:7.1} MB/s ({:.2}x)   mapped {m:7.1} MB/s ({:.2}x)",
+                "  threads {n}: write {w:7.1} MB/s ({:.2}x)   read {r:7.1} MB/s ({:.2}x)   mapped {m:7.1} MB/s ({:.2}x)   shared {s:7.1} MB/s ({:.2}x)",
                 w / base[0],
                 r / base[1],
                 m / base[2],
+                s / base[3],
             );
         }
     }

@@ -9,6 +9,7 @@
 
 use std::io::{self, Read};
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::block::{self, BlockType, Entries};
 use crate::codec::Dictionary;
@@ -20,7 +21,7 @@ use crate::limits::Limits;
 use crate::parallel::Decoders;
 use crate::range::{self, RangeSink};
 use crate::report::{Ending, Report};
-use crate::source::{Shared, SliceSource, Source, StreamSource};
+use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
 use crate::varint;
 
 /// A reader over a byte slice or a mapped file.
@@ -160,6 +161,33 @@ impl ReaderBuilder {
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
         let decoder = self.equip(Decoder::new(self.limits), self.threads > 1);
         Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
+    }
+
+    /// A reader over bytes held in an `Arc`, as [`from_slice`](Self::from_slice) reads them.
+    /// With [`threads`](Self::threads), its workers read each frame in place through their
+    /// own handle on the bytes, as they do in a [`MappedFile`](crate::MappedFile): a reader
+    /// over a borrowed slice copies every frame for them instead, since threads cannot
+    /// borrow from the caller. On uncompressed files that copy is as much work for the
+    /// reader's thread as decoding is for a worker (see BENCHMARKS.md, "Reading shared
+    /// bytes").
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let mut writer = cobsfile::Writer::new(Vec::new())?;
+    /// writer.write_record(b"shared")?;
+    /// let file: Arc<[u8]> = writer.finish()?.into();
+    /// let (records, errors) = cobsfile::ReaderBuilder::new().threads(2).from_shared(&file).read_all();
+    /// assert_eq!((records, errors.len()), (vec![b"shared".to_vec()], 0));
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn from_shared<'a>(&self, bytes: &'a Arc<[u8]>) -> SliceReader<'a> {
+        let reader = self.from_slice(bytes);
+        if self.threads > 1 {
+            reader.sharing(Arc::new(SharedSlice(Arc::clone(bytes))))
+        } else {
+            reader
+        }
     }
 
     /// A reader over the blocks of `bytes` whose opening sync byte lies in `range` (byte

@@ -57,6 +57,17 @@ pub(crate) trait SharedBytes: Send + Sync + fmt::Debug {
 /// A handle on [`SharedBytes`].
 pub(crate) type Shared = Arc<dyn SharedBytes>;
 
+/// Bytes in memory that the caller holds in an `Arc` (see
+/// [`ReaderBuilder::from_shared`](crate::ReaderBuilder::from_shared)).
+#[derive(Debug)]
+pub(crate) struct SharedSlice(pub Arc<[u8]>);
+
+impl SharedBytes for SharedSlice {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// How much a stream source asks of its reader at a time.
 const READ_CHUNK: usize = 256 * 1024;
 

@@ -333,6 +333,7 @@ fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
     ];
     let temp = TempFile::with_contents(file);
     let mapped = cobsfile::open(&temp.0).unwrap();
+    let shared: std::sync::Arc<[u8]> = file.into();
     for script in scripts {
         let sequential = trace(options.from_slice(file), script);
         if matches!(script, [Call::Block] | [Call::Record]) {
@@ -351,6 +352,8 @@ fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
         }
         let parallel = trace(mapped.reader_with(&options.clone().threads(2)), script);
         assert_same_trace(&parallel, &sequential, &format!("mapped, {script:?}"));
+        let parallel = trace(options.clone().threads(2).from_shared(&shared), script);
+        assert_same_trace(&parallel, &sequential, &format!("shared, {script:?}"));
     }
 }
 

@@ -19,7 +19,7 @@ use crate::values::to_py;
 /// object).
 pub(crate) enum Bytes {
     Mapped(MappedFile),
-    Owned(Vec<u8>),
+    Owned(Arc<[u8]>),
 }
 
 impl Bytes {
@@ -30,11 +30,11 @@ impl Bytes {
         }
     }
 
-    /// A reader over the bytes; a mapped file's worker threads read it in place.
+    /// A reader over the bytes; its worker threads read them in place.
     pub(crate) fn reader(&self, options: &ReaderBuilder) -> SliceReader<'_> {
         match self {
             Bytes::Mapped(map) => map.reader_with(options),
-            Bytes::Owned(bytes) => options.from_slice(bytes),
+            Bytes::Owned(bytes) => options.from_shared(bytes),
         }
     }
 }
@@ -308,7 +308,7 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
         } else {
             py.get_type::<PyBytes>().call1((source,))?.extract()?
         };
-        return Ok((Bytes::Owned(bytes), "<bytes>".into()));
+        return Ok((Bytes::Owned(bytes.into()), "<bytes>".into()));
     }
     if source.hasattr("read")? && !source.is_instance_of::<PyString>() {
         let data = source.call_method0("read")?;
@@ -319,7 +319,7 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
             .getattr("name")
             .and_then(|n| n.str().map(|s| s.to_string()))
             .unwrap_or_else(|_| "<file>".into());
-        return Ok((Bytes::Owned(bytes), name));
+        return Ok((Bytes::Owned(bytes.into()), name));
     }
     let path: std::path::PathBuf = source
         .extract()
@@ -437,7 +437,7 @@ impl Reader {
     /// Lets go of the file (its mapping) or bytes: iteration ends, and later calls see an
     /// empty input. Typed-record iterators already made keep their own share.
     fn close(&mut self) {
-        self.bytes = Arc::new(Bytes::Owned(Vec::new()));
+        self.bytes = Arc::new(Bytes::Owned(Arc::new([])));
         let options = self.options.clone();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.cursor = RecordCursor::new(self.bytes.clone(), |bytes| bytes.reader(&options));
