@@ -312,7 +312,7 @@ impl Scratch {
     /// [`SPARE_BYTES`] each; others are freed). New buffers cost a page fault for every 4 KiB
     /// first written, hundreds per reader, which on a reader of a few milliseconds weigh:
     /// a quarter of a 2-thread read of 100 MB of large JSON (BENCHMARKS.md, "Buffers kept
-    /// from reader to reader").
+    /// from reader to reader, and reading shared bytes").
     pub fn release(self) {
         if let Ok(mut spare) = SPARE.lock() {
             self.keep_in(&mut spare);

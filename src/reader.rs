@@ -168,8 +168,8 @@ impl ReaderBuilder {
     /// own handle on the bytes, as they do in a [`MappedFile`](crate::MappedFile): a reader
     /// over a borrowed slice copies every frame for them instead, since threads cannot
     /// borrow from the caller. On uncompressed files that copy is as much work for the
-    /// reader's thread as decoding is for a worker (see BENCHMARKS.md, "Reading shared
-    /// bytes").
+    /// reader's thread as decoding is for a worker (see BENCHMARKS.md, "Buffers
+    /// kept from reader to reader, and reading shared bytes").
     ///
     /// ```
     /// use std::sync::Arc;
