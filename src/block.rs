@@ -302,10 +302,16 @@ const KEEP_BYTES_PER_RECORD: u64 = 8;
 impl Scratch {
     /// Buffers a decoding that ended left (see [`release`](Self::release)), or new ones.
     pub fn reused() -> Self {
-        SPARE
-            .lock()
-            .map_or_else(|_| None, |mut spare| spare.pop())
-            .unwrap_or_default()
+        let Some(mut scratch) = SPARE.lock().map_or_else(|_| None, |mut spare| spare.pop()) else {
+            return Scratch::default();
+        };
+        // Only the allocations are kept: nothing of what another decoding held shows.
+        scratch.body.clear();
+        scratch.plain.clear();
+        scratch.records.clear();
+        scratch.in_plain = false;
+        scratch.kept = false;
+        scratch
     }
 
     /// Leaves the buffers to a later decoding (up to [`SPARE_SCRATCHES`] of them, of at most
@@ -723,6 +729,21 @@ mod tests {
             with(1000).keep_in(&mut spare);
         }
         assert_eq!(spare.len(), SPARE_SCRATCHES);
+    }
+
+    #[test]
+    fn reused_buffers_hold_nothing_of_before() {
+        let mut scratch = Scratch::default();
+        scratch.body.extend_from_slice(b"someone else's records");
+        scratch.records.push((0, 4));
+        scratch.kept = true;
+        scratch.release();
+        // Other tests release and take buffers too: whichever comes back is empty.
+        for _ in 0..SPARE_SCRATCHES + 1 {
+            let reused = Scratch::reused();
+            assert!(reused.buffer().is_empty());
+            assert!(reused.records().is_none());
+        }
     }
 
     fn payload(records: &[Vec<u8>]) -> Vec<u8> {
