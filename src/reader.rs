@@ -182,12 +182,8 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn from_shared<'a>(&self, bytes: &'a Arc<[u8]>) -> SliceReader<'a> {
-        let reader = self.from_slice(bytes);
-        if self.threads > 1 {
-            reader.sharing(Arc::new(SharedSlice(Arc::clone(bytes))))
-        } else {
-            reader
-        }
+        self.from_slice(bytes)
+            .sharing(Arc::new(SharedSlice(Arc::clone(bytes))))
     }
 
     /// A reader over the blocks of `bytes` whose opening sync byte lies in `range` (byte
