@@ -7,11 +7,11 @@
 //! K=large T=2 perf stat -e page-faults,context-switches target/release/examples/read_loop
 //! ```
 //!
-//! `K` is `small`, `large` or `zero` (the default: zero-rich), `T` the threads (default 2).
-//! The file, uncompressed with default options, is written once to the temporary directory
-//! and kept there for the next run.
+//! `K` is `small`, `large` or `zero` (the default: zero-rich), `T` the threads (default 2),
+//! `Z` a zstd level (default: uncompressed). The file, written with default options otherwise,
+//! is written once to the temporary directory and kept there for the next run.
 
-use cobsfile::{MappedFile, ReaderBuilder, WriterBuilder};
+use cobsfile::{Compression, MappedFile, ReaderBuilder, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
@@ -31,12 +31,21 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
+    let level: Option<i32> = std::env::var("Z").ok().and_then(|v| v.parse().ok());
+    let compression = level.map_or(Compression::None, |l| Compression::zstd(l).expect("level"));
     let bytes = corpus::corpus_bytes();
-    let path = std::env::temp_dir().join(format!("cobsfile-read-loop-{}-{bytes}", kind.name()));
+    let path = std::env::temp_dir().join(format!(
+        "cobsfile-read-loop-{}-{bytes}-z{}",
+        kind.name(),
+        level.unwrap_or(0)
+    ));
     if !path.exists() {
         let c = Corpus::generate(kind, bytes);
         let mut out = Vec::new();
-        let mut w = WriterBuilder::new().build(&mut out).unwrap();
+        let mut w = WriterBuilder::new()
+            .compression(compression)
+            .build(&mut out)
+            .unwrap();
         for r in c.records() {
             w.write_record(r).unwrap();
         }
