@@ -1,22 +1,30 @@
-//! Reads a corpus file through a mapping, on `T` threads, pass after pass for five seconds,
-//! and prints the mean time of a pass: a steady load to look at with `perf stat` or `perf
-//! record`, where the passes of `examples/parallel` are too few.
+//! Reads a corpus file, pass after pass for a while, and prints the mean time of a pass: a
+//! steady load to look at with `perf stat` or `perf record`, where the passes of
+//! `examples/parallel` are too few. Given two thread counts, it alternates them pass by pass
+//! and prints each one's median pass and the median ratio of adjacent passes, which the
+//! machine's slow phases (they last seconds) move far less than best-of figures.
 //!
 //! ```text
 //! cargo build --release --example read_loop
 //! K=large T=2 perf stat -e page-faults,context-switches target/release/examples/read_loop
+//! K=large T=1,2 S=slice target/release/examples/read_loop
 //! ```
 //!
-//! `K` is `small`, `large` or `zero` (the default: zero-rich), `T` the threads (default 2),
-//! `Z` a zstd level (default: uncompressed). The file, written with default options otherwise,
-//! is written once to the temporary directory and kept there for the next run.
+//! `K` is `small`, `large` or `zero` (the default: zero-rich); `T` the threads, or two counts
+//! to alternate (default 2); `Z` a zstd level (default: uncompressed); `S` how the file is
+//! read: `mapped` (the default), `shared` (`from_shared`, bytes in memory) or `slice` (a
+//! borrowed slice). The file, written with default options otherwise, is written once to the
+//! temporary directory and kept there for the next run.
 
-use cobsfile::{Compression, MappedFile, ReaderBuilder, WriterBuilder};
+use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
 
 use corpus::{Corpus, Kind};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How long the passes run.
 const SECONDS: f64 = 5.0;
@@ -27,10 +35,11 @@ fn main() {
         Ok("small") => Kind::SmallJson,
         _ => Kind::ZeroRich,
     };
-    let threads: usize = std::env::var("T")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let threads: Vec<usize> = std::env::var("T")
+        .unwrap_or_else(|_| "2".into())
+        .split(',')
+        .map(|t| t.parse().expect("T: thread counts"))
+        .collect();
     let level: Option<i32> = std::env::var("Z").ok().and_then(|v| v.parse().ok());
     let compression = level.map_or(Compression::None, |l| Compression::zstd(l).expect("level"));
     let bytes = corpus::corpus_bytes();
@@ -53,20 +62,65 @@ fn main() {
         std::fs::write(&path, &out).unwrap();
     }
     let file = MappedFile::open(&path).unwrap();
-    let t0 = std::time::Instant::now();
-    let mut passes = 0;
-    while t0.elapsed().as_secs_f64() < SECONDS {
-        let mut r = file.reader_with(&ReaderBuilder::new().threads(threads));
-        let mut n = 0;
-        while let Some(rec) = r.next_record() {
-            n += rec.unwrap().len();
+    let shared: Arc<[u8]> = file.bytes().into();
+    let source = std::env::var("S").unwrap_or_else(|_| "mapped".into());
+    let read = |n: usize| {
+        let start = Instant::now();
+        let options = ReaderBuilder::new().threads(n);
+        let reader = match source.as_str() {
+            "slice" => options.from_slice(&shared),
+            "shared" => options.from_shared(&shared),
+            _ => file.reader_with(&options),
+        };
+        std::hint::black_box(count(reader));
+        start.elapsed()
+    };
+    let t0 = Instant::now();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); threads.len()];
+    while t0.elapsed().as_secs_f64() < SECONDS * threads.len() as f64 {
+        for (t, &n) in times.iter_mut().zip(&threads) {
+            t.push(read(n));
         }
-        std::hint::black_box(n);
-        passes += 1;
     }
-    println!(
-        "{} T={threads}: {:.2} ms/pass",
-        kind.name(),
-        SECONDS * 1e3 / passes as f64
-    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for (t, &n) in times.iter().zip(&threads) {
+        println!(
+            "{} {source} T={n}: {:.2} ms/pass (mean), {:.2} (median), {} passes",
+            kind.name(),
+            ms(t.iter().sum::<Duration>()) / t.len() as f64,
+            ms(median(t.clone())),
+            t.len()
+        );
+    }
+    if let [a, b] = &times[..] {
+        let ratios: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p) as usize];
+        println!(
+            "T={} over T={}: median {:.2}x (quartiles {:.2}-{:.2}) of adjacent passes",
+            threads[1],
+            threads[0],
+            q(0.5),
+            q(0.25),
+            q(0.75)
+        );
+    }
+}
+
+fn count(mut reader: SliceReader<'_>) -> usize {
+    let mut n = 0;
+    while let Some(record) = reader.next_record() {
+        n += record.unwrap().len();
+    }
+    n
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }

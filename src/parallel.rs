@@ -23,18 +23,23 @@
 //! caller). Buffers travel inside the jobs and come back with the results to free lists, so a
 //! steady state allocates nothing per record and nothing per block.
 //!
-//! Dropping a pool closes the job channel and joins the threads: a worker finishes the job it
-//! holds, if any, and exits, so a drop waits for at most one block per worker. A worker that
-//! panics (a bug) sends its panic back, and it is resumed on the thread that takes results.
+//! Dropping a pool closes the job channel and waits for the workers that hold a job: a worker
+//! finishes the job it holds, if any, and leaves the pool, so a drop waits for at most one
+//! block per worker, and not at all when every result was taken.
+//! The threads are kept for the next pool, of a reader or a writer ([`Kept`]): starting and
+//! ending a thread for every reader cost more than its blocks' hand-offs. A worker that panics
+//! (a bug) sends its panic back, and it is resumed on the thread that takes results.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
+use std::thread;
+use std::time::Duration;
 
 use crate::block::{self, types, BlockType, Body, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
@@ -76,22 +81,27 @@ pub(crate) struct Pool<J, D> {
     /// Behind a mutex only so that the pool stays `Sync` like the rest of the reader and
     /// writer; always reached through `get_mut`, never locked.
     done: Mutex<Receiver<(u64, Outcome<D>)>>,
-    handles: Vec<JoinHandle<()>>,
+    /// One per worker: closed when the worker has left the pool (see [`Kept::run`]). Behind a
+    /// mutex only for `Sync`, as `done`.
+    finished: Mutex<Vec<Finished>>,
+    /// How many workers there are.
+    workers: usize,
     /// The sequence number of the next job.
     next: u64,
+    /// How many results came back (taken or early).
+    received: u64,
     /// Results that came back before the ones sent earlier were asked for.
     early: Vec<(u64, D)>,
 }
 
 impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
-    /// Starts one thread per state, named `name-i`, but for the last state when `local` (and
-    /// there are two or more): the calling thread works on that one itself, taking jobs from
-    /// the queue while it waits for a result (see [`recv`](Self::recv)). Each worker takes the
+    /// Runs each state on a worker thread (see [`run_on_thread`]), but the last one when
+    /// `local` (and there are two or more): the calling thread works on that one itself,
+    /// taking jobs from the queue while it waits for a result (see [`recv`](Self::recv)). Each worker takes the
     /// next job from the shared queue, runs `work` on its state and the job, and sends the
     /// result back. At most `in_flight` jobs may be sent and not yet received: sending then
     /// never blocks.
     fn spawn<S: Send + 'static>(
-        name: &str,
         mut states: Vec<S>,
         in_flight: usize,
         work: fn(&mut S, J) -> D,
@@ -112,29 +122,30 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
             queue: Arc::clone(&job_rx),
             local,
             done: Mutex::new(done_rx),
-            handles: Vec::with_capacity(states.len()),
+            finished: Mutex::new(Vec::with_capacity(states.len())),
+            workers: states.len(),
             next: 0,
+            received: 0,
             early: Vec::with_capacity(in_flight),
         };
-        for (i, mut state) in states.into_iter().enumerate() {
+        for mut state in states {
             let (jobs, done) = (Arc::clone(&job_rx), done_tx.clone());
-            let handle =
-                thread::Builder::new()
-                    .name(format!("{name}-{i}"))
-                    .spawn(move || loop {
-                        // The lock is held while waiting, so the waiting workers queue on it.
-                        let Ok((seq, job)) = lock(&jobs).recv() else {
-                            return;
-                        };
-                        let outcome =
-                            panic::catch_unwind(AssertUnwindSafe(|| work(&mut state, job)));
-                        let panicked = outcome.is_err();
-                        if done.send((seq, outcome)).is_err() || panicked {
-                            return;
-                        }
-                    })?;
-            // On an early return the workers started so far are joined by `Drop`.
-            pool.handles.push(handle);
+            let finished = run_on_thread(move || loop {
+                // The lock is held while waiting, so the waiting workers queue on it.
+                let Ok((seq, job)) = lock(&jobs).recv() else {
+                    return;
+                };
+                let outcome = panic::catch_unwind(AssertUnwindSafe(|| work(&mut state, job)));
+                let panicked = outcome.is_err();
+                if done.send((seq, outcome)).is_err() || panicked {
+                    return;
+                }
+            })?;
+            // On an early return the workers started so far are waited for by `Drop`.
+            pool.finished
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(finished);
         }
         Ok(pool)
     }
@@ -178,6 +189,7 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
                     .recv()
                     .unwrap_or_else(|_| panic!("every cobsfile worker thread has exited")),
             };
+            self.received += 1;
             match received {
                 (s, Ok(result)) if s == seq => return result,
                 (s, Ok(result)) => self.early.push((s, result)),
@@ -188,16 +200,26 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
 
     /// The number of threads that run jobs (the calling thread included when it runs some).
     fn len(&self) -> usize {
-        self.handles.len() + usize::from(self.local.is_some())
+        self.workers + usize::from(self.local.is_some())
     }
 }
 
 impl<J, D> Drop for Pool<J, D> {
     fn drop(&mut self) {
         self.jobs = None;
-        for handle in self.handles.drain(..) {
-            // A worker that panicked sent its panic back already; do not panic in drop.
-            let _ = handle.join();
+        // With every result back, no worker holds a job: they leave the pool as soon as they
+        // see the queue closed, and are not waited for. Waiting would cost two wake-ups in
+        // turn, a tenth of a millisecond on this project's 2-core machine, which on a 2-thread
+        // read of 1 MB is as long as the read (BENCHMARKS.md, "Threads kept from reader to
+        // reader").
+        if self.received == self.next {
+            return;
+        }
+        let finished = self.finished.get_mut().unwrap_or_else(|p| p.into_inner());
+        for finished in finished.drain(..) {
+            // Closed, never sent on, once the worker is out of the pool's loop, whether it
+            // returned or panicked (a panic was sent back already; do not panic in drop).
+            let _ = finished.recv();
         }
     }
 }
@@ -205,8 +227,133 @@ impl<J, D> Drop for Pool<J, D> {
 impl<J, D> fmt::Debug for Pool<J, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pool")
-            .field("threads", &self.handles.len())
+            .field("threads", &self.workers)
             .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads kept from pool to pool.
+
+/// What a kept thread runs next: a pool's worker loop, until that pool is dropped.
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Closed (its sender dropped, nothing ever sent) when a task given to [`Kept::run`] has
+/// returned or unwound.
+type Finished = Receiver<()>;
+
+/// A kept thread waiting for a task: its id, the process it belongs to, and the sending end of
+/// its channel.
+type Waiting = (u64, u32, SyncSender<Task>);
+
+/// Threads that ran a pool's worker and wait for the next pool's. Starting a thread and ending
+/// it cost more than decoding a 256 KiB block several times over: on this project's 2-core
+/// machine, 0.27 ms to end one, about a tenth of a 2-thread read of 100 MB, as one reader
+/// after another started and ended its worker (BENCHMARKS.md, "Threads kept from reader to
+/// reader").
+struct Kept {
+    waiting: Mutex<Vec<Waiting>>,
+    /// Ids of the threads started so far.
+    started: AtomicU64,
+    /// The most threads kept waiting.
+    most: usize,
+    /// How long a kept thread waits for a task before it ends.
+    wait: Duration,
+}
+
+/// The threads every pool of the process runs on: at most 16 kept, each for at most 10 s
+/// without work.
+static KEPT: Kept = Kept::new(16, Duration::from_secs(10));
+
+/// Runs `task` on a thread of [`KEPT`].
+fn run_on_thread(task: impl FnOnce() + Send + 'static) -> io::Result<Finished> {
+    KEPT.run(task)
+}
+
+impl Kept {
+    const fn new(most: usize, wait: Duration) -> Self {
+        Kept {
+            waiting: Mutex::new(Vec::new()),
+            started: AtomicU64::new(0),
+            most,
+            wait,
+        }
+    }
+
+    /// Runs `task` on a thread that waits here, or on a new one (named `cobsfile-worker`: it
+    /// may work for writers and readers in turn), which then waits here for the next.
+    fn run(&'static self, task: impl FnOnce() + Send + 'static) -> io::Result<Finished> {
+        let (finished_tx, finished) = sync_channel::<()>(0);
+        let mut task: Task = Box::new(move || {
+            let _finished = finished_tx;
+            task();
+        });
+        let process = std::process::id();
+        loop {
+            let Some((_, owner, thread)) = lock(&self.waiting).pop() else {
+                break;
+            };
+            // Threads of the parent process, if this is a child that `fork` made, are not
+            // there to run anything; forgotten.
+            if owner != process {
+                continue;
+            }
+            // A kept thread leaves `waiting` itself before it ends (see `keep`), so one taken
+            // from it is there to receive; `Err` would mean it ended all the same.
+            match thread.send(task) {
+                Ok(()) => return Ok(finished),
+                Err(unsent) => task = unsent.0,
+            }
+        }
+        let id = self.started.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = sync_channel::<Task>(1);
+        thread::Builder::new()
+            .name("cobsfile-worker".to_owned())
+            .spawn(move || {
+                let mut task = task;
+                loop {
+                    // `Finished` closes as the task returns, or unwinds (ending the thread).
+                    task();
+                    match self.keep(id, &tx, &rx) {
+                        Some(next) => task = next,
+                        None => return,
+                    }
+                }
+            })?;
+        Ok(finished)
+    }
+
+    /// Puts the thread `id` among the waiting ones and waits for its next task on `rx`:
+    /// `None` if it is to end (enough wait already, or none came in time).
+    fn keep(&self, id: u64, tx: &SyncSender<Task>, rx: &Receiver<Task>) -> Option<Task> {
+        {
+            let mut waiting = lock(&self.waiting);
+            if waiting.len() >= self.most {
+                return None;
+            }
+            waiting.push((id, std::process::id(), tx.clone()));
+        }
+        if let Ok(task) = rx.recv_timeout(self.wait) {
+            return Some(task);
+        }
+        let mut waiting = lock(&self.waiting);
+        match waiting.iter().position(|&(i, ..)| i == id) {
+            Some(at) => {
+                waiting.swap_remove(at);
+                None
+            }
+            // Taken from `waiting` while the wait timed out: its task is on the way.
+            None => {
+                drop(waiting);
+                rx.recv().ok()
+            }
+        }
+    }
+
+    /// How many threads wait for a task.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        lock(&self.waiting).len()
     }
 }
 
@@ -284,7 +431,7 @@ impl Encoders {
         }
         let limit = DEPTH * threads;
         Ok(Encoders {
-            pool: Pool::spawn("cobsfile-encode", states, limit, encode, false)?,
+            pool: Pool::spawn(states, limit, encode, false)?,
             queue: VecDeque::with_capacity(limit),
             limit,
             free_payloads: Vec::with_capacity(limit + 1),
@@ -618,7 +765,7 @@ impl Decoders {
             .collect();
         let limit = DEPTH * threads;
         Ok(Decoders {
-            pool: Pool::spawn("cobsfile-decode", states, limit, decode, true)?,
+            pool: Pool::spawn(states, limit, decode, true)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
             frames: 0,
             limit,
@@ -850,6 +997,107 @@ mod tests {
         check::<crate::SliceReader<'static>>();
     };
 
+    /// The thread `kept` runs a task on, once the task has finished.
+    fn thread_of(kept: &'static Kept) -> thread::ThreadId {
+        let (tx, rx) = sync_channel(1);
+        let finished = kept
+            .run(move || tx.send(thread::current().id()).expect("sent"))
+            .expect("thread");
+        // A task that never runs fails the test rather than hangs it.
+        let _ = finished.recv_timeout(Duration::from_secs(30));
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the task ran")
+    }
+
+    #[test]
+    fn threads_are_kept_from_task_to_task() {
+        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
+        let first = thread_of(&KEPT);
+        // The thread puts itself among the waiting ones just after the task finished.
+        while KEPT.waiting() == 0 {
+            thread::yield_now();
+        }
+        for _ in 0..20 {
+            assert_eq!(thread_of(&KEPT), first);
+            while KEPT.waiting() == 0 {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(KEPT.started.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn threads_kept_are_bounded_and_end_when_idle() {
+        static KEPT: Kept = Kept::new(3, Duration::from_millis(300));
+        // Eight tasks at once, on eight threads; three of them are kept afterwards.
+        let gate = Arc::new(std::sync::Barrier::new(9));
+        let finished: Vec<_> = (0..8)
+            .map(|_| {
+                let gate = Arc::clone(&gate);
+                KEPT.run(move || {
+                    gate.wait();
+                })
+                .expect("thread")
+            })
+            .collect();
+        gate.wait();
+        for f in finished {
+            let _ = f.recv();
+        }
+        assert_eq!(KEPT.started.load(Ordering::Relaxed), 8);
+        let t0 = std::time::Instant::now();
+        while KEPT.waiting() < 3 && t0.elapsed() < Duration::from_secs(10) {
+            thread::yield_now();
+        }
+        assert_eq!(KEPT.waiting(), 3);
+        // Past their wait they end, and later tasks get new threads.
+        while KEPT.waiting() > 0 {
+            thread::sleep(Duration::from_millis(5));
+        }
+        thread_of(&KEPT);
+        assert_eq!(KEPT.started.load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn no_task_is_lost_when_threads_end_as_tasks_come() {
+        // Threads time out about when the next task is handed to them: every task still
+        // runs, and every `Finished` closes.
+        static KEPT: Kept = Kept::new(2, Duration::from_micros(50));
+        let ran = Arc::new(AtomicU64::new(0));
+        for i in 0..2_000u64 {
+            let ran = Arc::clone(&ran);
+            let finished = KEPT
+                .run(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .expect("thread");
+            let _ = finished.recv();
+            if i % 3 == 0 {
+                thread::sleep(Duration::from_micros(40 + i % 30));
+            }
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 2_000);
+    }
+
+    #[test]
+    fn a_panicking_task_ends_its_thread_and_closes_finished() {
+        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
+        let finished = KEPT.run(|| panic!("a bug")).expect("thread");
+        assert!(finished.recv().is_err(), "closed, never sent on");
+        thread_of(&KEPT);
+        assert_eq!(KEPT.started.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn threads_of_another_process_are_forgotten() {
+        // As a child made by `fork` finds them: waiting, but not there to run anything.
+        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
+        let (tx, _rx) = sync_channel::<Task>(1);
+        lock(&KEPT.waiting).push((1000, std::process::id().wrapping_add(1), tx));
+        thread_of(&KEPT);
+        assert_eq!(KEPT.started.load(Ordering::Relaxed), 1);
+    }
+
     /// A job's number and whether the calling thread ran it, after 1 ms.
     fn slow_on_workers(caller: &mut thread::ThreadId, job: u64) -> (u64, bool) {
         thread::sleep(std::time::Duration::from_millis(1));
@@ -859,8 +1107,7 @@ mod tests {
     #[test]
     fn the_calling_thread_shares_the_jobs_and_results_keep_their_order() {
         let caller = thread::current().id();
-        let mut pool =
-            Pool::spawn("test", vec![caller; 2], 4, slow_on_workers, true).expect("threads");
+        let mut pool = Pool::spawn(vec![caller; 2], 4, slow_on_workers, true).expect("threads");
         assert_eq!(pool.len(), 2);
         let (mut sent, mut results) = (0, Vec::new());
         while results.len() < 40 {
@@ -875,8 +1122,7 @@ mod tests {
         // Each time the calling thread waits for a worker's job, it runs a queued one.
         assert!(results.iter().any(|&(_, local)| local));
         // A writer's pool leaves every job to its workers.
-        let mut pool =
-            Pool::spawn("test", vec![caller; 2], 4, slow_on_workers, false).expect("threads");
+        let mut pool = Pool::spawn(vec![caller; 2], 4, slow_on_workers, false).expect("threads");
         assert_eq!(pool.len(), 2);
         let seqs: Vec<u64> = (0..4).map(|job| pool.send(job)).collect();
         assert!(seqs.into_iter().all(|seq| !pool.recv(seq).1));
