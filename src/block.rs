@@ -275,6 +275,9 @@ pub(crate) struct Scratch {
     body: Vec<u8>,
     /// The decompressed payload of a compressed block.
     plain: Vec<u8>,
+    /// A copy of the frame to decode, for a worker thread that cannot read the reader's input
+    /// in place (a borrowed slice): from its type field to the end of its body.
+    frame: Vec<u8>,
     /// Whether the last payload is in `plain`.
     in_plain: bool,
     /// Where each record of the last decoded data block lies in [`buffer`](Self::buffer),
@@ -308,6 +311,7 @@ impl Scratch {
         // Only the allocations are kept: nothing of what another decoding held shows.
         scratch.body.clear();
         scratch.plain.clear();
+        scratch.frame.clear();
         scratch.records.clear();
         scratch.in_plain = false;
         scratch.kept = false;
@@ -329,10 +333,29 @@ impl Scratch {
     fn keep_in(self, spare: &mut Vec<Scratch>) {
         let held = self.body.capacity()
             + self.plain.capacity()
+            + self.frame.capacity()
             + self.records.capacity() * std::mem::size_of::<(u32, u32)>();
         if held <= SPARE_BYTES && spare.len() < SPARE_SCRATCHES {
             spare.push(self);
         }
+    }
+
+    /// Replaces the copy of a frame with `frame`.
+    pub fn copy_frame(&mut self, frame: &[u8]) {
+        self.frame.clear();
+        make_room(&mut self.frame, frame.len());
+        self.frame.extend_from_slice(frame);
+    }
+
+    /// The copy of a frame, taken out (to decode it into the other buffers; see
+    /// [`put_frame`](Self::put_frame)).
+    pub fn take_frame(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.frame)
+    }
+
+    /// Puts back what [`take_frame`](Self::take_frame) took.
+    pub fn put_frame(&mut self, frame: Vec<u8>) {
+        self.frame = frame;
     }
 
     /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
@@ -771,6 +794,7 @@ mod tests {
     fn reused_buffers_hold_nothing_of_before() {
         let mut scratch = Scratch::default();
         scratch.body.extend_from_slice(b"someone else's records");
+        scratch.copy_frame(b"someone else's frame");
         scratch.records.push((0, 4));
         scratch.kept = true;
         scratch.release();
@@ -778,6 +802,7 @@ mod tests {
         for _ in 0..SPARE_SCRATCHES + 1 {
             let reused = Scratch::reused();
             assert!(reused.buffer().is_empty());
+            assert!(reused.frame.is_empty());
             assert!(reused.records().is_none());
         }
     }

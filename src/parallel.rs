@@ -554,10 +554,7 @@ pub(crate) struct DecodeJob {
     /// The input, when the reader shares it (a mapped file): the frame is `span` of it.
     shared: Option<Shared>,
     span: Range<usize>,
-    /// Otherwise the frame's bytes from its type field to the end of its body (the length
-    /// field in between is not needed but costs nothing to copy along).
-    encoded: Vec<u8>,
-    /// In the frame's bytes (`span` of `shared`, or `encoded`).
+    /// In the frame's bytes (`span` of `shared`, or the copy in `scratch`).
     type_field: Range<usize>,
     body: Range<usize>,
     block_type: BlockType,
@@ -609,7 +606,6 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
     let DecodeJob {
         shared,
         span,
-        encoded,
         type_field,
         body,
         block_type,
@@ -618,9 +614,11 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         scratch,
         ..
     } = &mut *job;
+    // Taken out for the decoding, which writes the rest of `scratch`, and put back after.
+    let copy = scratch.take_frame();
     let frame = match shared {
         Some(shared) => &shared.bytes()[span.clone()],
-        None => &encoded[..],
+        None => &copy[..],
     };
     // The check the reader's scan deferred: the body holds no 0x00 (see `frame::verify`).
     // A frame with one is not decoded: the reader's thread reports it.
@@ -638,6 +636,7 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
             &mut state.decompressor,
         )),
     };
+    job.scratch.put_frame(copy);
     job.stray = stray;
     job.result = result;
     job
@@ -925,7 +924,6 @@ impl Decoders {
             Box::new(DecodeJob {
                 shared: None,
                 span: 0..0,
-                encoded: Vec::new(),
                 type_field: 0..0,
                 body: 0..0,
                 block_type: BlockType::Data,
@@ -969,9 +967,7 @@ impl Decoders {
                 job.span = from..f.body.end;
             }
             None => {
-                job.encoded.clear();
-                job.encoded
-                    .extend_from_slice(&input.bytes[from..f.body.end]);
+                job.scratch.copy_frame(&input.bytes[from..f.body.end]);
             }
         }
         job.type_field = 0..f.type_field.len();
