@@ -275,9 +275,6 @@ pub(crate) struct Scratch {
     body: Vec<u8>,
     /// The decompressed payload of a compressed block.
     plain: Vec<u8>,
-    /// A copy of the frame to decode, for a worker thread that cannot read the reader's input
-    /// in place (a borrowed slice): from its type field to the end of its body.
-    frame: Vec<u8>,
     /// Whether the last payload is in `plain`.
     in_plain: bool,
     /// Where each record of the last decoded data block lies in [`buffer`](Self::buffer),
@@ -285,17 +282,32 @@ pub(crate) struct Scratch {
     records: Vec<(u32, u32)>,
     /// Whether `records` holds the ranges of the last decoded block.
     kept: bool,
+    /// The decoding thread of a reader these buffers belong to (1 and up; see
+    /// `parallel::Homes`), or 0.
+    home: usize,
 }
 
-/// The most buffers kept from decodings that ended (see [`Scratch::reused`]).
+/// The most buffers of a kind kept from decodings that ended (see [`Scratch::reused`]).
 const SPARE_SCRATCHES: usize = 8;
 
-/// The most bytes a kept [`Scratch`] may hold allocated: enough for blocks of the default
-/// sizes, uncompressed or compressed.
+/// The most bytes a kept [`Scratch`] (or [`FrameCopy`]) may hold allocated: enough for blocks
+/// of the default sizes, uncompressed or compressed.
 const SPARE_BYTES: usize = 4 << 20;
 
 /// Buffers kept from decodings that ended.
 static SPARE: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
+
+/// Frame copies' buffers kept from readers that ended. They are kept apart from the
+/// decodings' buffers so that neither is taken for the other and grown to both sizes.
+static SPARE_COPIES: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// Puts `buffers`, holding `held` bytes allocated, in `spare` if they and it are within the
+/// bounds.
+fn keep_in<T>(buffers: T, held: usize, spare: &mut Vec<T>) {
+    if held > 0 && held <= SPARE_BYTES && spare.len() < SPARE_SCRATCHES {
+        spare.push(buffers);
+    }
+}
 
 /// Record ranges are kept for a data block whose payload has at least this many bytes per
 /// record, so that they take at most as much memory as the payload (8 bytes a record): a
@@ -311,10 +323,10 @@ impl Scratch {
         // Only the allocations are kept: nothing of what another decoding held shows.
         scratch.body.clear();
         scratch.plain.clear();
-        scratch.frame.clear();
         scratch.records.clear();
         scratch.in_plain = false;
         scratch.kept = false;
+        scratch.home = 0;
         scratch
     }
 
@@ -333,29 +345,18 @@ impl Scratch {
     fn keep_in(self, spare: &mut Vec<Scratch>) {
         let held = self.body.capacity()
             + self.plain.capacity()
-            + self.frame.capacity()
             + self.records.capacity() * std::mem::size_of::<(u32, u32)>();
-        if held <= SPARE_BYTES && spare.len() < SPARE_SCRATCHES {
-            spare.push(self);
-        }
+        keep_in(self, held, spare);
     }
 
-    /// Replaces the copy of a frame with `frame`.
-    pub fn copy_frame(&mut self, frame: &[u8]) {
-        self.frame.clear();
-        make_room(&mut self.frame, frame.len());
-        self.frame.extend_from_slice(frame);
+    /// The decoding thread these buffers belong to, or 0 (see `parallel::Homes`).
+    pub fn home(&self) -> usize {
+        self.home
     }
 
-    /// The copy of a frame, taken out (to decode it into the other buffers; see
-    /// [`put_frame`](Self::put_frame)).
-    pub fn take_frame(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.frame)
-    }
-
-    /// Puts back what [`take_frame`](Self::take_frame) took.
-    pub fn put_frame(&mut self, frame: Vec<u8>) {
-        self.frame = frame;
+    /// Makes these buffers the decoding thread `home`'s.
+    pub fn set_home(&mut self, home: usize) {
+        self.home = home;
     }
 
     /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
@@ -374,6 +375,45 @@ impl Scratch {
         } else {
             &self.body
         }
+    }
+}
+
+/// A copy of a frame to decode, from its type field to the end of its body, for a worker
+/// thread that cannot read the reader's input in place (a borrowed slice). Its buffer is kept
+/// from frame to frame, and from reader to reader as a [`Scratch`]'s are: without it, a
+/// 2-thread read of a slice of 100 MB of large JSON faulted in 330,000 pages instead of 26,000
+/// (BENCHMARKS.md, "A reader over a borrowed slice kept its frame copies").
+#[derive(Debug, Default)]
+pub(crate) struct FrameCopy(Vec<u8>);
+
+impl FrameCopy {
+    /// A buffer a reader that ended left (see [`release`](Self::release)), or a new one.
+    pub fn reused() -> Self {
+        let kept = SPARE_COPIES.lock().map_or(None, |mut spare| spare.pop());
+        let mut buffer = kept.unwrap_or_default();
+        // Only the allocation is kept: nothing of another reader's input shows.
+        buffer.clear();
+        FrameCopy(buffer)
+    }
+
+    /// Leaves the buffer to a later reader, within the bounds a [`Scratch`]'s are kept in.
+    pub fn release(self) {
+        if let Ok(mut spare) = SPARE_COPIES.lock() {
+            let held = self.0.capacity();
+            keep_in(self.0, held, &mut spare);
+        }
+    }
+
+    /// Replaces the copy with `frame`.
+    pub fn copy(&mut self, frame: &[u8]) {
+        self.0.clear();
+        make_room(&mut self.0, frame.len());
+        self.0.extend_from_slice(frame);
+    }
+
+    /// The copy.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -764,6 +804,8 @@ mod tests {
         let mut spare = Vec::new();
         with(SPARE_BYTES + 1).keep_in(&mut spare);
         assert!(spare.is_empty(), "a buffer over the bound is freed");
+        with(0).keep_in(&mut spare);
+        assert!(spare.is_empty(), "buffers that hold nothing take no place");
         for _ in 0..SPARE_SCRATCHES + 3 {
             with(1000).keep_in(&mut spare);
         }
@@ -794,7 +836,6 @@ mod tests {
     fn reused_buffers_hold_nothing_of_before() {
         let mut scratch = Scratch::default();
         scratch.body.extend_from_slice(b"someone else's records");
-        scratch.copy_frame(b"someone else's frame");
         scratch.records.push((0, 4));
         scratch.kept = true;
         scratch.release();
@@ -802,8 +843,16 @@ mod tests {
         for _ in 0..SPARE_SCRATCHES + 1 {
             let reused = Scratch::reused();
             assert!(reused.buffer().is_empty());
-            assert!(reused.frame.is_empty());
             assert!(reused.records().is_none());
+        }
+        let mut copy = FrameCopy::default();
+        copy.copy(b"someone else's frame");
+        copy.release();
+        for _ in 0..SPARE_SCRATCHES + 1 {
+            let mut reused = FrameCopy::reused();
+            assert!(reused.bytes().is_empty());
+            reused.copy(b"mine");
+            assert_eq!(reused.bytes(), b"mine");
         }
     }
 

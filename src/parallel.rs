@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
-use crate::block::{self, types, BlockType, Body, Place, Scratch};
+use crate::block::{self, types, BlockType, Body, FrameCopy, Place, Scratch};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::decoder::{decode_block, BlockInfo, Decoder, Event, Input, Step};
 use crate::error::{Cause, Result};
@@ -554,7 +554,7 @@ pub(crate) struct DecodeJob {
     /// The input, when the reader shares it (a mapped file): the frame is `span` of it.
     shared: Option<Shared>,
     span: Range<usize>,
-    /// In the frame's bytes (`span` of `shared`, or the copy in `scratch`).
+    /// In the frame's bytes (`span` of `shared`, or the copy in `copy`).
     type_field: Range<usize>,
     body: Range<usize>,
     block_type: BlockType,
@@ -566,7 +566,10 @@ pub(crate) struct DecodeJob {
     known: usize,
     /// Absolute offset of the frame's closing sync byte.
     end: u64,
-    /// Where the decoded payload is.
+    /// Where the frame is copied for the worker when the reader does not share its input.
+    copy: FrameCopy,
+    /// Where the decoded payload is: buffers of the thread that decodes it, taken from
+    /// [`Homes`] then, and given back when the reader is done with them.
     scratch: Scratch,
     /// Filled in by the decoding (left `None` for a frame with a stray 0x00).
     result: Option<Result<(BlockInfo, Body), Cause>>,
@@ -591,6 +594,84 @@ struct DecodeState {
     /// How many of them `decompressor` holds. A worker takes jobs in file order, so this never
     /// exceeds what the job at hand may use.
     added: usize,
+    /// This thread's number among the reader's decoding threads, from 1, and where its
+    /// buffers wait for it.
+    id: usize,
+    homes: Arc<Homes>,
+}
+
+/// The buffers each decoding thread of a reader decoded into before, waiting to be decoded
+/// into again by the same thread once the reader is done with them. Buffers that went to
+/// whichever thread took the next job were written by one core, read, and written again by
+/// the other, line by line through the caches: on this project's machine (two cores of an AMD
+/// EPYC under KVM), 2-thread zstd reads then ran at 0.9-1.1x one thread for an hour, and at
+/// 1.9-2.0x with each thread decoding into its own buffers (BENCHMARKS.md, "Each decoding
+/// thread decodes into its own buffers").
+///
+/// A thread with none of its own back takes new buffers while the reader has fewer than it
+/// has jobs, and another thread's after that (which become its own): a reader holds as many
+/// buffers as it did when they went with the jobs.
+struct Homes {
+    boxes: Mutex<Boxes>,
+}
+
+struct Boxes {
+    /// Buffers back, by thread (`id - 1`).
+    waiting: Vec<Vec<Scratch>>,
+    /// Buffers taken new.
+    made: usize,
+    /// How many may be taken new before other threads' are taken.
+    most: usize,
+}
+
+impl Homes {
+    /// The homes of `threads` decoding threads with `most` jobs between them.
+    fn new(threads: usize, most: usize) -> Self {
+        Homes {
+            boxes: Mutex::new(Boxes {
+                waiting: (0..threads).map(|_| Vec::new()).collect(),
+                made: 0,
+                most,
+            }),
+        }
+    }
+
+    /// Buffers for the thread `id`: its own, back, or new ones, or another thread's.
+    fn take(&self, id: usize) -> Scratch {
+        let mut boxes = lock(&self.boxes);
+        if let Some(own) = boxes.waiting[id - 1].pop() {
+            return own;
+        }
+        let mut scratch = if boxes.made < boxes.most {
+            None
+        } else {
+            boxes.waiting.iter_mut().find_map(Vec::pop)
+        }
+        .unwrap_or_else(|| {
+            boxes.made += 1;
+            Scratch::reused()
+        });
+        scratch.set_home(id);
+        scratch
+    }
+
+    /// Gives buffers back to their thread, or to later readers if they are no thread's.
+    fn give_back(&self, scratch: Scratch) {
+        match scratch.home() {
+            0 => scratch.release(),
+            home => lock(&self.boxes).waiting[home - 1].push(scratch),
+        }
+    }
+}
+
+impl Drop for Homes {
+    /// Leaves the buffers to later readers.
+    fn drop(&mut self) {
+        let boxes = self.boxes.get_mut().unwrap_or_else(|p| p.into_inner());
+        for scratch in boxes.waiting.drain(..).flatten() {
+            scratch.release();
+        }
+    }
 }
 
 /// Decodes a job (boxed, so that it moves through channels as a pointer; the boxes are
@@ -603,6 +684,7 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         }
         state.added = job.known;
     }
+    job.scratch = state.homes.take(state.id);
     let DecodeJob {
         shared,
         span,
@@ -611,14 +693,13 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
         block_type,
         place,
         size,
+        copy,
         scratch,
         ..
     } = &mut *job;
-    // Taken out for the decoding, which writes the rest of `scratch`, and put back after.
-    let copy = scratch.take_frame();
     let frame = match shared {
         Some(shared) => &shared.bytes()[span.clone()],
-        None => &copy[..],
+        None => copy.bytes(),
     };
     // The check the reader's scan deferred: the body holds no 0x00 (see `frame::verify`).
     // A frame with one is not decoded: the reader's thread reports it.
@@ -636,7 +717,6 @@ fn decode(state: &mut DecodeState, mut job: Box<DecodeJob>) -> Box<DecodeJob> {
             &mut state.decompressor,
         )),
     };
-    job.scratch.put_frame(copy);
     job.stray = stray;
     job.result = result;
     job
@@ -718,6 +798,10 @@ pub(crate) struct Decoders {
     /// The input, for workers to read frames from in place (a mapped file); `None`: frames
     /// are copied into the jobs.
     shared: Option<Shared>,
+    /// The decoding threads' buffers.
+    homes: Arc<Homes>,
+    /// The decoding threads (the reader's own is the last).
+    threads: usize,
 }
 
 impl Drop for Decoders {
@@ -728,7 +812,9 @@ impl Drop for Decoders {
             _ => None,
         });
         for job in self.free.drain(..).chain(ready) {
-            job.scratch.release();
+            let DecodeJob { copy, scratch, .. } = *job;
+            copy.release();
+            self.homes.give_back(scratch);
         }
     }
 }
@@ -754,15 +840,19 @@ impl Decoders {
         let limits = decoder.limits();
         let max_body_size = limits.body_limit();
         let registry = Arc::new(Mutex::new(Vec::new()));
-        let states = (0..threads)
-            .map(|_| DecodeState {
+        let limit = DEPTH * threads;
+        // The reader holds a job besides those in flight: the one whose records it hands out.
+        let homes = Arc::new(Homes::new(threads, limit + 1));
+        let states = (1..=threads)
+            .map(|id| DecodeState {
                 max_body_size,
                 decompressor: decompressor_with(limits, &decoder.dictionaries),
                 registry: Arc::clone(&registry),
                 added: 0,
+                id,
+                homes: Arc::clone(&homes),
             })
             .collect();
-        let limit = DEPTH * threads;
         Ok(Decoders {
             pool: Pool::spawn(states, limit, decode, true)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
@@ -775,6 +865,8 @@ impl Decoders {
             scanned: false,
             consumed: at,
             shared,
+            homes,
+            threads,
         })
     }
 
@@ -891,9 +983,11 @@ impl Decoders {
         decoder.rewind(found);
     }
 
-    /// Keeps a job's buffers for the next frame (and lets go of the input).
+    /// Keeps a job for the next frame, with its copy's buffer, gives its decoding buffers
+    /// back to their thread, and lets go of the input.
     fn recycle(&mut self, mut job: Box<DecodeJob>) {
         job.shared = None;
+        self.homes.give_back(std::mem::take(&mut job.scratch));
         self.free.push(job);
     }
 
@@ -934,7 +1028,8 @@ impl Decoders {
                 size: 0,
                 known: 0,
                 end: 0,
-                scratch: Scratch::reused(),
+                copy: FrameCopy::reused(),
+                scratch: Scratch::default(),
                 result: None,
                 stray: None,
             })
@@ -948,6 +1043,8 @@ impl Decoders {
         job.end = input.offset + f.end as u64;
         self.frames += 1;
         if job.block_type == BlockType::Dictionary {
+            // Decoded on the reader's thread, the last of the decoding threads.
+            job.scratch = self.homes.take(self.threads);
             job.result = Some(decoder.decode_frame(input, f, Some(&mut job.scratch)));
             let new = &decoder.dictionaries[self.known..];
             if !new.is_empty() {
@@ -967,7 +1064,7 @@ impl Decoders {
                 job.span = from..f.body.end;
             }
             None => {
-                job.scratch.copy_frame(&input.bytes[from..f.body.end]);
+                job.copy.copy(&input.bytes[from..f.body.end]);
             }
         }
         job.type_field = 0..f.type_field.len();
@@ -1082,6 +1179,41 @@ mod tests {
         assert!(finished.recv().is_err(), "closed, never sent on");
         thread_of(&KEPT);
         assert_eq!(KEPT.started.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn each_thread_decodes_into_its_own_buffers_within_the_jobs() {
+        let homes = Homes::new(2, 3);
+        let made = |homes: &Homes| lock(&homes.boxes).made;
+        let first = homes.take(1);
+        assert_eq!(first.home(), 1);
+        homes.give_back(first);
+        // Thread 2 takes new buffers though thread 1's are back, and thread 1 takes its own.
+        let second = homes.take(2);
+        assert_eq!((second.home(), made(&homes)), (2, 2));
+        let own = homes.take(1);
+        assert_eq!((own.home(), made(&homes)), (1, 2));
+        let third = homes.take(1);
+        assert_eq!((third.home(), made(&homes)), (1, 3));
+        // With as many buffers as jobs, thread 1 takes thread 2's, which become its own.
+        homes.give_back(second);
+        let taken = homes.take(1);
+        assert_eq!((taken.home(), made(&homes)), (1, 3));
+        homes.give_back(taken);
+        assert_eq!(lock(&homes.boxes).waiting[0].len(), 1);
+        // Thread 2 takes that one, and with none back, new ones rather than a wait.
+        let more = [homes.take(2), homes.take(2)];
+        assert_eq!(made(&homes), 4);
+        assert!(more.iter().all(|scratch| scratch.home() == 2));
+        // Buffers of no thread go back to later readers, not to a thread.
+        homes.give_back(Scratch::default());
+        let waiting =
+            |homes: &Homes| -> usize { lock(&homes.boxes).waiting.iter().map(Vec::len).sum() };
+        assert_eq!(waiting(&homes), 0);
+        for scratch in more.into_iter().chain([own, third]) {
+            homes.give_back(scratch);
+        }
+        assert_eq!(waiting(&homes), 4);
     }
 
     #[test]
