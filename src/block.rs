@@ -283,7 +283,10 @@ pub(crate) struct Scratch {
     /// Whether `records` holds the ranges of the last decoded block.
     kept: bool,
     /// The decoding thread of a reader these buffers belong to (1 and up; see
-    /// `parallel::Homes`), or 0.
+    /// `parallel::Homes`), or 0. It is marked on the buffers, not on the job that carried
+    /// them: the reader's decoder swaps a job's buffers for the ones it held
+    /// (`Decoder::swap_scratch`), so a job gives back the buffers of the block before, most
+    /// often another thread's.
     home: usize,
 }
 

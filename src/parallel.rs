@@ -800,8 +800,6 @@ pub(crate) struct Decoders {
     shared: Option<Shared>,
     /// The decoding threads' buffers.
     homes: Arc<Homes>,
-    /// The decoding threads (the reader's own is the last).
-    threads: usize,
 }
 
 impl Drop for Decoders {
@@ -866,7 +864,6 @@ impl Decoders {
             consumed: at,
             shared,
             homes,
-            threads,
         })
     }
 
@@ -1043,8 +1040,8 @@ impl Decoders {
         job.end = input.offset + f.end as u64;
         self.frames += 1;
         if job.block_type == BlockType::Dictionary {
-            // Decoded on the reader's thread, the last of the decoding threads.
-            job.scratch = self.homes.take(self.threads);
+            // Decoded on the reader's thread, whose state is the pool's last.
+            job.scratch = self.homes.take(self.pool.len());
             job.result = Some(decoder.decode_frame(input, f, Some(&mut job.scratch)));
             let new = &decoder.dictionaries[self.known..];
             if !new.is_empty() {
