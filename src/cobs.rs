@@ -312,12 +312,36 @@ impl<'a> Encoder<'a> {
         _mm256_storeu_si256
     );
 
+    /// The length of the output so far: where the next pushed non-zero byte goes when no
+    /// code block is full.
+    pub(crate) fn output_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Sets the encoding aside between pushes, for an owner that cannot hold on to `out`;
+    /// [`Paused::resume`] continues it on the same `Vec`, which must not change meanwhile
+    /// except in data bytes already pushed.
+    pub(crate) fn pause(self) -> Paused {
+        Paused {
+            code_at: self.code_at,
+            run: self.run,
+            after_full: self.after_full,
+            sparse: self.sparse,
+            wide: self.wide,
+        }
+    }
+
     /// Closes the encoding and returns the number of bytes it appended.
     pub fn finish(self, started_at: usize) -> usize {
+        self.finish_output().len() - started_at
+    }
+
+    /// Closes the encoding and returns the output.
+    pub(crate) fn finish_output(self) -> &'a mut Vec<u8> {
         if !self.after_full {
             self.out[self.code_at] = (self.run + 1) as u8;
         }
-        self.out.len() - started_at
+        self.out
     }
 
     fn open_block(&mut self) {
@@ -352,6 +376,36 @@ impl<'a> Encoder<'a> {
         self.out[self.code_at] = (self.run + 1) as u8;
         self.sparse = self.run >= SPARSE_RUN;
         self.open_block();
+    }
+}
+
+/// An [`Encoder`] set aside between pushes ([`Encoder::pause`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paused {
+    code_at: usize,
+    run: usize,
+    after_full: bool,
+    sparse: bool,
+    wide: Option<Wide>,
+}
+
+impl Paused {
+    /// Continues the encoding on `out`, the `Vec` it was paused on.
+    ///
+    /// # Panics
+    ///
+    /// If `out` is shorter than the encoding's open code slot: it cannot be the same `Vec`,
+    /// and the vector kernels write that slot unchecked.
+    pub(crate) fn resume(self, out: &mut Vec<u8>) -> Encoder<'_> {
+        assert!(self.code_at < out.len(), "resumed on another output");
+        Encoder {
+            out,
+            code_at: self.code_at,
+            run: self.run,
+            after_full: self.after_full,
+            sparse: self.sparse,
+            wide: self.wide,
+        }
     }
 }
 

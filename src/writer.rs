@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::block::{self, types, BlockType, ENVELOPE_LEN};
+use crate::block::{self, types, BlockType, DataEncoder, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
@@ -240,14 +240,21 @@ impl WriterBuilder {
             _ => None,
         };
         let index = IndexBuilder::new(self.index);
+        let block_target = self.get_block_target();
+        // Uncompressed blocks encoded on this thread are encoded as records arrive; the
+        // others, from a payload of records (which zstd and the worker threads take).
+        let data =
+            (encoders.is_none() && compressor.is_none()).then(|| DataEncoder::new(block_target));
         let mut writer = Writer {
             inner: Some(inner),
             index,
-            block_target: self.get_block_target(),
+            block_target,
             options: self,
             compressor,
             encoders,
+            data,
             count: 0,
+            pending: 0,
             records: vec![0; COUNT_ROOM],
             out: Vec::new(),
         };
@@ -315,9 +322,14 @@ pub struct Writer<W: Write> {
     compressor: Option<Compressor>,
     /// The worker threads and the blocks in flight, with `threads > 1`.
     encoders: Option<Encoders>,
+    /// The open data block, encoded as records arrive: uncompressed, on this thread.
+    data: Option<DataEncoder>,
     /// Records in the open data block.
     count: u64,
-    /// Room for the count, then the open data block's records, each with its length prefix.
+    /// Bytes of records (with their length prefixes) in the open data block.
+    pending: usize,
+    /// Without `data`: room for the count, then the open data block's records, each with
+    /// its length prefix.
     records: Vec<u8>,
     /// The encoded block being written.
     out: Vec<u8>,
@@ -349,23 +361,22 @@ impl<W: Write> Writer<W> {
         // The body with this record: codec, count, records and CRC. It must not exceed the
         // maximum block size even when the target allows more.
         let body =
-            ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending() + framed;
+            ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending + framed;
         if self.count > 0
-            && (self.pending() + framed > self.block_target || body > self.options.max_body_size)
+            && (self.pending + framed > self.block_target || body > self.options.max_body_size)
         {
             self.close_block()?;
         }
-        block::put_bytes(record, &mut self.records);
+        match &mut self.data {
+            Some(data) => data.push(record),
+            None => block::put_bytes(record, &mut self.records),
+        }
         self.count += 1;
-        if self.pending() >= self.block_target {
+        self.pending += framed;
+        if self.pending >= self.block_target {
             self.close_block()?;
         }
         Ok(())
-    }
-
-    /// Bytes of records (with their length prefixes) in the open data block.
-    fn pending(&self) -> usize {
-        self.records.len() - COUNT_ROOM
     }
 
     /// Closes the open data block, then writes a metadata block holding `entries`.
@@ -487,6 +498,22 @@ impl<W: Write> Writer<W> {
             return Ok(());
         }
         let count = self.count;
+        if let Some(data) = &mut self.data {
+            (self.count, self.pending) = (0, 0);
+            let start = data.finish(count)?;
+            let inner = self
+                .inner
+                .as_mut()
+                .expect("inner writer present until finish");
+            let block = &data.output()[start..];
+            return emit(
+                inner,
+                self.options.atomic_limit,
+                &mut self.index,
+                block,
+                count,
+            );
+        }
         let mut count_field = [0; varint::MAX_LEN];
         let count_len = varint::encode(count as i64, &mut count_field);
         let payload_start = COUNT_ROOM - count_len;
@@ -495,7 +522,7 @@ impl<W: Write> Writer<W> {
             let mut next = encoders.spare_payload();
             next.resize(COUNT_ROOM, 0);
             let payload = std::mem::replace(&mut self.records, next);
-            self.count = 0;
+            (self.count, self.pending) = (0, 0);
             let inner = self
                 .inner
                 .as_mut()
@@ -509,7 +536,7 @@ impl<W: Write> Writer<W> {
             self.compressor.as_mut(),
             &mut self.out,
         )?;
-        self.count = 0;
+        (self.count, self.pending) = (0, 0);
         self.records.truncate(COUNT_ROOM);
         self.write_out(start, count)
     }
@@ -522,25 +549,38 @@ impl<W: Write> Writer<W> {
             .as_mut()
             .expect("inner writer present until finish");
         let block = &self.out[start..];
-        if let Some(limit) = self
-            .options
-            .atomic_limit
-            .filter(|&limit| block.len() > limit)
-        {
-            return Err(Error::TooLargeForOneWrite {
-                len: block.len(),
-                limit,
-            });
-        }
-        if let Err(e) = inner.write_all(block) {
-            self.index.disable();
-            return Err(e.into());
-        }
-        // The file's leading sync byte, written with the header, is no part of a block.
-        self.index
-            .push(block.strip_prefix(&[0]).unwrap_or(block), items);
-        Ok(())
+        emit(
+            inner,
+            self.options.atomic_limit,
+            &mut self.index,
+            block,
+            items,
+        )
     }
+}
+
+/// Writes `block`, holding `items` records, to `inner` in one `write_all` (refused if longer
+/// than an atomic write's `limit`), and records it in `index`.
+fn emit(
+    inner: &mut impl Write,
+    atomic_limit: Option<usize>,
+    index: &mut IndexBuilder,
+    block: &[u8],
+    items: u64,
+) -> Result<()> {
+    if let Some(limit) = atomic_limit.filter(|&limit| block.len() > limit) {
+        return Err(Error::TooLargeForOneWrite {
+            len: block.len(),
+            limit,
+        });
+    }
+    if let Err(e) = inner.write_all(block) {
+        index.disable();
+        return Err(e.into());
+    }
+    // The file's leading sync byte, written with the header, is no part of a block.
+    index.push(block.strip_prefix(&[0]).unwrap_or(block), items);
+    Ok(())
 }
 
 impl<W: Write> Drop for Writer<W> {
