@@ -194,10 +194,11 @@ fn close_body(mut body: cobs::Encoder<'_>, crc: u32, type_field: &[u8]) -> usize
 /// An uncompressed data block encoded as its records arrive. A record of at least
 /// [`DIRECT_RECORD`] bytes is checksummed and COBS-encoded from where the caller holds it,
 /// instead of first being copied into a payload that [`encode`] then checksums and encodes:
-/// the copy was a third of the writer's time on large records (BENCHMARKS.md, "Where part 4
-/// stands"). Shorter records are gathered into a payload as before, where that copy costs
-/// less than the calls into the checksum and the encoder per record. The blocks are byte
-/// for byte the ones `encode` makes of the same records (a test checks).
+/// the copy was a third of the writer's time on large records (BENCHMARKS.md, "Long
+/// records encoded from where they are"). Shorter records are gathered into a payload as
+/// before, where that copy costs less than the calls into the checksum and the encoder per
+/// record. The blocks are byte for byte the ones `encode` makes of the same records (a test
+/// checks).
 ///
 /// The payload starts with the record count, known only when the block closes. Its bytes
 /// hold no zero (a varint's last byte is zero only for the value 0, its others have the high
