@@ -133,12 +133,16 @@ pub enum RecordProblem {
         limit: u64,
     },
     /// The datum decodes under its writer schema, but not to the reader schema (Avro's schema
-    /// resolution fails: a field without a default, a type it cannot promote).
-    #[error("cannot resolve schema {fingerprint:016x} to the reader schema: {what}")]
+    /// resolution fails: a field without a default, a type that is neither the same nor one
+    /// Avro promotes to, a named type of another name).
+    #[error("cannot resolve schema {fingerprint:016x} to the reader schema at {}: {what}", if path.is_empty() { "the root" } else { path.as_str() })]
     Unresolvable {
         /// The writer schema's fingerprint.
         fingerprint: u64,
-        /// `apache-avro`'s reason.
+        /// Where in the value: `.field`, `[index]` and `{"key"}` steps from its root (empty:
+        /// the root).
+        path: String,
+        /// Why.
         what: String,
     },
     /// The value decodes but does not deserialize into the type asked for.

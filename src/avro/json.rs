@@ -272,10 +272,19 @@ fn encode(
             let inner = inner_namespace(name, ns);
             let len = path.len();
             let mut out = Map::new();
-            for field in fields {
+            for (i, field) in fields.iter().enumerate() {
                 path.push('.');
                 path.push_str(&field.name);
-                let Some((_, v)) = values.iter().find(|(n, _)| *n == field.name) else {
+                // A decoded value holds its fields in the schema's order: look there first,
+                // so that a record of many fields is not searched once per field.
+                let found = match values.get(i) {
+                    Some((n, v)) if *n == field.name => Some(v),
+                    _ => values
+                        .iter()
+                        .find(|(n, _)| *n == field.name)
+                        .map(|(_, v)| v),
+                };
+                let Some(v) = found else {
                     return Err("missing".into());
                 };
                 out.insert(
@@ -481,7 +490,7 @@ fn decode(
 
 /// A field's default: Avro's JSON encoding, except that a union's default is a value of its
 /// first branch, bare.
-fn default_value(
+pub(crate) fn default_value(
     json: &Json,
     schema: &Schema,
     names: &Names,

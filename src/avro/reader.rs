@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::check::{self, DatumLimits, Failure};
 use super::error::{Error, RecordProblem, Result};
-use super::resolve::ReaderSchema;
+use super::resolve::{ReaderSchema, Unresolved};
 use super::schema::{guarded, Schemas, WriterSchema};
 use super::{MARKER, PREFIX_LEN};
 use crate::reader::ItemAt;
@@ -28,9 +28,10 @@ impl AvroReaderBuilder {
         Self::default()
     }
 
-    /// Decodes records into `schema` by Avro's schema resolution (fields added with defaults,
-    /// fields removed, promotions such as `int` to `long`, aliases), whatever schema each was
-    /// written with. A record whose writer schema does not resolve to it is reported
+    /// Decodes records into `schema` by Avro's schema resolution, exactly as Avro's
+    /// specification defines it (fields added with defaults, fields removed, the widening
+    /// promotions such as `int` to `long`, aliases; never a narrowing or a cast), whatever
+    /// schema each was written with. A record whose writer schema does not resolve to it is reported
     /// ([`RecordProblem::Unresolvable`]).
     pub fn reader_schema(mut self, schema: Schema) -> Self {
         self.reader_schema = Some(ReaderSchema::new(schema));
@@ -186,7 +187,8 @@ impl<S: Source> AvroReader<S> {
             Err(e) => return Some(Err(e)),
         };
         let (offset, index, ordinal) = (datum.offset, datum.index, datum.ordinal);
-        let fingerprint = datum.schema.fingerprint();
+        let writer = datum.schema.clone();
+        let fingerprint = writer.fingerprint();
         let problem = |problem| Error::Record {
             offset,
             index,
@@ -196,11 +198,18 @@ impl<S: Source> AvroReader<S> {
         let Some(reader_schema) = &self.reader_schema else {
             return Some(Ok(value));
         };
-        let unresolvable = |what| RecordProblem::Unresolvable { fingerprint, what };
-        Some(match guarded(|| reader_schema.resolve(value)) {
+        Some(match guarded(|| reader_schema.resolve(value, &writer)) {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(problem(unresolvable(e.to_string()))),
-            Err(panic) => Err(problem(unresolvable(panic))),
+            Ok(Err(Unresolved { path, what })) => Err(problem(RecordProblem::Unresolvable {
+                fingerprint,
+                path,
+                what,
+            })),
+            Err(panic) => Err(problem(RecordProblem::Unresolvable {
+                fingerprint,
+                path: String::new(),
+                what: panic,
+            })),
         })
     }
 
