@@ -248,10 +248,17 @@ impl input::ReadJob for Export {
                 },
                 None => match typed.next_datum() {
                     None => break,
-                    Some(Ok(datum)) => {
+                    // Copied as it is, once its values are known to be valid (spec 15.3,
+                    // check 5): an Avro file gets nothing `cat --json` would refuse.
+                    Some(Ok(datum)) if datum.value().is_ok() => {
                         encoded.clear();
                         encoded.extend_from_slice(datum.datum());
                         (&encoded, datum.schema)
+                    }
+                    Some(Ok(datum)) => {
+                        let e = datum.value().expect_err("the value was refused");
+                        super::typed::report(&mut diagnostics, &typed, &self.name, e)?;
+                        continue;
                     }
                     Some(Err(e)) => {
                         super::typed::report(&mut diagnostics, &typed, &self.name, e)?;
@@ -268,7 +275,8 @@ impl input::ReadJob for Export {
                     container.insert((writer, schema.clone()))
                 }
             };
-            if written_with.fingerprint() != schema.fingerprint() {
+            // Schemas of one fingerprint may differ in logical types: the whole schema.
+            if *written_with != schema {
                 return Err(Failure::at(
                     &self.name,
                     format!(

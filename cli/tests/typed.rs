@@ -315,3 +315,146 @@ fn import_and_export_refuse_what_they_cannot_convert() {
     let bytes = std::fs::read(&avro).unwrap();
     assert_eq!(apache_avro::Reader::new(&bytes[..]).unwrap().count(), 2001);
 }
+
+/// A typed file of one record per datum given (raw bytes after the prefix, valid or not),
+/// written with `schema`, through the library's writer without its checks.
+fn typed_raw(path: &Path, schema: &str, datums: &[&[u8]]) {
+    let schema = cobsfile::avro::WriterSchema::parse(schema).unwrap();
+    let mut writer = cobsfile::Writer::new(Vec::new()).unwrap();
+    writer.write_metadata(schema.metadata()).unwrap();
+    for datum in datums {
+        writer
+            .write_record(&[&schema.prefix()[..], datum].concat())
+            .unwrap();
+    }
+    std::fs::write(path, writer.finish().unwrap()).unwrap();
+}
+
+/// A reader schema that would narrow a value is refused, naming the field, not cast
+/// (a long 4294967301 read as an int was 5).
+#[test]
+fn reader_schemas_resolve_exactly_or_not_at_all() {
+    let dir = scratch("exact-resolution");
+    let file = dir.join("long.cobs");
+    let long = r#"{"type":"record","name":"R","fields":[{"name":"x","type":"long"}]}"#;
+    // 4294967301 as a zigzag varint.
+    let mut datum = Vec::new();
+    let mut n = 4_294_967_301u64 << 1;
+    while n >= 0x80 {
+        datum.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    datum.push(n as u8);
+    typed_raw(&file, long, &[&datum]);
+    let narrow = dir.join("int.avsc");
+    std::fs::write(
+        &narrow,
+        r#"{"type":"record","name":"R","fields":[{"name":"x","type":"int"}]}"#,
+    )
+    .unwrap();
+    let out = run(
+        bin()
+            .args(["cat", "--json", "--reader-schema"])
+            .arg(&narrow)
+            .arg(&file),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains("at .x: the writer's long does not resolve to the reader's int"),
+        "{}",
+        stderr(&out)
+    );
+    clean(&out, 2);
+    let avro = dir.join("int.avro");
+    let out = run(
+        bin()
+            .args(["export", "--reader-schema"])
+            .arg(&narrow)
+            .arg(&file)
+            .arg("-o")
+            .arg(&avro),
+        b"",
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!avro.exists());
+    // Widening reads.
+    let wide = dir.join("double.avsc");
+    std::fs::write(
+        &wide,
+        r#"{"type":"record","name":"R","fields":[{"name":"x","type":"double"}]}"#,
+    )
+    .unwrap();
+    let out = run(
+        bin()
+            .args(["cat", "--json", "--reader-schema"])
+            .arg(&wide)
+            .arg(&file),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_text(&out), "{\"x\":4294967301.0}\n");
+}
+
+fn stdout_text(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// `export` copies only datums whose values are valid (spec 15.3, check 5): a string that is
+/// not UTF-8, an enum index out of range, a boolean byte of 2 are reported as `cat --json`
+/// reports them, and the Avro file holds the good records, which apache-avro reads.
+#[test]
+fn export_refuses_what_cat_json_refuses() {
+    let dir = scratch("export-invalid");
+    let file = dir.join("bad.cobs");
+    let schema = r#"{"type":"record","name":"R","fields":[{"name":"s","type":"string"},
+        {"name":"e","type":{"type":"enum","name":"E","symbols":["A","B"]}},
+        {"name":"b","type":"boolean"}]}"#;
+    // "ok", A, true; then each field wrong in turn.
+    let good: &[u8] = &[4, b'o', b'k', 0, 1];
+    let not_utf8: &[u8] = &[4, 0xff, 0xfe, 0, 1];
+    let enum_out_of_range: &[u8] = &[4, b'o', b'k', 8, 1];
+    let boolean_two: &[u8] = &[4, b'o', b'k', 0, 2];
+    typed_raw(
+        &file,
+        schema,
+        &[good, not_utf8, good, enum_out_of_range, boolean_two, good],
+    );
+    let cat = run(bin().args(["cat", "--json"]).arg(&file), b"");
+    assert_eq!(cat.status.code(), Some(3), "{}", stderr(&cat));
+    assert_eq!(stdout_text(&cat).lines().count(), 3);
+    let avro = dir.join("bad.avro");
+    let out = run(bin().arg("export").arg(&file).arg("-o").arg(&avro), b"");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 3, "{}", stderr(&out));
+    let reader = apache_avro::Reader::new(std::fs::File::open(&avro).unwrap()).unwrap();
+    let values: Vec<Value> = reader.map(|v| v.unwrap()).collect();
+    assert_eq!(values.len(), 3);
+}
+
+/// `meta` shows metadata keys and values from a file escaped: a key holding a newline, ESC
+/// or BEL cannot write to the terminal.
+#[test]
+fn meta_escapes_what_it_prints() {
+    let dir = scratch("meta-escapes");
+    let file = dir.join("keys.cobs");
+    let mut writer = cobsfile::Writer::new(Vec::new()).unwrap();
+    writer
+        .write_metadata([("evil\n\x1b]0;title\x07", "\x1b[2Jvalue")])
+        .unwrap();
+    std::fs::write(&file, writer.finish().unwrap()).unwrap();
+    let out = run(bin().arg("meta").arg(&file), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout_text(&out);
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(
+        text.contains(r#"  evil\n\u{1b}]0;title\u{7} = "\u{1b}[2Jvalue""#),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 2, "{text}");
+}
