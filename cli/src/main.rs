@@ -19,6 +19,7 @@ mod pack;
 mod progress;
 mod recover;
 mod sql;
+mod text;
 mod typed;
 mod verify;
 

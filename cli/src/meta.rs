@@ -10,6 +10,7 @@ use cobsfile::{Metadata, Reader, Result as ReadResult, Source};
 use serde_json::{json, Map, Value};
 
 use super::input::{self, ReadJob};
+use super::text::printable;
 use super::{quiet_broken_pipe, Failure, ListArgs, Outcome};
 
 /// Runs `cobsfile meta`.
@@ -85,8 +86,9 @@ fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -
         );
     }
     writeln!(out, "metadata at offset {}:", block.offset)?;
-    for (key, value) in &block.entries {
-        match typed_value(key, value) {
+    for (raw, value) in &block.entries {
+        let key = printable(raw, false);
+        match typed_value(raw, value) {
             // The schema indented, one line per attribute, under its key.
             Some(Value::String(fingerprint)) => {
                 writeln!(out, "  {key} = {fingerprint}")?;
@@ -96,13 +98,14 @@ fn write_block(out: &mut impl Write, name: &str, block: &Metadata, json: bool) -
                 let pretty = serde_json::to_string_pretty(&schema).map_err(io::Error::other)?;
                 writeln!(out, "  {key} =")?;
                 for line in pretty.lines() {
-                    writeln!(out, "    {line}")?;
+                    writeln!(out, "    {}", printable(line, false))?;
                 }
                 continue;
             }
             None => {}
         }
         match std::str::from_utf8(value) {
+            // Debug escapes what it quotes, control characters included.
             Ok(text) => writeln!(out, "  {key} = {text:?}")?,
             Err(_) => writeln!(out, "  {key} = hex:{}", hex(value))?,
         }

@@ -21,6 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use crate::output::Output;
+use crate::text::printable;
 use crate::{quiet_broken_pipe, Failure, Outcome};
 
 /// How `sql` prints its result.
@@ -231,7 +232,8 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 let table = pretty_format_batches(&batches)
                     .map_err(|e| failure(e.into()))?
                     .to_string();
-                quiet_broken_pipe(writeln!(out, "{table}"))
+                // Values and column names come from files: shown escaped, not obeyed.
+                quiet_broken_pipe(writeln!(out, "{}", printable(&table, true)))
             }
             Format::Csv => {
                 let mut writer = datafusion::arrow::csv::Writer::new(&mut out);
