@@ -464,13 +464,20 @@ impl Reader {
         let bytes = self.bytes.get();
         let options = &self.options;
         let entries = py.detach(|| {
+            // In the order keys first appear; each key's place found in a map, not by a
+            // search of the keys so far (a file may hold many).
             let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+            let mut place: std::collections::HashMap<String, usize> =
+                std::collections::HashMap::new();
             let mut scan = options.from_slice(bytes);
             for metadata in scan.metadata().flatten() {
                 for (k, v) in metadata.entries {
-                    match entries.iter_mut().find(|(key, _)| *key == k) {
-                        Some(entry) => entry.1 = v,
-                        None => entries.push((k, v)),
+                    match place.get(&k) {
+                        Some(&i) => entries[i].1 = v,
+                        None => {
+                            place.insert(k.clone(), entries.len());
+                            entries.push((k, v));
+                        }
                     }
                 }
             }

@@ -343,6 +343,7 @@ pub fn read_header(bytes: &[u8]) -> std::result::Result<Header, HeaderError> {
     let mut codec = Codec::Null;
     let mut metadata: Vec<(String, Vec<u8>)> = Vec::new();
     let mut avro_metadata: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     loop {
         let count = cursor.long()?;
         if count == 0 {
@@ -373,11 +374,8 @@ pub fn read_header(bytes: &[u8]) -> std::result::Result<Header, HeaderError> {
                         .ok_or_else(|| HeaderError::UnknownCodec(name.into_owned()))?;
                 }
                 _ => {
-                    let twice = metadata
-                        .iter()
-                        .chain(&avro_metadata)
-                        .any(|(k, _)| *k == key);
-                    if twice {
+                    // A set, not a search of the keys so far: a header may hold many.
+                    if !seen.insert(key.clone()) {
                         return Err(cursor.malformed(&format!("the key {key:?} twice")));
                     }
                     match key.starts_with("avro.") {
