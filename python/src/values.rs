@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use apache_avro::schema::{Schema, UnionSchema};
 use apache_avro::types::Value;
-use cobsfile::avro::apache_avro;
+use cobsfile::avro::{apache_avro, DatumLimits};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -193,8 +193,29 @@ pub(crate) use cobsfile::avro::NamedTypes as Names;
 /// A Python object as a value of `schema`, for a typed write. What does not fit is a
 /// `TypeError` or `ValueError` naming the field.
 pub(crate) fn from_py(obj: &Bound<'_, PyAny>, schema: &Schema, names: &Names) -> PyResult<Value> {
-    from_py_at(obj, schema, names, &mut String::new())
+    let mut walk = Walk {
+        depth: 0,
+        steps: 0,
+        wasted: 0,
+        max_depth: DatumLimits::default().depth(),
+    };
+    from_py_at(obj, schema, names, &mut String::new(), &mut walk)
 }
+
+/// How far a conversion has gone: its nesting now (a self-referential dict would recurse
+/// without end), the values it has converted, and those spent on union branches that did not
+/// fit (a union tries its branches in turn, which unions nested in unions would multiply).
+struct Walk {
+    depth: usize,
+    steps: u64,
+    wasted: u64,
+    max_depth: usize,
+}
+
+/// The values a conversion may spend on union branches that did not fit, beyond as many as
+/// it converted: enough for any value whose unions are tried in turn once per value, far
+/// less than nested unions would take (2 to the power of the depth).
+const MAX_WASTED: u64 = 1 << 20;
 
 fn mismatch(path: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
     let type_name = obj
@@ -211,6 +232,37 @@ fn from_py_at(
     schema: &Schema,
     names: &Names,
     path: &mut String,
+    walk: &mut Walk,
+) -> PyResult<Value> {
+    walk.steps += 1;
+    let nests = matches!(
+        schema,
+        Schema::Record(_) | Schema::Array(_) | Schema::Map(_) | Schema::Union(_)
+    );
+    if nests {
+        if walk.depth >= walk.max_depth {
+            let at = if path.is_empty() { "the record" } else { path };
+            return Err(PyValueError::new_err(format!(
+                "{at}: nested deeper than {} levels, the most a reader decodes (a value that \
+                 holds itself?)",
+                walk.max_depth
+            )));
+        }
+        walk.depth += 1;
+    }
+    let value = convert(obj, schema, names, path, walk);
+    if nests {
+        walk.depth -= 1;
+    }
+    value
+}
+
+fn convert(
+    obj: &Bound<'_, PyAny>,
+    schema: &Schema,
+    names: &Names,
+    path: &mut String,
+    walk: &mut Walk,
 ) -> PyResult<Value> {
     let py = obj.py();
     Ok(match schema {
@@ -273,7 +325,7 @@ fn from_py_at(
             {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                items.push(from_py_at(&item?, &a.items, names, path)?);
+                items.push(from_py_at(&item?, &a.items, names, path, walk)?);
                 path.truncate(len);
             }
             Value::Array(items)
@@ -287,7 +339,7 @@ fn from_py_at(
                 let key: String = k.extract().map_err(|_| mismatch(path, "str keys", &k))?;
                 let len = path.len();
                 path.push_str(&format!("[{key:?}]"));
-                let value = from_py_at(&v, &m.types, names, path)?;
+                let value = from_py_at(&v, &m.types, names, path, walk)?;
                 path.truncate(len);
                 entries.insert(key, value);
             }
@@ -305,12 +357,12 @@ fn from_py_at(
                 }
                 path.push_str(&field.name);
                 let value = match dict.get_item(&field.name)? {
-                    Some(v) => from_py_at(&v, &field.schema, names, path)?,
+                    Some(v) => from_py_at(&v, &field.schema, names, path, walk)?,
                     None => match &field.default {
                         Some(default) => {
                             let json = default.to_string();
                             let text = py.import("json")?.call_method1("loads", (json,))?;
-                            from_py_at(&text, &field.schema, names, path)?
+                            from_py_at(&text, &field.schema, names, path, walk)?
                         }
                         None if matches!(&field.schema, Schema::Union(u) if u.variants().first() == Some(&Schema::Null)) => {
                             Value::Union(0, Box::new(Value::Null))
@@ -328,9 +380,9 @@ fn from_py_at(
             }
             Value::Record(fields)
         }
-        Schema::Union(u) => union_of(obj, u, names, path)?,
+        Schema::Union(u) => union_of(obj, u, names, path, walk)?,
         Schema::Ref { name } => match names.get(name) {
-            Some(schema) => from_py_at(obj, schema, names, path)?,
+            Some(schema) => from_py_at(obj, schema, names, path, walk)?,
             None => {
                 return Err(PyValueError::new_err(format!(
                     "{path}: unknown type {}",
@@ -418,6 +470,7 @@ fn union_of(
     union: &UnionSchema,
     names: &Names,
     path: &mut String,
+    walk: &mut Walk,
 ) -> PyResult<Value> {
     // fastavro's rule, simplified: the first branch the object converts to.
     let mut last = None;
@@ -429,9 +482,18 @@ fn union_of(
         if obj.is_instance_of::<PyBool>() && !matches!(branch, Schema::Boolean) {
             continue;
         }
-        match from_py_at(obj, branch, names, path) {
+        let before = walk.steps;
+        match from_py_at(obj, branch, names, path, walk) {
             Ok(value) => return Ok(Value::Union(i as u32, Box::new(value))),
             Err(e) => last = Some(e),
+        }
+        walk.wasted += walk.steps - before;
+        if walk.wasted > MAX_WASTED + walk.steps.saturating_sub(walk.wasted) {
+            let at = if path.is_empty() { "the record" } else { path };
+            return Err(PyValueError::new_err(format!(
+                "{at}: more than {MAX_WASTED} values tried in union branches that do not fit \
+                 (unions nested in unions)"
+            )));
         }
     }
     Err(last.unwrap_or_else(|| mismatch(path, "a value of the union", obj)))

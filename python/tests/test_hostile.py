@@ -132,3 +132,44 @@ def test_a_failing_file_object():
         for i in range(100):
             w.write(b"record %d" % i)
     json.dumps({})  # the interpreter is fine
+
+
+LIST = {
+    "type": "record",
+    "name": "Node",
+    "fields": [{"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"]}],
+}
+
+
+def test_a_value_that_holds_itself_is_refused(tmp_path):
+    # A self-referential dict with a recursive schema recursed until the interpreter died
+    # (SIGSEGV); it is refused at the reader's depth limit, and nothing is written.
+    node = {"v": 1}
+    node["next"] = node
+    with cobsfile.Writer(tmp_path / "loop.cobs", schema=LIST) as w:
+        with pytest.raises(ValueError, match="nested deeper than 128 levels"):
+            w.write(node)
+        # Deep but finite values within the limit are written and read back.
+        deep = None
+        for i in range(60):
+            deep = {"v": i, "next": deep}
+        w.write(deep)
+    assert list(cobsfile.open(tmp_path / "loop.cobs").records(decode=True)) == [deep]
+
+
+def test_nested_unions_cannot_multiply_the_work(tmp_path):
+    # Each level's union has two record branches that fail only at the bottom: trying both at
+    # every level would take 2^depth steps.
+    schema = {
+        "type": "record",
+        "name": "A",
+        "fields": [{"name": "x", "type": ["A", {"type": "record", "name": "B",
+                                                 "fields": [{"name": "x", "type": ["A", "B"]}]}]}],
+    }
+    value = "bottom"
+    for _ in range(100):
+        value = {"x": value}
+    w = cobsfile.Writer(tmp_path / "u.cobs", schema=schema)
+    with pytest.raises((ValueError, TypeError)):
+        w.write(value)
+    w.close()

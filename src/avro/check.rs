@@ -63,6 +63,12 @@ impl DatumLimits {
         self
     }
 
+    /// The deepest nesting a datum may have (see [`max_depth`](Self::max_depth)): what a
+    /// writer that wants its records read with these limits checks its values against.
+    pub fn depth(&self) -> usize {
+        self.max_depth
+    }
+
     /// The most values a datum of `len` bytes may decode to.
     fn max_values(&self, len: usize) -> u64 {
         self.values_per_byte
