@@ -1081,40 +1081,178 @@ fn container_file_datums_are_copied_byte_for_byte() {
     assert_eq!(read_back, from_ocf);
 }
 
-/// Schemas of one fingerprint differ only in what the canonical form leaves out: each record
-/// decodes with the latest one announced before it (spec 15.3), here a logical type added to
-/// a fixed type (stripped from the canonical form, which keeps the named type's object).
+/// A schema announced again under its fingerprint with other documentation replaces the one
+/// before; one that decodes differently under it (here a fixed type that becomes a
+/// `duration`) puts the fingerprint in conflict: the records after it are reported, not
+/// decoded with a schema their writer may not have announced (spec 15.3). A writer refuses
+/// to make such a change itself.
 #[test]
-fn the_latest_schema_of_a_fingerprint_decodes_the_records_after_it() {
+fn a_fingerprint_names_one_decoding_in_a_file() {
     let plain = schema(
         r#"{"type":"record","name":"T","fields":[
         {"name":"took","type":{"type":"fixed","name":"F","size":12}}]}"#,
+    );
+    let documented = schema(
+        r#"{"type":"record","name":"T","doc":"how long","fields":[
+        {"name":"took","type":{"type":"fixed","name":"F","size":12},"default":"x"}]}"#,
     );
     let typed = schema(
         r#"{"type":"record","name":"T","doc":"how long","fields":[
             {"name":"took","type":{"type":"fixed","name":"F","size":12,"logicalType":"duration"}}]}"#,
     );
     assert_eq!(plain.fingerprint(), typed.fingerprint());
-    assert_ne!(plain, typed);
+    assert_eq!(plain.fingerprint(), documented.fingerprint());
+    assert!(plain.decodes_like(&documented) && !plain.decodes_like(&typed));
     let bytes = [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0];
     let fixed = Value::Record(vec![("took".into(), Value::Fixed(12, bytes.to_vec()))]);
-    let duration = Value::Record(vec![(
-        "took".into(),
-        Value::Duration(apache_avro::Duration::from(bytes)),
-    )]);
-    let mut writer = AvroWriter::new(Writer::new(Vec::new()).unwrap(), plain).unwrap();
+
+    let mut writer = AvroWriter::new(Writer::new(Vec::new()).unwrap(), plain.clone()).unwrap();
     writer.write_value(&fixed).unwrap();
-    writer.change_schema(typed.clone()).unwrap();
-    writer.write_value(&duration).unwrap();
+    writer.change_schema(documented.clone()).unwrap();
+    writer.write_value(&fixed).unwrap();
+    let refused = writer.change_schema(typed.clone()).unwrap_err();
+    assert!(
+        refused.to_string().contains("decodes differently"),
+        "{refused}"
+    );
     let file = writer.finish().unwrap();
-    let records = records(&file);
-    assert_eq!(records[0], records[1], "the same bytes");
     let (values, errors) = read(&file, &AvroReaderBuilder::new());
     assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(values, [fixed.clone(), duration]);
+    assert_eq!(values, [fixed.clone(), fixed.clone()]);
+
+    // Another writer (by hand) announces the duration under the same fingerprint.
+    let mut writer = Writer::new(Vec::new()).unwrap();
+    writer.write_metadata(plain.metadata()).unwrap();
+    let record = [&plain.prefix()[..], &bytes].concat();
+    writer.write_record(&record).unwrap();
+    writer.flush().unwrap();
+    writer.write_metadata(typed.metadata()).unwrap();
+    writer.write_record(&record).unwrap();
+    let file = writer.finish().unwrap();
+    let (values, errors) = read(&file, &AvroReaderBuilder::new());
+    assert_eq!(values, std::slice::from_ref(&fixed));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0].name(), "schema-conflict");
+    assert!(matches!(
+        &errors[1],
+        Error::Record { problem: RecordProblem::SchemaConflict { fingerprint, .. }, .. }
+            if *fingerprint == plain.fingerprint()
+    ));
+    // A reader that starts from the file's scan agrees, record for record.
+    let scanned = Schemas::scan(&file);
+    assert_eq!(scanned.conflicts().count(), 1);
+    let (values, errors) = read(&file, &AvroReaderBuilder::new().schemas(&scanned));
+    assert_eq!(values, std::slice::from_ref(&fixed));
+    assert_eq!(errors.len(), 2, "{errors:?}");
     // A schema given to the reader is replaced by the file's own.
     let (values, _) = read(&file, &AvroReaderBuilder::new().schema(typed));
     assert_eq!(values[0], fixed);
+}
+
+/// The CRC-64-AVRO fingerprint of `bytes`, for forging.
+fn crc64_avro(bytes: &[u8]) -> u64 {
+    const EMPTY: u64 = 0xc15d_213a_a4d7_a795;
+    bytes.iter().fold(EMPTY, |mut fp, &b| {
+        fp ^= u64::from(b);
+        for _ in 0..8 {
+            fp = (fp >> 1) ^ (EMPTY & 0u64.wrapping_sub(fp & 1));
+        }
+        fp
+    })
+}
+
+/// A schema whose fingerprint is `target`, made from `template` (a schema's JSON with `{}`
+/// where 96 letters go, each `a` or `b`): CRC-64 is affine, so the letters that give any
+/// fingerprint are found by Gaussian elimination, in microseconds. The letters must stand in
+/// the schema's canonical form as they stand in the template (in a record's name, say).
+fn forge(template: &str, target: u64) -> WriterSchema {
+    const N: usize = 96;
+    let with = |letters: &[u8; N]| template.replace("{}", std::str::from_utf8(letters).unwrap());
+    let form = |json: &str| WriterSchema::parse(json).unwrap().schema().canonical_form();
+    let base = [b'a'; N];
+    let c0 = crc64_avro(form(&with(&base)).as_bytes());
+    // Each letter's effect on the fingerprint, a vector over GF(2), with the letters that
+    // make it up.
+    let mut rows: Vec<(u64, u128)> = (0..N)
+        .map(|i| {
+            let mut letters = base;
+            letters[i] = b'b';
+            (
+                crc64_avro(form(&with(&letters)).as_bytes()) ^ c0,
+                1u128 << i,
+            )
+        })
+        .collect();
+    let mut want = (target ^ c0, 0u128);
+    for bit in 0..64 {
+        let Some(pivot) = rows.iter().position(|(v, _)| v >> bit & 1 == 1) else {
+            continue;
+        };
+        let (pv, pm) = rows.swap_remove(pivot);
+        for (v, m) in rows.iter_mut() {
+            if *v >> bit & 1 == 1 {
+                *v ^= pv;
+                *m ^= pm;
+            }
+        }
+        if want.0 >> bit & 1 == 1 {
+            want.0 ^= pv;
+            want.1 ^= pm;
+        }
+    }
+    assert_eq!(want.0, 0, "the letters do not span the fingerprints");
+    let mut letters = base;
+    for (i, letter) in letters.iter_mut().enumerate() {
+        if want.1 >> i & 1 == 1 {
+            *letter = b'b';
+        }
+    }
+    let forged = WriterSchema::parse(&with(&letters)).unwrap();
+    assert_eq!(forged.fingerprint(), target);
+    forged
+}
+
+/// A second writer appends a schema forged to the first writer's fingerprint, with its
+/// fields swapped. The first writer's later records decoded with it, fields swapped, without
+/// a word; now the forged block is reported as a conflict, and the records after it that
+/// name the fingerprint are reported, never decoded with either schema.
+#[test]
+fn a_forged_fingerprint_never_decodes_anothers_records() {
+    let victim = schema(
+        r#"{"type":"record","name":"Pay","fields":[
+        {"name":"from","type":"long"},{"name":"to","type":"long"}]}"#,
+    );
+    let forged = forge(
+        r#"{"type":"record","name":"P{}","fields":[
+        {"name":"to","type":"long"},{"name":"from","type":"long"}]}"#,
+        victim.fingerprint(),
+    );
+    assert!(!forged.decodes_like(&victim));
+    let pay = |from: i64, to: i64| {
+        Value::Record(vec![
+            ("from".into(), Value::Long(from)),
+            ("to".into(), Value::Long(to)),
+        ])
+    };
+    let mut first = AvroWriter::new(Writer::new(Vec::new()).unwrap(), victim.clone()).unwrap();
+    first.write_value(&pay(1, 2)).unwrap();
+    let mut file = first.finish().unwrap();
+    // The second writer's block, then the first writer's next record, appended.
+    let mut second = Writer::new(Vec::new()).unwrap();
+    second.write_metadata(forged.metadata()).unwrap();
+    let mut record = victim.prefix().to_vec();
+    record.extend([6, 8]); // from 3, to 4
+    second.write_record(&record).unwrap();
+    file.extend_from_slice(&second.finish().unwrap());
+
+    let (values, errors) = read(&file, &AvroReaderBuilder::new());
+    assert_eq!(values, [pay(1, 2)], "{errors:?}");
+    let names: Vec<&str> = errors.iter().map(Error::name).collect();
+    assert_eq!(names, ["schema-conflict", "schema-conflict"]);
+    // A reader given the forged schema from outside decodes the first record with the file's
+    // own schema all the same.
+    let (values, _) = read(&file, &AvroReaderBuilder::new().schema(forged));
+    assert_eq!(values[0], pay(1, 2));
 }
 
 /// A logical type on a primitive type changes the fingerprint: apache-avro (and Apache Avro's

@@ -707,5 +707,5 @@ fn typed_readers_yield_the_avro_vectors() {
             }
         }
     }
-    assert_eq!(typed, 5, "the Avro vectors");
+    assert_eq!(typed, 6, "the Avro vectors");
 }

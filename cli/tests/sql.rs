@@ -326,3 +326,52 @@ fn export_to_parquet_and_json() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// Two schemas that differ only in a primitive's logical type share a fingerprint. `sql`
+/// decoded every record with the file's last schema, so a 2023 timestamp in milliseconds read
+/// as 1970 in microseconds; now the second announcement puts the fingerprint in conflict
+/// (spec 15.3): the records before it read as written, those after it are reported.
+#[test]
+fn a_logical_type_changed_under_one_fingerprint_is_not_read_with_the_other() {
+    use cobsfile::avro::WriterSchema;
+    let dir = scratch("sql-logical-conflict");
+    let with = |unit: &str| {
+        WriterSchema::parse(&format!(
+            r#"{{"type":"record","name":"E","fields":[{{"name":"ts","type":{{"type":"long","logicalType":"timestamp-{unit}"}}}}]}}"#
+        ))
+        .unwrap()
+    };
+    let (millis, micros) = (with("millis"), with("micros"));
+    assert_eq!(millis.fingerprint(), micros.fingerprint());
+    // 2023-11-14T22:13:20Z in milliseconds, as a zigzag varint.
+    let datum = |n: i64| {
+        let (mut z, mut out) = (((n << 1) ^ (n >> 63)) as u64, Vec::new());
+        while z >= 0x80 {
+            out.push(z as u8 | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+        [&millis.prefix()[..], &out].concat()
+    };
+    let mut writer = cobsfile::Writer::new(Vec::new()).unwrap();
+    writer.write_metadata(millis.metadata()).unwrap();
+    writer.write_record(&datum(1_700_000_000_000)).unwrap();
+    writer.flush().unwrap();
+    writer.write_metadata(micros.metadata()).unwrap();
+    writer.write_record(&datum(1_700_000_000_000_000)).unwrap();
+    std::fs::write(dir.join("t.cobs"), writer.finish().unwrap()).unwrap();
+    let out = cobsfile(
+        &["sql", "SELECT ts FROM t", "t.cobs", "--format", "csv"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("2023-11-14T22:13:20"), "{text}");
+    assert!(!text.contains("1970"), "{text}");
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        stderr(&out).contains("schema-conflict") || stderr(&out).contains("conflict"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -141,7 +141,9 @@ pub(crate) fn scan(
                 }
                 Some(Err(AvroError::Record {
                     offset,
-                    problem: problem @ RecordProblem::SchemaUnknown { .. },
+                    problem:
+                        problem @ (RecordProblem::SchemaUnknown { .. }
+                        | RecordProblem::SchemaConflict { .. }),
                     ..
                 })) => {
                     let damage = Damage {

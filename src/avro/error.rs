@@ -102,6 +102,22 @@ pub enum RecordProblem {
         /// The fingerprint, as the 8 bytes read little-endian.
         fingerprint: u64,
     },
+    /// The record's fingerprint was claimed by two schemas that decode differently, and the
+    /// record follows the second claim (at offset `second`; the first at `first`): which one
+    /// its writer announced cannot be known, so it is decoded with neither (spec 15.3).
+    #[error(
+        "schema {fingerprint:016x} is in conflict: the blocks at offsets {first} and {second} \
+         announce two schemas that decode differently under it, so the record's writer schema \
+         cannot be known"
+    )]
+    SchemaConflict {
+        /// The fingerprint, as the 8 bytes read little-endian.
+        fingerprint: u64,
+        /// Offset of the block that announced the fingerprint first.
+        first: u64,
+        /// Offset of the block that claimed it for another schema.
+        second: u64,
+    },
     /// The datum does not decode under its writer schema.
     #[error("datum does not decode under schema {fingerprint:016x} at its byte {at}: {what}")]
     Undecodable {
@@ -154,12 +170,14 @@ pub enum RecordProblem {
 }
 
 impl RecordProblem {
-    /// The problem's name in the spec's table: `no-marker`, `schema-unknown`, `undecodable`,
+    /// The problem's name in the spec's table: `no-marker`, `schema-unknown`,
+    /// `schema-conflict`, `undecodable`,
     /// `trailing-bytes`, `limit`, `unresolvable` or `deserialize`.
     pub fn name(&self) -> &'static str {
         match self {
             RecordProblem::NoMarker { .. } => "no-marker",
             RecordProblem::SchemaUnknown { .. } => "schema-unknown",
+            RecordProblem::SchemaConflict { .. } => "schema-conflict",
             RecordProblem::Undecodable { .. } => "undecodable",
             RecordProblem::TrailingBytes { .. } => "trailing-bytes",
             RecordProblem::Limit { .. } => "limit",
@@ -168,13 +186,15 @@ impl RecordProblem {
         }
     }
 
-    /// Whether the record's bytes are wrong (`no-marker`, `undecodable`, `trailing-bytes`),
-    /// rather than the reader unable to use them: a schema it lacks, a limit, a reader schema
-    /// or type that does not fit.
+    /// Whether the file is wrong (`no-marker`, `undecodable`, `trailing-bytes`: bytes a
+    /// writer got wrong; `schema-conflict`: announcements that contradict each other), rather
+    /// than the reader unable to use it: a schema it lacks, a limit, a reader schema or type
+    /// that does not fit.
     pub fn is_damage(&self) -> bool {
         matches!(
             self,
             RecordProblem::NoMarker { .. }
+                | RecordProblem::SchemaConflict { .. }
                 | RecordProblem::Undecodable { .. }
                 | RecordProblem::TrailingBytes { .. }
         )
@@ -203,14 +223,32 @@ pub enum SchemaProblem {
         /// The fingerprint of the schema, as the 8 bytes read little-endian.
         computed: u64,
     },
+    /// The block announces a schema under a fingerprint that an earlier block of the file
+    /// announced for a schema that decodes differently (another Parsing Canonical Form, a
+    /// CRC-64 collision made on purpose, or another logical type): the fingerprint no longer
+    /// tells which schema a record was written with, and the records after this block that
+    /// name it are not decoded ([`RecordProblem::SchemaConflict`]).
+    #[error(
+        "avro.schema claims fingerprint {fingerprint:016x}, which the block at offset {first} \
+         announced for a schema that decodes differently; records after this block that name \
+         it cannot be attributed to either"
+    )]
+    Conflict {
+        /// The fingerprint both claim.
+        fingerprint: u64,
+        /// Offset of the block that announced it first.
+        first: u64,
+    },
 }
 
 impl SchemaProblem {
-    /// The problem's name in the spec's table: `schema-invalid` or `fingerprint-mismatch`.
+    /// The problem's name in the spec's table: `schema-invalid`, `fingerprint-mismatch` or
+    /// `schema-conflict`.
     pub fn name(&self) -> &'static str {
         match self {
             SchemaProblem::Invalid { .. } => "schema-invalid",
             SchemaProblem::FingerprintMismatch { .. } => "fingerprint-mismatch",
+            SchemaProblem::Conflict { .. } => "schema-conflict",
         }
     }
 }

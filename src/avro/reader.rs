@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use super::check::{self, DatumLimits, Failure};
 use super::error::{Error, RecordProblem, Result};
 use super::resolve::{ReaderSchema, Unresolved};
-use super::schema::{guarded, Schemas, WriterSchema};
+use super::schema::{guarded, Named, Schemas, WriterSchema};
 use super::{MARKER, PREFIX_LEN};
 use crate::reader::ItemAt;
 use crate::{Reader, Source};
@@ -49,9 +49,7 @@ impl AvroReaderBuilder {
     /// Knows these schemas from the start (see [`schema`](Self::schema)); e.g.
     /// [`Schemas::scan`] of the whole file, for a reader that starts past its schema blocks.
     pub fn schemas(mut self, schemas: &Schemas) -> Self {
-        for schema in schemas.iter() {
-            self.schemas.add(schema.clone());
-        }
+        self.schemas.extend(schemas);
         self
     }
 
@@ -262,7 +260,11 @@ impl<S: Source> AvroReader<S> {
     /// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum,
     /// walked as that schema says without allocating, ends exactly at the end of the record,
     /// declares no length past it and stays within the [`DatumLimits`].
-    fn datum_check(&self, record: &[u8]) -> std::result::Result<WriterSchema, RecordProblem> {
+    fn datum_check(
+        &self,
+        record: &[u8],
+        block: u64,
+    ) -> std::result::Result<WriterSchema, RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
                 found: record[..record.len().min(PREFIX_LEN)].to_vec(),
@@ -274,9 +276,16 @@ impl<S: Source> AvroReader<S> {
         // Records of one schema usually follow one another.
         let schema = match &self.last {
             Some(last) if last.fingerprint() == fingerprint => last,
-            _ => match self.schemas.get(fingerprint) {
-                Some(schema) => schema,
-                None => return Err(RecordProblem::SchemaUnknown { fingerprint }),
+            _ => match self.schemas.named(fingerprint, block) {
+                Named::Schema(schema) => schema,
+                Named::Unknown => return Err(RecordProblem::SchemaUnknown { fingerprint }),
+                Named::Conflict { first, second } => {
+                    return Err(RecordProblem::SchemaConflict {
+                        fingerprint,
+                        first,
+                        second,
+                    })
+                }
             },
         };
         let datum = &record[PREFIX_LEN..];
@@ -309,7 +318,11 @@ impl<S: Source> AvroReader<S> {
                 Ok(ItemAt::Metadata) => {
                     let block = self.reader.current_block().expect("the block just read");
                     match self.schemas.add_from_block(&block) {
-                        Err(e) => return Some(Err(e)),
+                        Err(e) => {
+                            // It may put the last fingerprint in conflict.
+                            self.last = None;
+                            return Some(Err(e));
+                        }
                         Ok(None) => continue,
                         Ok(Some(_)) => {
                             // It may replace the schema of the last fingerprint.
@@ -328,18 +341,20 @@ impl<S: Source> AvroReader<S> {
             }
             let ordinal = self.ordinal;
             self.ordinal += 1;
-            return Some(match self.datum_check(self.reader.record(range.clone())) {
-                Ok(schema) => {
-                    self.last = Some(schema.clone());
-                    Ok((range, block, self.index, ordinal, schema))
-                }
-                Err(problem) => Err(Error::Record {
-                    offset: block,
-                    index: self.index,
-                    ordinal,
-                    problem,
-                }),
-            });
+            return Some(
+                match self.datum_check(self.reader.record(range.clone()), block) {
+                    Ok(schema) => {
+                        self.last = Some(schema.clone());
+                        Ok((range, block, self.index, ordinal, schema))
+                    }
+                    Err(problem) => Err(Error::Record {
+                        offset: block,
+                        index: self.index,
+                        ordinal,
+                        problem,
+                    }),
+                },
+            );
         }
     }
 }

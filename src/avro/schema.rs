@@ -24,6 +24,9 @@ struct Inner {
     schema: Schema,
     json: String,
     fingerprint: u64,
+    /// The decoding form: two schemas of one fingerprint decode alike if and only if theirs
+    /// are the same.
+    decoding: String,
     names: Names,
     decoder: GenericSingleObjectReader,
 }
@@ -76,6 +79,7 @@ impl WriterSchema {
         value: &serde_json::Value,
     ) -> std::result::Result<Self, String> {
         let fingerprint = canonical::fingerprint64(canonical::canonical_form(value)?.as_bytes());
+        let decoding = canonical::decoding_form(value)?;
         let prefix = Prefix::of(fingerprint);
         let decoder =
             guarded(|| GenericSingleObjectReader::new_with_header_builder(schema.clone(), prefix))?
@@ -85,9 +89,17 @@ impl WriterSchema {
             schema,
             json,
             fingerprint,
+            decoding,
             names,
             decoder,
         })))
+    }
+
+    /// Whether `other` decodes every datum to the same values: the same Parsing Canonical
+    /// Form and the same logical types (spec 15.3's decoding form). Documentation, aliases,
+    /// defaults and other attributes may differ.
+    pub fn decodes_like(&self, other: &WriterSchema) -> bool {
+        self.0.decoding == other.0.decoding
     }
 
     /// The schema.
@@ -229,16 +241,45 @@ impl HeaderBuilder for Prefix {
 /// Writer schemas by fingerprint: the schemas a reader has met in metadata blocks, and those
 /// its caller gave it (a schema registry of sorts).
 ///
-/// A schema added under a fingerprint already known replaces the one before: a reader decodes
-/// each record with the latest schema of its fingerprint met before it in the file. (Schemas
-/// with one fingerprint have one Parsing Canonical Form, so they encode data alike and differ
-/// only in what that form leaves out: documentation, defaults, aliases, logical types.)
+/// A fingerprint names one schema in a file (spec 15.3). A schema the file announces again
+/// under its fingerprint, or another that decodes alike (other documentation, defaults or
+/// aliases), replaces the one before. A schema that decodes differently under a fingerprint
+/// the file already announced puts that fingerprint **in conflict** from its block on: a CRC-64
+/// fingerprint can be forged in milliseconds, and two logical types share one, so the records
+/// after it that name the fingerprint cannot be attributed, and are reported
+/// ([`RecordProblem::SchemaConflict`](super::RecordProblem::SchemaConflict)) rather than
+/// decoded with a schema their writer may not have announced. Schemas given by the caller
+/// ([`add`](Self::add)) are the file's defaults: the file's own replace them.
 #[derive(Debug, Clone, Default)]
 pub struct Schemas {
-    /// Each schema, with when it was last added (a count that only grows): the order the
-    /// file announced them in, without a search on every add (a file may announce many).
-    by_fingerprint: HashMap<u64, (u64, WriterSchema)>,
+    /// Each fingerprint's schema, with when it was last added (a count that only grows): the
+    /// order the file announced them in, without a search on every add (a file may announce
+    /// many).
+    by_fingerprint: HashMap<u64, Entry>,
     added: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    added: u64,
+    schema: WriterSchema,
+    /// The offset of the block that first announced it, or `None` for a schema the caller
+    /// gave.
+    announced: Option<u64>,
+    /// The offset of the first block that claimed the fingerprint for a schema that decodes
+    /// differently.
+    conflict: Option<u64>,
+}
+
+/// What a fingerprint names at a place in a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Named<'a> {
+    /// The schema.
+    Schema(&'a WriterSchema),
+    /// No schema known.
+    Unknown,
+    /// Two schemas that decode differently, announced at these offsets.
+    Conflict { first: u64, second: u64 },
 }
 
 impl Schemas {
@@ -247,17 +288,111 @@ impl Schemas {
         Self::default()
     }
 
-    /// Adds `schema` under its fingerprint, replacing a schema with the same fingerprint; it
-    /// is then the newest.
+    /// Adds `schema` as one given from outside the file (as a schema registry gives them),
+    /// replacing one of the same fingerprint given before; it is then the newest.
     pub fn add(&mut self, schema: WriterSchema) {
         self.added += 1;
-        self.by_fingerprint
-            .insert(schema.fingerprint(), (self.added, schema));
+        let added = self.added;
+        match self.by_fingerprint.get_mut(&schema.fingerprint()) {
+            // The file's own announcement is not replaced by a given schema.
+            Some(entry) if entry.announced.is_some() => {}
+            _ => {
+                let entry = Entry {
+                    added,
+                    schema: schema.clone(),
+                    announced: None,
+                    conflict: None,
+                };
+                self.by_fingerprint.insert(schema.fingerprint(), entry);
+            }
+        }
     }
 
-    /// The schema with this fingerprint, if known.
+    /// Adds `schema` as the metadata block at `offset` announces it (spec 15.3). Fails, naming
+    /// the block that announced the fingerprint first, when that block's schema decodes
+    /// differently: the fingerprint is then in conflict from `offset` on.
+    pub fn announce(&mut self, schema: WriterSchema, offset: u64) -> Result<()> {
+        self.added += 1;
+        let added = self.added;
+        let fingerprint = schema.fingerprint();
+        let entry = match self.by_fingerprint.get_mut(&fingerprint) {
+            Some(entry) if entry.announced.is_some() => entry,
+            _ => {
+                let entry = Entry {
+                    added,
+                    schema,
+                    announced: Some(offset),
+                    conflict: None,
+                };
+                self.by_fingerprint.insert(fingerprint, entry);
+                return Ok(());
+            }
+        };
+        let first = entry.announced.expect("announced");
+        if entry.schema.decodes_like(&schema) {
+            // The same schema again, or one of other documentation: the newest text is kept,
+            // the first announcement's place too.
+            entry.schema = schema;
+            entry.added = added;
+            return Ok(());
+        }
+        if offset == first {
+            // The first announcement met again (a reader given this file's scan meets it).
+            return Ok(());
+        }
+        entry.conflict = Some(entry.conflict.map_or(offset, |c| c.min(offset)));
+        Err(Error::Schema {
+            offset,
+            problem: SchemaProblem::Conflict { fingerprint, first },
+        })
+    }
+
+    /// Adds every schema of `other`, as it has them: its announcements as announcements (with
+    /// their conflicts), the schemas it was given as given.
+    pub fn extend(&mut self, other: &Schemas) {
+        let mut entries: Vec<&Entry> = other.by_fingerprint.values().collect();
+        entries.sort_unstable_by_key(|e| e.added);
+        for entry in entries {
+            match entry.announced {
+                None => self.add(entry.schema.clone()),
+                Some(offset) => {
+                    let _ = self.announce(entry.schema.clone(), offset);
+                    if let (Some(conflict), Some(mine)) = (
+                        entry.conflict,
+                        self.by_fingerprint.get_mut(&entry.schema.fingerprint()),
+                    ) {
+                        mine.conflict = Some(mine.conflict.map_or(conflict, |c| c.min(conflict)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The schema with this fingerprint, if known and not in conflict.
     pub fn get(&self, fingerprint: u64) -> Option<&WriterSchema> {
-        self.by_fingerprint.get(&fingerprint).map(|(_, s)| s)
+        match self.by_fingerprint.get(&fingerprint) {
+            Some(entry) if entry.conflict.is_none() => Some(&entry.schema),
+            _ => None,
+        }
+    }
+
+    /// What `fingerprint` names for a record of the data block at `offset`: the schema, or a
+    /// conflict if the record follows a second claim to it.
+    pub(crate) fn named(&self, fingerprint: u64, offset: u64) -> Named<'_> {
+        let Some(entry) = self.by_fingerprint.get(&fingerprint) else {
+            return Named::Unknown;
+        };
+        match (entry.conflict, entry.announced) {
+            (Some(second), Some(first)) if offset > second => Named::Conflict { first, second },
+            _ => Named::Schema(&entry.schema),
+        }
+    }
+
+    /// The fingerprints in conflict, with the offsets of their first and second claims.
+    pub fn conflicts(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.by_fingerprint
+            .iter()
+            .filter_map(|(fp, e)| Some((*fp, e.announced?, e.conflict?)))
     }
 
     /// How many schemas are known.
@@ -271,29 +406,32 @@ impl Schemas {
     }
 
     /// The known schemas, oldest first: in the order they were added (a schema added again
-    /// counts from its last addition), so in a file's order for [`Schemas::scan`].
+    /// counts from its last addition), so in a file's order for [`Schemas::scan`]. A
+    /// fingerprint in conflict gives the schema announced first.
     pub fn iter(&self) -> impl Iterator<Item = &WriterSchema> {
-        let mut all: Vec<&(u64, WriterSchema)> = self.by_fingerprint.values().collect();
-        all.sort_unstable_by_key(|(added, _)| *added);
-        all.into_iter().map(|(_, s)| s)
+        let mut all: Vec<&Entry> = self.by_fingerprint.values().collect();
+        all.sort_unstable_by_key(|e| e.added);
+        all.into_iter().map(|e| &e.schema)
     }
 
     /// The schema added last: for a file, the one it announced last.
     pub fn latest(&self) -> Option<&WriterSchema> {
         self.by_fingerprint
             .values()
-            .max_by_key(|(added, _)| *added)
-            .map(|(_, s)| s)
+            .max_by_key(|e| e.added)
+            .map(|e| &e.schema)
     }
 
     /// Adds the schema an intact metadata block announces, if any; an error (naming the
-    /// block's offset) for a schema that cannot be used, which is not added.
+    /// block's offset) for a schema that cannot be used, which is not added, or one that puts
+    /// its fingerprint in conflict.
     pub fn add_from_block(&mut self, block: &Block<'_>) -> Result<Option<WriterSchema>> {
-        match WriterSchema::from_metadata(block.entries(), block.info().offset) {
+        let offset = block.info().offset;
+        match WriterSchema::from_metadata(block.entries(), offset) {
             None => Ok(None),
             Some(Err(e)) => Err(e),
             Some(Ok(schema)) => {
-                self.add(schema.clone());
+                self.announce(schema.clone(), offset)?;
                 Ok(Some(schema))
             }
         }
@@ -319,7 +457,8 @@ impl Schemas {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_slice()));
             if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
-                schemas.add(schema);
+                // A conflict is kept in the table; a full read reports it.
+                let _ = schemas.announce(schema, metadata.offset);
             }
         }
         schemas

@@ -110,6 +110,9 @@ impl<T: RecordSink + ?Sized> RecordSink for &mut T {
 pub struct AvroWriter<S> {
     sink: S,
     schema: WriterSchema,
+    /// Every schema this writer announced, by fingerprint: a change to one that decodes
+    /// differently under a fingerprint already announced is refused.
+    announced: std::collections::HashMap<u64, WriterSchema>,
     encoder: GenericSingleObjectWriter,
     record: Vec<u8>,
 }
@@ -130,6 +133,7 @@ impl<S: RecordSink> AvroWriter<S> {
         announce(&mut sink, &schema)?;
         Ok(AvroWriter {
             sink,
+            announced: [(schema.fingerprint(), schema.clone())].into(),
             schema,
             encoder,
             record: Vec::new(),
@@ -139,9 +143,24 @@ impl<S: RecordSink> AvroWriter<S> {
     /// Writes the records that follow with `schema`: writes the metadata block announcing it
     /// (a schema change in the middle of a file; spec: records carry the fingerprint of the
     /// schema they were written with, so records of both stay readable).
+    ///
+    /// Refuses a schema that shares its fingerprint with one this writer announced but
+    /// decodes differently (another logical type on a primitive, say): readers could not tell
+    /// their records apart, and report such a fingerprint in conflict (spec 15.3).
     pub fn change_schema(&mut self, schema: WriterSchema) -> Result<()> {
+        if let Some(before) = self.announced.get(&schema.fingerprint()) {
+            if !before.decodes_like(&schema) {
+                return Err(Error::InvalidSchema(format!(
+                    "it shares fingerprint {:016x} with a schema this writer announced, but \
+                     decodes differently (a logical type changed): readers could not tell \
+                     their records apart; change a name or a field, or start a new file",
+                    schema.fingerprint()
+                )));
+            }
+        }
         let encoder = encoder(&schema)?;
         announce(&mut self.sink, &schema)?;
+        self.announced.insert(schema.fingerprint(), schema.clone());
         self.encoder = encoder;
         self.schema = schema;
         Ok(())
