@@ -107,10 +107,7 @@ impl FileSystem for StdFs {
             .append(true)
             .create(true)
             .open(path)?;
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = entry_directory(path);
         Ok(Arc::new(StdHandle { file, dir }))
     }
 
@@ -140,6 +137,16 @@ fn directory(path: &Path) -> &Path {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
+    }
+}
+
+/// The directory whose entry names the file at `path`, which exists: the parent of the path
+/// with symbolic links resolved. A log created through a link into another directory has its
+/// name there, and syncing the link's directory would not keep it through a power cut.
+fn entry_directory(path: &Path) -> PathBuf {
+    match std::fs::canonicalize(path) {
+        Ok(real) => directory(&real).to_path_buf(),
+        Err(_) => directory(path).to_path_buf(),
     }
 }
 
@@ -411,5 +418,37 @@ impl Write for NewFileWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// A log created through a symbolic link into another directory is synced in the
+    /// directory that holds its name, not the link's (where a power cut could take the name
+    /// of records reported durable).
+    #[test]
+    fn the_directory_synced_is_the_one_that_holds_the_file() {
+        let base = std::env::temp_dir().join(format!("cobsfile-entry-{}", std::process::id()));
+        let (links, real) = (base.join("links"), base.join("real"));
+        std::fs::create_dir_all(&links).unwrap();
+        std::fs::create_dir_all(&real).unwrap();
+        let link = links.join("app.log");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(real.join("app.log"), &link).unwrap();
+        let handle = StdFs.open_append(&link).unwrap();
+        handle.sync_entry().unwrap();
+        assert!(real.join("app.log").exists());
+        assert_eq!(
+            entry_directory(&link),
+            std::fs::canonicalize(&real).unwrap()
+        );
+        // A plain path keeps its own directory.
+        assert_eq!(
+            entry_directory(&real.join("app.log")),
+            std::fs::canonicalize(&real).unwrap()
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
