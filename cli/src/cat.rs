@@ -1,6 +1,6 @@
 //! `cobsfile cat`: every intact record to stdout.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,6 +110,7 @@ impl ReadJob for Cat {
     fn run<S: Source>(self, mut reader: Reader<S>, size: Option<u64>) -> Result<Outcome, Failure> {
         let reader = &mut reader;
         let progress = Progress::start(size, "reading");
+        let to_terminal = io::stdout().is_terminal();
         let stdout = io::stdout().lock();
         let mut out = BufWriter::with_capacity(1 << 18, stdout);
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
@@ -125,6 +126,20 @@ impl ReadJob for Cat {
                 Some(Ok(Item::Record(record))) => record,
                 Some(Ok(Item::Metadata(block))) => {
                     final_newline &= !notes_no_final_newline(&block);
+                    // Typed records are binary Avro: not for a terminal, as pack refuses to
+                    // write a cobsfile to one.
+                    if to_terminal
+                        && block
+                            .entries()
+                            .any(|(k, _)| k == cobsfile::avro::SCHEMA_KEY)
+                    {
+                        return Err(Failure::at(
+                            &self.name,
+                            "holds typed records (binary Avro), which are not written to a \
+                             terminal: `cobsfile cat --json` shows them as JSON; redirect the \
+                             output to have the bytes",
+                        ));
+                    }
                     continue;
                 }
                 Some(Err(e)) => {

@@ -458,3 +458,99 @@ fn meta_escapes_what_it_prints() {
     );
     assert_eq!(text.lines().count(), 2, "{text}");
 }
+
+/// Runs `cmd` with its standard output (and, if `both`, its standard error) on a new
+/// pseudo-terminal; returns its exit code, what the terminal showed, and its standard error
+/// when that is not the terminal.
+#[cfg(unix)]
+fn on_terminal(mut cmd: std::process::Command, both: bool) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers given; the null pointers ask
+    // for no name, no settings and no window size.
+    let done = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(done, 0, "openpty");
+    // SAFETY: both descriptors are new and owned by nothing else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(slave.try_clone().unwrap()));
+    if both {
+        cmd.stderr(Stdio::from(slave.try_clone().unwrap()));
+    } else {
+        cmd.stderr(Stdio::piped());
+    }
+    let mut child = cmd.spawn().unwrap();
+    // The terminal closes when the child's ends are its only ones: the command holds copies.
+    drop(cmd);
+    drop(slave);
+    let mut master = std::fs::File::from(master);
+    let mut shown = Vec::new();
+    // Read until the terminal closes (EIO once the child's ends are gone).
+    let mut buf = [0u8; 4096];
+    loop {
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => shown.extend_from_slice(&buf[..n]),
+        }
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).unwrap();
+    }
+    let status = child.wait().unwrap();
+    (
+        status.code(),
+        String::from_utf8_lossy(&shown).into_owned(),
+        err,
+    )
+}
+
+/// `cat` of typed records to a terminal refuses, as `pack` refuses to write binary to one;
+/// `cat --json` shows them. A bar is never drawn on the terminal the records go to.
+#[cfg(unix)]
+#[test]
+fn a_terminal_gets_text_and_no_progress_bar() {
+    let dir = scratch("terminal");
+    let file = typed_sample(&dir);
+    let command = |args: &[&str], file: &Path| {
+        let mut command = bin();
+        command.args(args).arg(file);
+        command
+    };
+    let (code, shown, err) = on_terminal(command(&["cat"], &file), false);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!shown.contains('\0'), "{shown:?}");
+    assert!(err.contains("cat --json"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, shown, _) = on_terminal(command(&["cat", "--json"], &file), true);
+    assert_eq!(code, Some(0));
+    assert!(
+        shown.contains("\"service\""),
+        "{}",
+        &shown[..shown.len().min(200)]
+    );
+    let plain = dir.join("plain.cobs");
+    let out = run(
+        bin()
+            .arg("pack")
+            .arg(samples().join("events.jsonl"))
+            .arg("-o")
+            .arg(&plain),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let (code, shown, _) = on_terminal(command(&["cat"], &plain), true);
+    assert_eq!(code, Some(0));
+    assert!(!shown.contains("reading"), "a bar was drawn");
+    assert_eq!(shown.lines().count(), 2000);
+}
