@@ -185,6 +185,30 @@ fn damage_is_reported_and_exits_3_or_fails_with_strict() {
         err.contains("events.cobs: bytes ") && err.contains("skipped"),
         "{err}"
     );
+
+    // count(*) was answered from the index, every record written, exit 0 even with
+    // --strict: it now agrees with a scan, and --strict holds for it too.
+    let out = cobsfile(
+        &["sql", "SELECT count(*) AS n FROM events", "events.cobs"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let all: usize = stdout(&out)
+        .lines()
+        .find_map(|l| l.trim_matches(|c| c == '|' || c == ' ').parse().ok())
+        .unwrap();
+    assert_eq!(all, n);
+    let out = cobsfile(
+        &[
+            "sql",
+            "SELECT count(*) AS n FROM events",
+            "events.cobs",
+            "--strict",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "");
 }
 
 #[test]

@@ -106,9 +106,12 @@ pub struct CobsfileOptions {
     pub on_damage: OnDamage,
     /// JSON records sampled, over all files, to infer a schema (option `schema_infer_max_records`).
     pub schema_infer_max_records: usize,
-    /// Whether row counts come from each file's index block (option `index_statistics`), so
-    /// that `SELECT count(*)` reads only indexes. The index counts records as written: on a
-    /// damaged file a scan returns fewer. Set it to false to count by reading.
+    /// Whether row counts come from each file's index block (option `index_statistics`, off
+    /// by default), so that `SELECT count(*)` reads only indexes. The index counts records as
+    /// written, unchecked: on a damaged file, or one whose records a scan cannot all return
+    /// (a lost schema, records that are not JSON), a scan returns fewer, and the answer from
+    /// the index would hide it. Never used with `on_damage` `error`, whose answers are all
+    /// checked.
     pub index_statistics: bool,
     /// An Avro schema (JSON) every Avro record is resolved to (option `reader_schema`); by
     /// default the schema the first file announces last.
@@ -126,7 +129,7 @@ impl Default for CobsfileOptions {
             records: RecordFormat::Auto,
             on_damage: OnDamage::Skip,
             schema_infer_max_records: DEFAULT_SCHEMA_INFER_MAX_RECORDS,
-            index_statistics: true,
+            index_statistics: false,
             reader_schema: None,
             file_extension: DEFAULT_FILE_EXTENSION.to_string(),
             max_body_size: None,

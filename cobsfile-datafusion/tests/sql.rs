@@ -206,13 +206,24 @@ async fn raw_records_name_their_file_block_and_place() {
     assert!(first.contains("| 18 | 0 |"), "{first}");
 }
 
+/// `count(*)` reads the records unless asked to trust the index, and always with `on_damage`
+/// `error`: an answer from the index is unchecked.
 #[tokio::test]
 async fn count_star_reads_only_the_index_when_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "events.cobs", &json_file(&events()));
-    for (index, reads) in [(true, false), (false, true)] {
+    let strict = |index| {
+        CobsfileOptions::new()
+            .index_statistics(index)
+            .on_damage(OnDamage::Error)
+    };
+    for (options, reads) in [
+        (CobsfileOptions::new(), true),
+        (CobsfileOptions::new().index_statistics(true), false),
+        (CobsfileOptions::new().index_statistics(false), true),
+        (strict(true), true),
+    ] {
         let ctx = context(2);
-        let options = CobsfileOptions::new().index_statistics(index);
         ctx.register_cobsfile("events", &path, options)
             .await
             .unwrap();
