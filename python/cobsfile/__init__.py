@@ -49,6 +49,7 @@ __all__ = [
     "Appender",
     "BlockInfo",
     "Damage",
+    "DamageWarning",
     "DamagedError",
     "Error",
     "Follower",
@@ -64,6 +65,11 @@ __all__ = [
     "recover",
     "verify",
 ]
+
+class DamageWarning(UserWarning):
+    """A result (a table from `to_arrow` or `read_table`) lacks rows that damage cost: the
+    ranges are in its schema's metadata, under `b"cobsfile.damage"` (JSON)."""
+
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
 Schema = Union[str, Mapping[str, Any], Sequence[Any]]
@@ -120,6 +126,7 @@ class Reader(_cobsfile.Reader):
         """
         import pyarrow
 
+        before = len(self.damage)
         stream = self._arrow_stream(
             list(columns) if columns is not None else None,
             records,
@@ -127,7 +134,29 @@ class Reader(_cobsfile.Reader):
             batch_size,
             threads if threads is not None else (os.cpu_count() or 1),
         )
-        return pyarrow.table(stream)
+        table = pyarrow.table(stream)
+        damage = self.damage[before:]
+        if not damage:
+            return table
+        # Rows lost to damage are never silent: the table says so in its metadata, and (with
+        # on_damage="skip") a warning says so as it is made.
+        listed = [
+            {"start": d.start, "end": d.end, "kind": d.kind, "cause": d.cause, "records": d.records}
+            for d in damage
+        ]
+        metadata = dict(table.schema.metadata or {})
+        metadata[b"cobsfile.damage"] = _json.dumps(listed).encode()
+        table = table.replace_schema_metadata(metadata)
+        if self._on_damage_is_skip:
+            import warnings
+
+            warnings.warn(
+                f"{self.name}: {len(damage)} damaged range(s) skipped; the table lacks their "
+                f"rows (listed in table.schema.metadata[b'cobsfile.damage'])",
+                DamageWarning,
+                stacklevel=2,
+            )
+        return table
 
     def __enter__(self) -> "Reader":
         return self

@@ -65,6 +65,8 @@ class AvroRecords(Iterator[Any]):
     def damage(self) -> list[Damage]: ...
 
 class Reader(Iterator[bytes]):
+    @property
+    def _on_damage_is_skip(self) -> bool: ...
     def __new__(
         cls,
         source: Any,

@@ -10,25 +10,25 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 create_exception!(
-    _cobsfile,
+    cobsfile,
     Error,
     PyException,
     "A cobsfile error. `offset` is the byte offset it was found at, or None."
 );
 create_exception!(
-    _cobsfile,
+    cobsfile,
     DamagedError,
     Error,
     "A damaged (or unreadable) byte range: `start`, `end` (exclusive) and `cause`."
 );
 create_exception!(
-    _cobsfile,
+    cobsfile,
     NotACobsfileError,
     Error,
     "The input holds no cobsfile: no header block, or no intact block at all."
 );
 create_exception!(
-    _cobsfile,
+    cobsfile,
     RecordError,
     Error,
     "A typed record that cannot be written or read: it does not fit its Avro schema, or its \
@@ -69,6 +69,12 @@ pub(crate) fn path_error(py: Python<'_>, path: &std::path::Path, e: cobsfile::Er
     let name = path.display();
     match e {
         cobsfile::Error::Io(io) => std::io::Error::new(io.kind(), format!("{name}: {io}")).into(),
+        // Python's own error for a directory, as its open() raises.
+        cobsfile::Error::NotARegularFile if path.is_dir() => std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            format!("{name}: is a directory"),
+        )
+        .into(),
         other => {
             let err = file_error(py, other);
             let message = format!("{name}: {}", err.value(py));

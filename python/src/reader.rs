@@ -457,6 +457,13 @@ impl Reader {
         self.damage.clone()
     }
 
+    /// Whether damage is skipped without a word (on_damage="skip"): the Python layer then
+    /// warns where a result lacks rows.
+    #[getter]
+    fn _on_damage_is_skip(&self) -> bool {
+        matches!(self.on_damage, OnDamage::Skip)
+    }
+
     /// The entries of every intact metadata block, in file order (a later value of a key
     /// replaces an earlier one): keys `str`, values `bytes`.
     #[getter]
@@ -597,10 +604,9 @@ impl Reader {
         threads: usize,
     ) -> PyResult<crate::arrow::ArrowStream> {
         let mut options = cobsfile_datafusion::CobsfileOptions::new();
+        // Damage is read past, then handled as on_damage says, as iteration handles it (a
+        // DamagedError for "raise").
         let mut set = vec![("records".to_string(), records.to_string())];
-        if matches!(self.on_damage, OnDamage::Raise) {
-            set.push(("on_damage".into(), "error".into()));
-        }
         if let Some(schema) = reader_schema {
             set.push(("reader_schema".into(), schema));
         }

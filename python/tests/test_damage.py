@@ -5,6 +5,7 @@ reads the same damaged files as an independent path: both must agree record for 
 from __future__ import annotations
 
 import io
+import json
 import os
 import struct
 
@@ -206,3 +207,53 @@ def test_to_arrow_in_ranges_equals_one_read(tmp_path, threads):
         table = cobsfile.read_table(p, records="raw", threads=threads)
         assert table.column("record").to_pylist() == one
     assert len(one) < len(written)
+
+
+def damaged_json_file(tmp_path):
+    recs = [b'{"n": %d}' % i for i in range(300)]
+    data = bytearray(written_file(recs, block_size=200))
+    data[len(data) // 2] ^= 0x40
+    path = tmp_path / "damaged.cobs"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_table_says_which_rows_damage_cost(tmp_path):
+    # read_table dropped the damaged rows without a warning or a trace in the result.
+    path = damaged_json_file(tmp_path)
+    with pytest.warns(cobsfile.DamageWarning, match="damaged range"):
+        table = cobsfile.read_table(path)
+    assert 0 < table.num_rows < 300
+    listed = json.loads(table.schema.metadata[b"cobsfile.damage"])
+    assert len(listed) == 1 and listed[0]["end"] > listed[0]["start"]
+    # A clean file's table carries no such entry, and no warning.
+    clean = tmp_path / "clean.cobs"
+    clean.write_bytes(written_file([b'{"n": 1}']))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = cobsfile.read_table(clean)
+    assert b"cobsfile.damage" not in (table.schema.metadata or {})
+
+
+def test_raise_is_the_same_error_for_tables_as_for_iteration(tmp_path):
+    # to_arrow raised the base Error where iteration raised DamagedError.
+    path = damaged_json_file(tmp_path)
+    with pytest.raises(cobsfile.DamagedError) as table_error:
+        cobsfile.read_table(path, on_damage="raise")
+    with pytest.raises(cobsfile.DamagedError) as iteration_error:
+        list(cobsfile.open(path, on_damage="raise"))
+    assert (table_error.value.start, table_error.value.end) == (
+        iteration_error.value.start,
+        iteration_error.value.end,
+    )
+
+
+def test_exceptions_are_named_as_users_import_them(tmp_path):
+    for cls in (cobsfile.Error, cobsfile.DamagedError, cobsfile.NotACobsfileError, cobsfile.RecordError):
+        assert cls.__module__ == "cobsfile", cls
+        assert "_cobsfile" not in repr(cls)
+    # A directory is Python's own IsADirectoryError, as open() raises it.
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        cobsfile.open(tmp_path)

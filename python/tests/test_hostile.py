@@ -111,7 +111,8 @@ def test_timestamp_python_cannot_hold():
 
 
 def test_not_regular_files(tmp_path):
-    with pytest.raises(cobsfile.Error, match=str(tmp_path)):
+    # Python's own error for a directory, naming it (issue: it was the package's base Error).
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         cobsfile.open(tmp_path)
     with pytest.raises(OSError):
         cobsfile.Appender(tmp_path)
