@@ -213,6 +213,11 @@ class Writer(_cobsfile.Writer):
 
     As a context manager, leaving the block finishes the file; leaving it by an exception
     leaves it unfinished (its records readable, `verify` says "unfinished").
+
+    A path is written as `cobsfile pack -o` writes one: into a new file that takes the name,
+    synced, only when the writer closes. A process killed while writing leaves what the name
+    held before (nothing, or with overwrite=True the old file, whole), and a file may be
+    rewritten from its own reader.
     """
 
     def __new__(cls, target: Any, *, schema: Optional[Schema] = None, **options: Any):

@@ -1,13 +1,13 @@
 //! `cobsfile.Writer` (a new file, or any binary file object) and `cobsfile.Appender` (a log
 //! reopened after a crash, appended with the durability asked for).
 
-use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use cobsfile::avro::{AvroWriter, WriterSchema};
+use cobsfile::fs::{NewFile, NewFileWriter};
 use cobsfile::{Appender as LogAppender, AppenderBuilder, Compression, Dictionary, Durability};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,9 +16,10 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use crate::errors::{avro_error, file_error};
 use crate::values::from_py;
 
-/// Where a writer's bytes go: a file it created, or a Python file object.
+/// Where a writer's bytes go: a new file (named when the writer closes), or a Python file
+/// object.
 enum Out {
-    File(File),
+    File(NewFileWriter),
     Python(Py<PyAny>),
 }
 
@@ -120,10 +121,45 @@ enum Sink {
 /// Writes a new cobsfile. Use as a context manager: leaving the block finishes the file (index
 /// and end block); leaving it by an exception writes the records given but not the end
 /// block, so the file reads as unfinished, which is what it is.
+///
+/// A path is written as `cobsfile pack -o` writes one: into a new file that takes the name
+/// only when the writer closes (synced first), so a process killed while writing leaves what
+/// the name held before, and a writer may replace (overwrite=True) the file its own reader is
+/// reading.
 #[pyclass(module = "cobsfile._cobsfile", subclass)]
 pub(crate) struct Writer {
     sink: Mutex<Option<Sink>>,
     records: u64,
+    /// The new file of a path, given its name when the writer closes or is dropped.
+    new_file: Option<(NewFile, PathBuf)>,
+}
+
+/// Names `new_file`, with the path in an error.
+fn place(new_file: NewFile, path: &std::path::Path) -> io::Result<()> {
+    new_file.persist().map_err(|e| {
+        let hint = if e.kind() == io::ErrorKind::AlreadyExists {
+            " (another file took the name while it was written)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("{}: {e}{hint}", path.display()))
+    })
+}
+
+impl Drop for Writer {
+    /// A writer dropped open (never closed) leaves its file unfinished under its name, as one
+    /// left by an exception: the records written stay readable.
+    fn drop(&mut self) {
+        let sink = self
+            .sink
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(sink);
+        if let Some((new_file, path)) = self.new_file.take() {
+            let _ = place(new_file, &path);
+        }
+    }
 }
 
 impl Writer {
@@ -156,32 +192,36 @@ impl Writer {
         let compression = compression_of(compression)?;
         let entries = entries_of(metadata)?;
         let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
+        let mut new_file = None;
         let out = if target.hasattr("write")? && !target.is_instance_of::<PyString>() {
             Out::Python(target.clone().unbind())
         } else {
             let path: PathBuf = target
                 .extract()
                 .map_err(|_| PyTypeError::new_err("expected a path or a binary file object"))?;
-            let mut open = OpenOptions::new();
-            open.write(true);
-            if overwrite {
-                open.create(true).truncate(true);
-            } else {
-                // A writer never replaces a file by accident: overwrite=True says it may.
-                open.create_new(true);
-            }
-            let file = open.open(&path).map_err(|e| {
-                let hint = if e.kind() == io::ErrorKind::AlreadyExists {
-                    " (overwrite=True replaces it; cobsfile.Appender appends to it)"
-                } else {
-                    ""
-                };
+            let fail = |e: io::Error, hint: &str| {
                 PyErr::from(io::Error::new(
                     e.kind(),
                     format!("{}: {e}{hint}", path.display()),
                 ))
-            })?;
-            Out::File(file)
+            };
+            // A writer never replaces a file by accident: overwrite=True says it may.
+            if !overwrite && std::fs::symlink_metadata(&path).is_ok() {
+                let e = io::Error::from(io::ErrorKind::AlreadyExists);
+                return Err(fail(
+                    e,
+                    " (overwrite=True replaces it; cobsfile.Appender appends to it)",
+                ));
+            }
+            if path.is_dir() {
+                return Err(fail(io::Error::from(io::ErrorKind::IsADirectory), ""));
+            }
+            let file = py
+                .detach(|| NewFile::create(&path, overwrite))
+                .map_err(|e| fail(e, ""))?;
+            let out = Out::File(file.writer());
+            new_file = Some((file, path));
+            out
         };
         let mut builder = cobsfile::WriterBuilder::new()
             .compression(compression)
@@ -210,6 +250,7 @@ impl Writer {
         Ok(Writer {
             sink: Mutex::new(Some(sink)),
             records: 0,
+            new_file,
         })
     }
 
@@ -280,7 +321,11 @@ impl Writer {
             })
             .map_err(|e| avro_error(py, e))?;
         match out {
-            Out::File(f) => py.detach(|| f.sync_data()).map_err(PyErr::from),
+            // Synced, then named.
+            Out::File(_) => match self.new_file.take() {
+                Some((new_file, path)) => py.detach(|| place(new_file, &path)).map_err(PyErr::from),
+                None => Ok(()),
+            },
             Out::Python(obj) => {
                 let obj = obj.bind(py);
                 if obj.hasattr("flush")? {
@@ -323,6 +368,12 @@ impl Writer {
                 .unwrap_or_else(|p| p.into_inner())
                 .take();
             py.detach(move || drop(sink));
+            if let Some((new_file, path)) = self.new_file.take() {
+                // The exception goes on; a failure to name the file is reported beside it.
+                if let Err(e) = py.detach(|| place(new_file, &path)) {
+                    PyErr::from(e).print(py);
+                }
+            }
             return Ok(false);
         }
         self.close(py)?;

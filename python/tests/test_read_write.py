@@ -173,3 +173,44 @@ def test_write_to_file_object_and_flush(tmp_path):
 
 def test_version():
     assert cobsfile.__version__.count(".") == 2 and cobsfile.FORMAT_VERSION >= 1
+
+
+def test_rewriting_a_file_from_its_own_reader_keeps_its_records(tmp_path):
+    # Writer(path, overwrite=True) truncated in place: rewriting a file from its own reader
+    # left 0 of its records. The new file now takes the name only when the writer closes.
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path) as w:
+        w.write_many(b"record %d" % i for i in range(1000))
+    reader = cobsfile.open(path)
+    with cobsfile.Writer(path, overwrite=True, compression="zstd") as w:
+        w.write_many(reader)
+    assert list(cobsfile.open(path)) == [b"record %d" % i for i in range(1000)]
+    assert cobsfile.verify(path).clean
+
+
+def test_a_writer_killed_mid_write_leaves_the_old_file(tmp_path):
+    # The crash-safe path `cobsfile pack -o` takes: kill -9 while writing leaves the file the
+    # name held, whole, and no temporary file beside it.
+    import subprocess
+    import sys
+
+    path = tmp_path / "f.cobs"
+    with cobsfile.Writer(path) as w:
+        w.write_many(b"old %d" % i for i in range(100))
+    before = path.read_bytes()
+    script = (
+        "import os, cobsfile, sys\n"
+        "w = cobsfile.Writer(sys.argv[1], overwrite=True)\n"
+        "w.write_many(b'new %d' % i for i in range(100000))\n"
+        "w.flush()\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)])
+    assert done.returncode == -9
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["f.cobs"]
+    # A new name killed mid-write is not there at all.
+    fresh = tmp_path / "g.cobs"
+    done = subprocess.run([sys.executable, "-c", script, str(fresh)])
+    assert done.returncode == -9
+    assert not fresh.exists()
