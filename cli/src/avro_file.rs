@@ -34,6 +34,10 @@ pub struct ImportArgs {
     /// reported and skipped. [default: 64M]
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
     max_avro_block: Option<usize>,
+    /// A datum past these limits is reported and left out, the block's others kept; raised,
+    /// the records written need the same options to be read (`cat --json`, `export`).
+    #[command(flatten)]
+    datums: super::typed::DatumArgs,
 }
 
 /// `cobsfile import`: every block of the Avro file that passes its checks, its datums as they
@@ -61,6 +65,8 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     if let Some(max) = args.max_avro_block {
         limits = limits.max_block(max);
     }
+    let datums = args.datums.limits();
+    let limits = limits.datums(datums);
     let mut container = Container::new(bytes, limits).map_err(|e| Failure::at(&name, e))?;
     let header = container.header().clone();
     let output = Output::create(&args.output, args.force, &[&args.input])?;
@@ -90,13 +96,28 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
         e => Failure::at(&name, e),
     };
     let mut typed = AvroWriter::new(&mut writer, header.schema.clone()).map_err(typed_fail)?;
+    typed.set_limits(datums);
     let (mut records, mut lost_ranges, mut lost_bytes) = (0u64, 0u64, 0u64);
+    let mut over_limit = 0u64;
     while let Some(block) = container.next_block() {
         match block {
             Ok(block) => {
                 for datum in block.datums() {
                     typed.write_datum(datum).map_err(typed_fail)?;
                     records += 1;
+                }
+                // A limit is not damage: the datum is left out, the block's others kept.
+                for over in &block.over_limit {
+                    let option = match over.what {
+                        "values" => "--max-values",
+                        _ => "--max-depth",
+                    };
+                    eprintln!(
+                        "cobsfile: {name}: datum {} of the block at bytes {}..{} would decode \
+                         to more than {} {}; left out ({option} raises the limit)",
+                        over.index, block.range.start, block.range.end, over.limit, over.what
+                    );
+                    over_limit += 1;
                 }
             }
             Err(damage) => {
@@ -110,11 +131,22 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     writer.finish().map_err(out_fail)?;
     output.persist()?;
     if lost_ranges == 0 {
+        if over_limit > 0 {
+            eprintln!(
+                "cobsfile: {name}: imported {records} records; {over_limit} over the limits \
+                 left out"
+            );
+            return Ok(Outcome::Unreadable);
+        }
         return Ok(Outcome::Clean);
     }
+    let also = match over_limit {
+        0 => String::new(),
+        n => format!("; {n} over the limits left out"),
+    };
     eprintln!(
         "cobsfile: {name}: imported {records} records; {lost_ranges} damaged range(s), \
-         {lost_bytes} bytes, skipped"
+         {lost_bytes} bytes, skipped{also}"
     );
     Ok(Outcome::Damaged)
 }
@@ -155,6 +187,8 @@ pub struct ExportArgs {
     /// schema. Without it, datums are copied byte for byte.
     #[arg(long, value_name = "FILE.avsc")]
     reader_schema: Option<PathBuf>,
+    #[command(flatten)]
+    datums: super::typed::DatumArgs,
     #[command(flatten)]
     read: ReadOptions,
     #[command(flatten)]
@@ -202,6 +236,7 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
         output,
         codec: args.codec,
         reader_schema,
+        limits: args.datums.limits(),
     };
     input::read(input, &args.read, job)
 }
@@ -211,6 +246,7 @@ struct Export {
     output: Output,
     codec: Codec,
     reader_schema: Option<WriterSchema>,
+    limits: avro::DatumLimits,
 }
 
 impl input::ReadJob for Export {
@@ -223,7 +259,7 @@ impl input::ReadJob for Export {
     ) -> Result<Outcome, Failure> {
         let out_name = self.output.name();
         let out_fail = |e: avro::Error| Failure::at(&out_name, e);
-        let mut builder = AvroReaderBuilder::new();
+        let mut builder = AvroReaderBuilder::new().limits(self.limits);
         if let Some(schema) = &self.reader_schema {
             builder = builder.reader_schema(schema.schema().clone());
         }

@@ -46,6 +46,8 @@ pub struct Args {
     /// added with defaults, fields removed, promotions, aliases).
     #[arg(long, value_name = "FILE.avsc", requires = "json")]
     reader_schema: Option<PathBuf>,
+    #[command(flatten)]
+    datums: super::typed::DatumArgs,
     /// The cobsfiles, read one after the other (`-` for stdin). --skip and --limit apply to
     /// each; --follow takes one.
     #[arg(value_name = "FILE", required = true)]
@@ -67,6 +69,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 reader_schema: reader_schema.clone(),
                 skip: args.skip,
                 limit: args.limit,
+                limits: args.datums.limits(),
             };
             input::read(file, &args.read, job)
         });

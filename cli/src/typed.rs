@@ -73,6 +73,34 @@ impl JsonLines {
     }
 }
 
+/// The limits on what one typed record may decode to (spec 15.4), for the commands that
+/// read typed records: a record past them is reported and left out, not damage.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct DatumArgs {
+    /// Typed records: the deepest nesting a record may have (records, arrays, maps and
+    /// unions each add a level); a deeper one is reported and left out. [default: 128]
+    #[arg(long, value_name = "LEVELS", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    max_depth: Option<u64>,
+    /// Typed records: the values any record may decode to however short, besides 16 per
+    /// byte of it; one that decodes to more is reported and left out. [default: 65536]
+    #[arg(long, value_name = "VALUES")]
+    max_values: Option<u64>,
+}
+
+impl DatumArgs {
+    /// The limits asked for, the library's defaults for the others.
+    pub fn limits(&self) -> avro::DatumLimits {
+        let mut limits = avro::DatumLimits::default();
+        if let Some(depth) = self.max_depth {
+            limits = limits.max_depth(depth as usize);
+        }
+        if let Some(values) = self.max_values {
+            limits = limits.values_base(values);
+        }
+        limits
+    }
+}
+
 /// `cat --json`: each typed record as one line of JSON (Avro's JSON encoding), decoded with
 /// its own schema or resolved to a reader schema.
 pub struct JsonCat {
@@ -81,13 +109,14 @@ pub struct JsonCat {
     /// Records to pass over first, and the most to write after them.
     pub skip: u64,
     pub limit: Option<u64>,
+    pub limits: avro::DatumLimits,
 }
 
 impl ReadJob for JsonCat {
     type Output = Outcome;
 
     fn run<S: Source>(self, reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
-        let mut builder = AvroReaderBuilder::new();
+        let mut builder = AvroReaderBuilder::new().limits(self.limits);
         if let Some(schema) = &self.reader_schema {
             builder = builder.reader_schema(schema.schema().clone());
         }
@@ -163,7 +192,17 @@ pub fn report<S: Source>(
         avro::Error::Schema { .. } => true,
         _ => false,
     };
-    eprintln!("cobsfile: {name}: {e}");
+    let hint = match &e {
+        avro::Error::Record {
+            problem: avro::RecordProblem::Limit { what, .. },
+            ..
+        } => match *what {
+            "values" => " (--max-values raises the limit)",
+            _ => " (--max-depth raises the limit)",
+        },
+        _ => "",
+    };
+    eprintln!("cobsfile: {name}: {e}{hint}");
     diagnostics.note(if damage {
         Outcome::Damaged
     } else {

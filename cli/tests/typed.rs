@@ -554,3 +554,91 @@ fn a_terminal_gets_text_and_no_progress_bar() {
     assert!(!shown.contains("reading"), "a bar was drawn");
     assert_eq!(shown.lines().count(), 2000);
 }
+
+/// An intact Avro file whose block holds one datum nested deeper than the limit: that datum
+/// is left out and reported with the option that raises the limit, the block's other datums
+/// imported (the whole block was reported as damaged, good records included); the option
+/// imports it too.
+#[test]
+fn import_leaves_out_only_the_datum_over_a_limit() {
+    let dir = scratch("import-limit");
+    let schema = apache_avro::Schema::parse_str(
+        r#"{"type":"record","name":"List","fields":[
+        {"name":"value","type":"long"},{"name":"next","type":["null","List"]}]}"#,
+    )
+    .unwrap();
+    // 100 records deep: each adds a record and a union, 200 levels.
+    let list = |depth: usize| {
+        (0..depth).fold(
+            Value::Record(vec![
+                ("value".into(), Value::Long(0)),
+                ("next".into(), Value::Union(0, Box::new(Value::Null))),
+            ]),
+            |inner, i| {
+                Value::Record(vec![
+                    ("value".into(), Value::Long(i as i64 + 1)),
+                    ("next".into(), Value::Union(1, Box::new(inner))),
+                ])
+            },
+        )
+    };
+    // apache-avro recurses deeply (debug builds): on a thread with room for it.
+    let bytes = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || {
+            let mut writer = apache_avro::Writer::new(&schema, Vec::new());
+            for value in [list(1), list(100), list(2)] {
+                writer.append(value).unwrap();
+            }
+            writer.into_inner().unwrap()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let avro = dir.join("deep.avro");
+    std::fs::write(&avro, bytes).unwrap();
+    let back = dir.join("back.cobs");
+    let out = run(bin().arg("import").arg(&avro).arg("-o").arg(&back), b"");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    clean(&out, 2);
+    assert!(
+        stderr(&out).contains("datum 1 of the block")
+            && stderr(&out).contains("levels of nesting; left out (--max-depth raises the limit)"),
+        "{}",
+        stderr(&out)
+    );
+    let json = run(bin().args(["cat", "--json"]).arg(&back), b"");
+    assert_eq!(stdout_text(&json).lines().count(), 2);
+    let out = run(
+        bin()
+            .args(["import", "-f", "--max-depth", "300"])
+            .arg(&avro)
+            .arg("-o")
+            .arg(&back),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let records = cobsfile::ReaderBuilder::new()
+        .from_slice(&std::fs::read(&back).unwrap())
+        .read_all()
+        .0;
+    assert_eq!(records.len(), 3);
+    // A reader with the default limits reports the deep record, naming the option; with
+    // the same option it reads it.
+    let json = run(bin().args(["cat", "--json"]).arg(&back), b"");
+    assert_eq!(json.status.code(), Some(4), "{}", stderr(&json));
+    assert!(
+        stderr(&json).contains("(--max-depth raises the limit)"),
+        "{}",
+        stderr(&json)
+    );
+    assert_eq!(stdout_text(&json).lines().count(), 2);
+    let json = run(
+        bin()
+            .args(["cat", "--json", "--max-depth", "300"])
+            .arg(&back),
+        b"",
+    );
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    assert_eq!(stdout_text(&json).lines().count(), 3);
+}

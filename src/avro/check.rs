@@ -69,6 +69,17 @@ impl DatumLimits {
         self.max_depth
     }
 
+    /// Limits 16 times as wide, nested at most 1,024 deep: what a reader walks a datum over
+    /// its limits with, to find where it ends and keep the datums after it. The walk
+    /// allocates nothing, and its recursion stays within a thread's default stack.
+    pub(crate) fn widened(&self) -> DatumLimits {
+        DatumLimits {
+            values_base: self.values_base.saturating_mul(16),
+            values_per_byte: self.values_per_byte.saturating_mul(16),
+            max_depth: self.max_depth.saturating_mul(8).clamp(self.max_depth, 1024),
+        }
+    }
+
     /// The most values a datum of `len` bytes may decode to.
     fn max_values(&self, len: usize) -> u64 {
         self.values_per_byte

@@ -407,31 +407,29 @@ pub struct ContainerBlock {
     pub data: Vec<u8>,
     /// How many datums `data` holds.
     pub count: u64,
-    /// The file's schema, and the limits the datums were checked within.
-    schema: WriterSchema,
-    limits: DatumLimits,
+    /// Where each datum within the limits lies in `data`.
+    within: Vec<Range<usize>>,
+    /// The datums over a limit (spec 15.4: not damage; they cost themselves only).
+    pub over_limit: Vec<OverLimit>,
+}
+
+/// A datum of an intact block that decodes past a [`DatumLimits`] limit: left out, the
+/// block's other datums kept. A reader with larger limits takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverLimit {
+    /// Its place in the block, from 0.
+    pub index: u64,
+    /// What is limited: `"values"` or `"levels of nesting"`.
+    pub what: &'static str,
+    /// The limit.
+    pub limit: u64,
 }
 
 impl ContainerBlock {
-    /// The datums of the block, each its Avro binary encoding as the file holds it.
+    /// The datums of the block within the limits, each its Avro binary encoding as the file
+    /// holds it.
     pub fn datums(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let mut at = 0;
-        (0..self.count).map(move |_| {
-            // Checked whole when the block was read, within the same limits: each walk
-            // succeeds.
-            let schema = &self.schema;
-            let end = at
-                + check::check(
-                    schema.schema(),
-                    schema.names(),
-                    &self.data[at..],
-                    &self.limits,
-                )
-                .unwrap_or(self.data.len() - at);
-            let datum = &self.data[at..end];
-            at = end;
-            datum
-        })
+        self.within.iter().map(|range| &self.data[range.clone()])
     }
 }
 
@@ -537,14 +535,54 @@ impl<'a> Container<'a> {
             .decompress(data, self.limits.max_block, &mut decompressed)?;
         // Exactly `count` datums, ending where the bytes end.
         let schema = &self.header.schema;
-        let mut at = 0;
-        let mut record = Vec::new();
+        let (mut at, mut record) = (0, Vec::new());
+        let (mut within, mut over_limit) = (Vec::new(), Vec::new());
+        let fail = |i: u64, at: usize, e: String| {
+            format!("datum {i} of {count} (at byte {at} of the block): {e}")
+        };
         for i in 0..count {
             // Its layout, then its values (a string that is not UTF-8, an enum index past the
             // symbols): as the typed writer and readers check it.
-            at += schema
-                .check_datum(&decompressed[at..], &self.limits.datums, &mut record)
-                .map_err(|e| format!("datum {i} of {count} (at byte {at} of the block): {e}"))?;
+            let rest = &decompressed[at..];
+            let walk =
+                |limits: &DatumLimits| check::check(schema.schema(), schema.names(), rest, limits);
+            let len = match walk(&self.limits.datums) {
+                Ok(len) => {
+                    schema
+                        .check_values(&rest[..len], &mut record)
+                        .map_err(|e| fail(i, at, e))?;
+                    within.push(at..at + len);
+                    len
+                }
+                Err(check::Failure::Invalid { at: byte, what }) => {
+                    return Err(fail(i, at, format!("at byte {byte}: {what}")))
+                }
+                // Over a limit: that datum is left out, the others kept, if its end can be
+                // found within limits wide enough to pass it (and still bounded).
+                Err(check::Failure::Limit { what, limit }) => {
+                    match walk(&self.limits.datums.widened()) {
+                        Ok(len) => {
+                            over_limit.push(OverLimit {
+                                index: i,
+                                what,
+                                limit,
+                            });
+                            len
+                        }
+                        Err(_) => {
+                            return Err(fail(
+                                i,
+                                at,
+                                format!(
+                                    "it would decode to more than {limit} {what}, and its end \
+                                     cannot be found to read the datums after it"
+                                ),
+                            ))
+                        }
+                    }
+                }
+            };
+            at += len;
         }
         if at != decompressed.len() {
             return Err(format!(
@@ -556,8 +594,8 @@ impl<'a> Container<'a> {
             range: start as u64..cursor.at as u64,
             data: decompressed,
             count,
-            schema: schema.clone(),
-            limits: self.limits.datums,
+            within,
+            over_limit,
         })
     }
 }

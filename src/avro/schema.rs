@@ -206,12 +206,24 @@ impl WriterSchema {
                 return Err(format!("it would decode to more than {limit} {what}"))
             }
         };
+        self.check_values(&bytes[..len], record).map(|()| len)
+    }
+
+    /// Decodes `datum` (whose layout was checked) with this schema's decoder and drops the
+    /// value: the check of its values (spec 15.3, check 5). `record` is scratch space.
+    pub(crate) fn check_values(
+        &self,
+        datum: &[u8],
+        record: &mut Vec<u8>,
+    ) -> std::result::Result<(), String> {
+        let len = datum.len();
+        let bytes = datum;
         record.clear();
         record.extend_from_slice(&self.prefix());
         record.extend_from_slice(&bytes[..len]);
         let mut rest = &record[..];
         match guarded(|| self.decoder().read_value(&mut rest)) {
-            Ok(Ok(_)) if rest.is_empty() => Ok(len),
+            Ok(Ok(_)) if rest.is_empty() => Ok(()),
             Ok(Ok(_)) => Err("decodes short".into()),
             Ok(Err(e)) => Err(e.to_string()),
             Err(panic) => Err(panic),

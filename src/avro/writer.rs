@@ -115,6 +115,8 @@ pub struct AvroWriter<S> {
     announced: std::collections::HashMap<u64, WriterSchema>,
     encoder: GenericSingleObjectWriter,
     record: Vec<u8>,
+    /// What [`write_datum`](AvroWriter::write_datum) checks datums within.
+    limits: DatumLimits,
 }
 
 impl<S> std::fmt::Debug for AvroWriter<S> {
@@ -134,6 +136,7 @@ impl<S: RecordSink> AvroWriter<S> {
         Ok(AvroWriter {
             sink,
             announced: [(schema.fingerprint(), schema.clone())].into(),
+            limits: DatumLimits::default(),
             schema,
             encoder,
             record: Vec::new(),
@@ -200,15 +203,23 @@ impl<S: RecordSink> AvroWriter<S> {
         self.write_value(&resolved)
     }
 
+    /// The limits [`write_datum`](Self::write_datum) checks datums within (by default a
+    /// reader's default limits, so that a default reader reads everything written). Raised,
+    /// the writer copies datums that only readers given the same limits read (spec 15.4).
+    pub fn set_limits(&mut self, limits: DatumLimits) {
+        self.limits = limits;
+    }
+
     /// Writes a datum already in Avro's binary encoding of the schema, as it is (an Avro
     /// object container file's record, copied byte for byte): checked first as a reader
-    /// checks a record (spec 15.3: its layout, the reader's default limits, nothing left
-    /// after it, its values), so that nothing is written that a reader would refuse.
+    /// checks a record (spec 15.3: its layout, the limits of
+    /// [`set_limits`](Self::set_limits), nothing left after it, its values), so that nothing
+    /// is written that a reader would refuse.
     pub fn write_datum(&mut self, datum: &[u8]) -> Result<S::Receipt> {
         let refuse = |reason: String| invalid(String::new(), reason);
         let len = self
             .schema
-            .check_datum(datum, &DatumLimits::default(), &mut self.record)
+            .check_datum(datum, &self.limits, &mut self.record)
             .map_err(refuse)?;
         if len != datum.len() {
             let left = datum.len() - len;
