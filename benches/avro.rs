@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apache_avro::types::Value;
 use apache_avro::{Codec, Schema, ZstandardSettings};
-use cobsfile::avro::{AvroReader, AvroWriter, WriterSchema};
+use cobsfile::avro::{AvroReader, AvroReaderBuilder, AvroWriter, WriterSchema};
 use cobsfile::{Compression, ReaderBuilder, WriterBuilder};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 
@@ -70,6 +70,20 @@ fn read_cobsfile_values(file: &[u8]) -> usize {
     let mut n = 0;
     while let Some(value) = reader.next_value() {
         black_box(value.expect("intact"));
+        n += 1;
+    }
+    n
+}
+
+/// The values resolved to a reader schema: the sample's fields, `latency_ms` read as it is,
+/// and a field the writer lacks, taken from its default (Avro's schema resolution).
+fn read_cobsfile_resolved(file: &[u8], reader_schema: &Schema) -> usize {
+    let mut reader = AvroReaderBuilder::new()
+        .reader_schema(reader_schema.clone())
+        .build(ReaderBuilder::new().from_slice(file));
+    let mut n = 0;
+    while let Some(value) = reader.next_value() {
+        black_box(value.expect("resolves"));
         n += 1;
     }
     n
@@ -179,6 +193,14 @@ fn bench(c: &mut Criterion) {
         assert_eq!(n, values.len(), "{name}");
     }
 
+    // The sample's schema with one more field, which the writer lacks.
+    let mut widened: serde_json::Value = serde_json::from_str(SAMPLE).expect("schema");
+    widened["fields"]
+        .as_array_mut()
+        .expect("fields")
+        .push(serde_json::json!({"name": "region", "type": "string", "default": "eu"}));
+    let reader_schema = Schema::parse(&widened).expect("reader schema");
+
     let mut group: Group<'_> = c.benchmark_group("avro-read");
     group.throughput(Throughput::Bytes(datum_bytes));
     for (name, file) in &files {
@@ -189,6 +211,9 @@ fn bench(c: &mut Criterion) {
                 });
                 group.bench_function(format!("{name}/struct"), |b| {
                     b.iter(|| read_cobsfile_typed(file))
+                });
+                group.bench_function(format!("{name}/resolved"), |b| {
+                    b.iter(|| read_cobsfile_resolved(file, &reader_schema))
                 });
                 group.bench_function(format!("{name}/checked-datums"), |b| {
                     b.iter(|| read_cobsfile_datums(file))

@@ -1356,3 +1356,54 @@ fn fingerprints_agree_with_apaches_python_implementation() {
         "apache-avro 0.21 keeps precision and scale"
     );
 }
+
+/// A record of millions of nulls, a few kilobytes with zstd, decoded to gigabytes: each
+/// decoded value takes about 56 bytes, and the values were bounded per byte of the record
+/// only. No datum decodes to more than 4,194,304 values by default; the limit is reported,
+/// and a reader given a larger one decodes it.
+#[test]
+fn millions_of_nulls_are_over_the_limit_however_they_compress() {
+    let schema = schema(
+        r#"{"type":"record","name":"N","fields":[
+        {"name":"xs","type":{"type":"array","items":["null","long"]}}]}"#,
+    );
+    let n: u64 = 3_000_000;
+    let mut datum = Vec::new();
+    let mut z = n << 1;
+    while z >= 0x80 {
+        datum.push(z as u8 | 0x80);
+        z >>= 7;
+    }
+    datum.push(z as u8);
+    datum.resize(datum.len() + n as usize, 0); // each item the null branch
+    datum.push(0);
+    let mut writer = WriterBuilder::new()
+        .compression(Compression::zstd(3).unwrap())
+        .build(Vec::new())
+        .unwrap();
+    writer.write_metadata(schema.metadata()).unwrap();
+    writer
+        .write_record(&[&schema.prefix()[..], &datum].concat())
+        .unwrap();
+    let file = writer.finish().unwrap();
+    assert!(file.len() < 8 << 10, "{} bytes", file.len());
+    let (values, errors) = read(&file, &AvroReaderBuilder::new());
+    assert!(values.is_empty());
+    assert!(
+        matches!(
+            &errors[..],
+            [Error::Record {
+                problem: RecordProblem::Limit {
+                    what: "values",
+                    limit: 4_194_304
+                },
+                ..
+            }]
+        ),
+        "{errors:?}"
+    );
+    let wide = AvroReaderBuilder::new().limits(DatumLimits::default().max_values(1 << 23));
+    let (values, errors) = read(&file, &wide);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(values.len(), 1);
+}

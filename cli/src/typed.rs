@@ -81,8 +81,10 @@ pub struct DatumArgs {
     /// unions each add a level); a deeper one is reported and left out. [default: 128]
     #[arg(long, value_name = "LEVELS", value_parser = clap::value_parser!(u64).range(1..=1024))]
     max_depth: Option<u64>,
-    /// Typed records: the values any record may decode to however short, besides 16 per
-    /// byte of it; one that decodes to more is reported and left out. [default: 65536]
+    /// Typed records: the most values a record may decode to (each number, string, null,
+    /// array item... counts one; each costs about 56 bytes of memory decoded); one that
+    /// decodes to more is reported and left out. [default: 65536 plus 16 per byte of the
+    /// record, at most 4194304]
     #[arg(long, value_name = "VALUES")]
     max_values: Option<u64>,
 }
@@ -95,7 +97,10 @@ impl DatumArgs {
             limits = limits.max_depth(depth as usize);
         }
         if let Some(values) = self.max_values {
-            limits = limits.values_base(values);
+            limits = limits
+                .values_base(values)
+                .values_per_byte(0)
+                .max_values(values);
         }
         limits
     }

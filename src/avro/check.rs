@@ -18,18 +18,22 @@ use apache_avro::Schema;
 
 /// Bounds on what one record may decode to, whatever its bytes declare (spec 15.4).
 ///
-/// A datum decodes to at most `values_base + values_per_byte * len` values (each null, number,
-/// string, record, array item and so on counts one; `len` is the datum's length), nested at
-/// most `max_depth` deep (records, arrays, maps and unions each add a level). A record past
-/// either is reported as over a limit (not damage: a reader with larger limits decodes it).
-/// The defaults, 65,536 values plus 16 per byte and 128 levels, pass every datum whose values
-/// take a byte each on average, and keep the memory `apache-avro` spends on a datum under
-/// about 2 KiB per byte of it plus 6 MiB, and its recursion within a thread's default stack.
+/// A datum decodes to at most `values_base + values_per_byte * len` values, and never more
+/// than `max_values` (each null, number, string, record, array item and so on counts one;
+/// `len` is the datum's length), nested at most `max_depth` deep (records, arrays, maps and
+/// unions each add a level). A record past any is reported as over a limit (not damage: a
+/// reader with larger limits decodes it). The defaults, 65,536 values plus 16 per byte up to
+/// 4,194,304, and 128 levels, pass every datum whose values take a byte each on average up
+/// to 4 MiB of them, keep the memory `apache-avro` spends on a datum under about 250 MB
+/// however long it is (each decoded value takes about 56 bytes: a record of a few MiB of
+/// nulls, which zstd makes a few hundred bytes, took gigabytes before the cap), and keep its
+/// recursion within a thread's default stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "limits do nothing until used: each method returns the changed limits"]
 pub struct DatumLimits {
     pub(crate) values_base: u64,
     pub(crate) values_per_byte: u64,
+    pub(crate) values_cap: u64,
     pub(crate) max_depth: usize,
 }
 
@@ -38,6 +42,7 @@ impl Default for DatumLimits {
         DatumLimits {
             values_base: 1 << 16,
             values_per_byte: 16,
+            values_cap: 1 << 22,
             max_depth: 128,
         }
     }
@@ -53,6 +58,13 @@ impl DatumLimits {
     /// The values a datum may decode to per byte of its length (default 16).
     pub fn values_per_byte(mut self, values: u64) -> Self {
         self.values_per_byte = values;
+        self
+    }
+
+    /// The most values any datum may decode to, however long (default 4,194,304: about
+    /// 250 MB of decoded values).
+    pub fn max_values(mut self, values: u64) -> Self {
+        self.values_cap = values;
         self
     }
 
@@ -76,15 +88,17 @@ impl DatumLimits {
         DatumLimits {
             values_base: self.values_base.saturating_mul(16),
             values_per_byte: self.values_per_byte.saturating_mul(16),
+            values_cap: self.values_cap.saturating_mul(16),
             max_depth: self.max_depth.saturating_mul(8).clamp(self.max_depth, 1024),
         }
     }
 
     /// The most values a datum of `len` bytes may decode to.
-    fn max_values(&self, len: usize) -> u64 {
+    fn values_for(&self, len: usize) -> u64 {
         self.values_per_byte
             .saturating_mul(len as u64)
             .saturating_add(self.values_base)
+            .min(self.values_cap)
     }
 }
 
@@ -150,7 +164,7 @@ pub(crate) fn check(
         bytes,
         at: 0,
         values: 0,
-        max_values: limits.max_values(bytes.len()),
+        max_values: limits.values_for(bytes.len()),
         max_depth: limits.max_depth,
         names,
     };
