@@ -23,13 +23,7 @@ const MAX_DEPTH: usize = 256;
 
 /// The Parsing Canonical Form of the schema whose JSON is `json`.
 pub(crate) fn canonical_form(json: &Value) -> Result<String, String> {
-    let mut out = String::new();
-    let mut form = Form {
-        defined: HashSet::new(),
-        logical: false,
-    };
-    form.form(json, "", &mut out, 0)?;
-    Ok(out)
+    written(json, false)
 }
 
 /// The schema's **decoding form** (spec 15.3): its Parsing Canonical Form with, on every
@@ -39,10 +33,15 @@ pub(crate) fn canonical_form(json: &Value) -> Result<String, String> {
 /// the same: a `timestamp-millis` and a `timestamp-micros` share a fingerprint, not a
 /// decoding form.
 pub(crate) fn decoding_form(json: &Value) -> Result<String, String> {
+    written(json, true)
+}
+
+/// The canonical form, with the logical type attributes if `logical`.
+fn written(json: &Value, logical: bool) -> Result<String, String> {
     let mut out = String::new();
     let mut form = Form {
         defined: HashSet::new(),
-        logical: true,
+        logical,
     };
     form.form(json, "", &mut out, 0)?;
     Ok(out)

@@ -22,6 +22,7 @@ use serde_json::{Map, Number, Value as Json};
 
 use super::check::Names;
 use super::error::{Error, Result};
+use super::resolve;
 use super::schema::WriterSchema;
 
 /// Nesting deeper than this is refused (a JSON value parsed by `serde_json` nests at most 128
@@ -89,31 +90,15 @@ fn inner_namespace(name: &Name, ns: &Namespace) -> Namespace {
 /// The name a union branch goes by in Avro's JSON encoding.
 fn branch_name(schema: &Schema, ns: &Namespace) -> String {
     match schema {
-        Schema::Null => "null".into(),
-        Schema::Boolean => "boolean".into(),
-        Schema::Int | Schema::Date | Schema::TimeMillis => "int".into(),
-        Schema::Long
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos => "long".into(),
-        Schema::Float => "float".into(),
-        Schema::Double => "double".into(),
-        Schema::Bytes | Schema::BigDecimal => "bytes".into(),
-        Schema::String | Schema::Uuid => "string".into(),
-        Schema::Array(_) => "array".into(),
-        Schema::Map(_) => "map".into(),
         Schema::Duration => "duration".into(),
-        // A union in a union is not a valid schema.
-        Schema::Union(_) => "union".into(),
         Schema::Decimal(decimal) => branch_name(&decimal.inner, ns),
         Schema::Record(RecordSchema { name, .. }) => name.fully_qualified_name(ns).fullname(None),
         Schema::Enum(e) => e.name.fully_qualified_name(ns).fullname(None),
         Schema::Fixed(f) => f.name.fully_qualified_name(ns).fullname(None),
         Schema::Ref { name } => name.fully_qualified_name(ns).fullname(None),
+        // A primitive, or a logical type on one, by the primitive; an array or a map by its
+        // kind ("union" for a union in a union, which is not a valid schema).
+        schema => resolve::kind(schema).name().into(),
     }
 }
 

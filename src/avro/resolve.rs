@@ -95,15 +95,22 @@ struct Side<'a, 'n> {
     ns: &'n Namespace,
 }
 
+impl<'a, 'n> Side<'a, 'n> {
+    fn new(schema: &'a Schema, ns: &'n Namespace) -> Self {
+        Side { schema, ns }
+    }
+}
+
 struct Walk<'a> {
     writer_names: &'a Names,
     reader_names: &'a Names,
     path: String,
 }
 
-/// The type under a logical type, as far as resolution is concerned.
+/// The type under a logical type: what resolution compares, and what a union branch is
+/// called in Avro's JSON encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Null,
     Boolean,
     Int,
@@ -120,7 +127,30 @@ enum Kind {
     Union,
 }
 
-fn kind(schema: &Schema) -> Kind {
+impl Kind {
+    /// Its name in a schema.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Boolean => "boolean",
+            Kind::Int => "int",
+            Kind::Long => "long",
+            Kind::Float => "float",
+            Kind::Double => "double",
+            Kind::Bytes => "bytes",
+            Kind::String => "string",
+            Kind::Fixed => "fixed",
+            Kind::Enum => "enum",
+            Kind::Record => "record",
+            Kind::Array => "array",
+            Kind::Map => "map",
+            Kind::Union => "union",
+        }
+    }
+}
+
+/// The type under `schema`'s logical type, if any (a reference is taken for a record).
+pub(crate) fn kind(schema: &Schema) -> Kind {
     match schema {
         Schema::Null => Kind::Null,
         Schema::Boolean => Kind::Boolean,
@@ -162,10 +192,9 @@ fn type_name(schema: &Schema) -> String {
             type_name(&d.inner)
         ),
         Schema::Ref { name } => name.fullname(None),
-        schema => logical_name(schema).map_or_else(
-            || format!("{:?}", kind(schema)).to_lowercase(),
-            |logical| logical.to_string(),
-        ),
+        schema => logical_name(schema)
+            .unwrap_or(kind(schema).name())
+            .to_string(),
     }
 }
 
@@ -447,20 +476,10 @@ impl<'a> Walk<'a> {
                 let Value::Array(items) = value else {
                     return Err("the writer's value is not an array".into());
                 };
-                let len = self.path.len();
+                let (w_item, r_item) = (Side::new(&wa.items, &wns), Side::new(&ra.items, &rns));
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.into_iter().enumerate() {
-                    self.path.push_str(&format!("[{i}]"));
-                    let w_item = Side {
-                        schema: &wa.items,
-                        ns: &wns,
-                    };
-                    let r_item = Side {
-                        schema: &ra.items,
-                        ns: &rns,
-                    };
-                    out.push(self.resolve(item, w_item, r_item, depth)?);
-                    self.path.truncate(len);
+                    out.push(self.step(format_args!("[{i}]"), item, w_item, r_item, depth)?);
                 }
                 Ok(Value::Array(out))
             }
@@ -468,26 +487,35 @@ impl<'a> Walk<'a> {
                 let Value::Map(entries) = value else {
                     return Err("the writer's value is not a map".into());
                 };
-                let len = self.path.len();
+                let (w_value, r_value) = (Side::new(&wm.types, &wns), Side::new(&rm.types, &rns));
                 let mut out = std::collections::HashMap::with_capacity(entries.len());
                 for (key, item) in entries {
-                    self.path.push_str(&format!("{{{key:?}}}"));
-                    let w_value = Side {
-                        schema: &wm.types,
-                        ns: &wns,
-                    };
-                    let r_value = Side {
-                        schema: &rm.types,
-                        ns: &rns,
-                    };
-                    let item = self.resolve(item, w_value, r_value, depth)?;
-                    self.path.truncate(len);
+                    let item =
+                        self.step(format_args!("{{{key:?}}}"), item, w_value, r_value, depth)?;
                     out.insert(key, item);
                 }
                 Ok(Value::Map(out))
             }
             _ => self.primitive(value, writer, reader),
         }
+    }
+
+    /// An item of an array or a map (`step` names it in the path), resolved; the path keeps
+    /// the step when it fails.
+    fn step(
+        &mut self,
+        step: std::fmt::Arguments<'_>,
+        value: Value,
+        writer: Side<'a, '_>,
+        reader: Side<'a, '_>,
+        depth: usize,
+    ) -> Step<Value> {
+        use std::fmt::Write;
+        let len = self.path.len();
+        let _ = self.path.write_fmt(step);
+        let value = self.resolve(value, writer, reader, depth)?;
+        self.path.truncate(len);
+        Ok(value)
     }
 
     /// A value of a primitive type, fixed type or logical type, read as the reader's.
