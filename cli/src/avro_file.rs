@@ -34,6 +34,11 @@ pub struct ImportArgs {
     /// reported and skipped. [default: 64M]
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
     max_avro_block: Option<usize>,
+    /// The most bytes all the Avro file's blocks may decompress to, damaged ones included,
+    /// each datum counting at least the 10 bytes of its record (K, M, G suffixes); past it
+    /// the import stops and says so. [default: 64M plus 256 per byte of the file]
+    #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
+    max_avro_total: Option<usize>,
     /// A datum past these limits is reported and left out, the block's others kept; raised,
     /// the records written need the same options to be read (`cat --json`, `export`).
     #[command(flatten)]
@@ -64,6 +69,9 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     let mut limits = ContainerLimits::default();
     if let Some(max) = args.max_avro_block {
         limits = limits.max_block(max);
+    }
+    if let Some(max) = args.max_avro_total {
+        limits = limits.max_total(max as u64);
     }
     let datums = args.datums.limits();
     let limits = limits.datums(datums);
@@ -119,6 +127,15 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
                     );
                     over_limit += 1;
                 }
+            }
+            Err(damage) if damage.over_budget => {
+                // A limit, not damage: the rest of the file is not read.
+                eprintln!(
+                    "cobsfile: {name}: at byte {}: {}; the rest is not imported \
+                     (--max-avro-total raises the budget)",
+                    damage.start, damage.cause
+                );
+                over_limit += 1;
             }
             Err(damage) => {
                 eprintln!("cobsfile: {name}: {damage}");

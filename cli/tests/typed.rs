@@ -642,3 +642,62 @@ fn import_leaves_out_only_the_datum_over_a_limit() {
     assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
     assert_eq!(stdout_text(&json).lines().count(), 3);
 }
+
+/// A few hundred bytes of Avro blocks that declare millions of empty datums (a `null`
+/// schema), or decompress to the largest block each, became gigabytes or minutes: the whole
+/// file's blocks now have a budget (64 MiB plus 256 bytes per byte of the file, each datum
+/// costing at least its 10-byte record), and past it import stops with one line naming the
+/// option, exit 4.
+#[test]
+fn import_has_a_budget_for_the_whole_file() {
+    let dir = scratch("import-budget");
+    let zigzag = |n: i64, out: &mut Vec<u8>| {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        while z >= 0x80 {
+            out.push(z as u8 | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+    };
+    let sync = [7u8; 16];
+    let mut file = b"Obj\x01".to_vec();
+    zigzag(1, &mut file);
+    for text in ["avro.schema", "\"null\""] {
+        zigzag(text.len() as i64, &mut file);
+        file.extend_from_slice(text.as_bytes());
+    }
+    zigzag(0, &mut file);
+    file.extend_from_slice(&sync);
+    // Blocks of 2^24 empty datums each: 21 bytes, 160 MiB of records.
+    for _ in 0..12 {
+        zigzag(1 << 24, &mut file);
+        zigzag(0, &mut file);
+        file.extend_from_slice(&sync);
+    }
+    assert!(file.len() < 300, "{}", file.len());
+    let avro = dir.join("nulls.avro");
+    std::fs::write(&avro, &file).unwrap();
+    let out_path = dir.join("nulls.cobs");
+    let out = run(bin().arg("import").arg(&avro).arg("-o").arg(&out_path), b"");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    clean(&out, 2);
+    assert!(
+        stderr(&out).contains("(--max-avro-total raises the budget)"),
+        "{}",
+        stderr(&out)
+    );
+    // What was written stays within the budget.
+    let written = std::fs::metadata(&out_path).unwrap().len();
+    assert!(written < 128 << 20, "{written} bytes");
+    // A budget given: the same, sooner.
+    let out = run(
+        bin()
+            .args(["import", "-f", "--max-avro-total", "1M"])
+            .arg(&avro)
+            .arg("-o")
+            .arg(&out_path),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(std::fs::metadata(&out_path).unwrap().len() < 1 << 20);
+}

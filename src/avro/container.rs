@@ -85,7 +85,7 @@ impl Codec {
         out: &mut Vec<u8>,
     ) -> std::result::Result<(), String> {
         out.clear();
-        let over = || format!("decompresses to more than the limit of {max} bytes");
+        let over = || over_message(max);
         match self {
             Codec::Null => {
                 if data.len() > max {
@@ -169,6 +169,11 @@ impl Codec {
     }
 }
 
+/// What [`Codec::decompress`] says of a block that decompresses past `max` bytes.
+fn over_message(max: usize) -> String {
+    format!("decompresses to more than the limit of {max} bytes")
+}
+
 /// Reads all of `reader` into `out`, failing with `InvalidData` "over" past `max` bytes.
 fn read_bounded(reader: &mut impl Read, max: usize, out: &mut Vec<u8>) -> io::Result<()> {
     let n = reader.take(max as u64 + 1).read_to_end(out)?;
@@ -192,6 +197,7 @@ pub struct ContainerLimits {
     max_block: usize,
     max_datums: u64,
     datums: DatumLimits,
+    max_total: Option<u64>,
 }
 
 impl Default for ContainerLimits {
@@ -200,9 +206,23 @@ impl Default for ContainerLimits {
             max_block: 64 << 20,
             max_datums: 1 << 24,
             datums: DatumLimits::default(),
+            max_total: None,
         }
     }
 }
+
+/// Bytes of decompressed blocks the whole file may cost per byte of it, by default, besides
+/// [`TOTAL_BASE`]: Avro's codecs compress real records 3 to 20 times.
+pub const TOTAL_PER_BYTE: u64 = 256;
+
+/// Bytes of decompressed blocks any file may cost, however short, by default: one block of
+/// the default largest.
+pub const TOTAL_BASE: u64 = 64 << 20;
+
+/// The bytes a datum costs at least, whatever its length: the prefix of the cobsfile record
+/// it becomes (datums of a `null` schema take no bytes, and a block of 21 bytes may declare
+/// 2^24 of them).
+const DATUM_COST: u64 = super::PREFIX_LEN as u64;
 
 impl ContainerLimits {
     /// The most bytes a block may decompress to (default 64 MiB; Avro's writers make blocks
@@ -222,6 +242,16 @@ impl ContainerLimits {
     /// What a datum may decode to.
     pub fn datums(mut self, limits: DatumLimits) -> Self {
         self.datums = limits;
+        self
+    }
+
+    /// The most bytes the whole file's blocks may cost, damaged ones included: what each
+    /// decompresses to, and at least 10 bytes per datum (the record it becomes). Default:
+    /// [`TOTAL_BASE`] plus [`TOTAL_PER_BYTE`] per byte of the file. Past it, the reader stops
+    /// and says so ([`ContainerDamage::over_budget`]): a file of tiny blocks that each
+    /// decompress to 64 MiB, or declare millions of empty datums, costs no more.
+    pub fn max_total(mut self, bytes: u64) -> Self {
+        self.max_total = Some(bytes);
         self
     }
 }
@@ -443,6 +473,9 @@ pub struct ContainerDamage {
     pub end: u64,
     /// What the first check that failed found.
     pub cause: String,
+    /// Whether the reader stopped here because the file's blocks would cost more than
+    /// [`ContainerLimits::max_total`]: not damage, and the rest of the file is not read.
+    pub over_budget: bool,
 }
 
 /// Reads the blocks of a container file through damage (see the [module](self)).
@@ -452,23 +485,37 @@ pub struct Container<'a> {
     header: Header,
     at: usize,
     limits: ContainerLimits,
+    /// What the blocks may still cost (see [`ContainerLimits::max_total`]).
+    left: u64,
 }
 
 impl<'a> Container<'a> {
     /// Reads the header of the container file `bytes`.
     pub fn new(bytes: &'a [u8], limits: ContainerLimits) -> std::result::Result<Self, HeaderError> {
         let header = read_header(bytes)?;
-        Ok(Container {
+        let mut container = Container {
             at: header.len,
             bytes,
             header,
             limits,
-        })
+            left: 0,
+        };
+        container.left = container.total();
+        Ok(container)
     }
 
     /// The file's header.
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The whole budget of this file's blocks.
+    fn total(&self) -> u64 {
+        self.limits.max_total.unwrap_or_else(|| {
+            TOTAL_PER_BYTE
+                .saturating_mul(self.bytes.len() as u64)
+                .saturating_add(TOTAL_BASE)
+        })
     }
 
     /// The next block, or the damage skipped to reach it; `None` at the end of the file.
@@ -482,6 +529,16 @@ impl<'a> Container<'a> {
                 self.at = block.range.end as usize;
                 Ok(block)
             }
+            Err(cause) if self.left == 0 => {
+                // The budget is spent: nothing more is read.
+                self.at = self.bytes.len();
+                Err(ContainerDamage {
+                    start: start as u64,
+                    end: self.bytes.len() as u64,
+                    cause,
+                    over_budget: true,
+                })
+            }
             Err(cause) => {
                 // On to the block after the next sync marker.
                 let from = start + 1;
@@ -492,13 +549,15 @@ impl<'a> Container<'a> {
                     start: start as u64,
                     end: end as u64,
                     cause,
+                    over_budget: false,
                 })
             }
         })
     }
 
-    /// Reads and checks the block at `start`.
-    fn block(&self, start: usize) -> std::result::Result<ContainerBlock, String> {
+    /// Reads and checks the block at `start`, paying what it costs from the budget (all of
+    /// what is left, when it costs more: the budget is then spent).
+    fn block(&mut self, start: usize) -> std::result::Result<ContainerBlock, String> {
         let mut cursor = Cursor {
             bytes: self.bytes,
             at: start,
@@ -529,10 +588,31 @@ impl<'a> Container<'a> {
                 cursor.at - 16
             ));
         }
+        let spent = |what: String, total: u64| {
+            format!(
+                "{what}: the file's blocks would cost more than {total} bytes in all (the \
+                 budget for a file of this size; a larger one reads on)"
+            )
+        };
+        let total = self.total();
+        let cost = count.saturating_mul(DATUM_COST);
+        if cost > self.left {
+            self.left = 0;
+            return Err(spent(format!("a count of {count} datums"), total));
+        }
+        let max = (self.limits.max_block as u64).min(self.left) as usize;
         let mut decompressed = Vec::new();
-        self.header
-            .codec
-            .decompress(data, self.limits.max_block, &mut decompressed)?;
+        let done = self.header.codec.decompress(data, max, &mut decompressed);
+        // Damaged blocks cost what they decompressed to as well.
+        let cost = cost.max(decompressed.len() as u64);
+        self.left -= cost.min(self.left);
+        match done {
+            Err(e) if e == over_message(max) && max < self.limits.max_block => {
+                self.left = 0;
+                return Err(spent("a block".into(), total));
+            }
+            other => other?,
+        }
         // Exactly `count` datums, ending where the bytes end.
         let schema = &self.header.schema;
         let (mut at, mut record) = (0, Vec::new());
