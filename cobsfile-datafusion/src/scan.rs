@@ -70,6 +70,11 @@ pub(crate) struct ScanSpec {
     pub reader: cobsfile::ReaderBuilder,
 }
 
+/// The record bytes a batch holds at most, however few its rows: batches are cut by rows
+/// (`batch_size`) and by bytes, so that records of a MiB each do not make batches of
+/// gigabytes.
+pub(crate) const MAX_BATCH_BYTES: usize = 8 << 20;
+
 /// Where batches and damage go.
 pub(crate) trait Sink {
     /// Takes a batch; false stops the scan (its reader has gone).
@@ -98,6 +103,8 @@ pub(crate) fn scan(
     };
     let mut rows = Rows::new(spec, file, &schemas)?;
     let mut left = spec.limit.unwrap_or(usize::MAX);
+    // Record bytes in the rows not yet emitted.
+    let mut pending = 0usize;
     let emit = |rows: &mut Rows, sink: &mut dyn Sink, left: &mut usize| -> Result<bool> {
         match rows.flush()? {
             Some(batch) => {
@@ -162,8 +169,12 @@ pub(crate) fn scan(
                 Some(Err(e)) => return Err(exec_datafusion_err!("{file}: {e}")),
             };
             rows.push(datum.record, datum.offset, datum.index)?;
-            if rows.len() >= spec.batch_size.min(left) && !emit(&mut rows, sink, &mut left)? {
-                return Ok(());
+            pending += datum.record.len();
+            if rows.len() >= spec.batch_size.min(left) || pending >= MAX_BATCH_BYTES {
+                if !emit(&mut rows, sink, &mut left)? {
+                    return Ok(());
+                }
+                pending = 0;
             }
         }
         if from_start && reader.reader().stats().blocks == 0 {
@@ -186,8 +197,12 @@ pub(crate) fn scan(
             let offset = block.info().offset;
             for (index, record) in block.records().enumerate() {
                 rows.push(record, offset, index as u64)?;
-                if rows.len() >= spec.batch_size.min(left) && !emit(&mut rows, sink, &mut left)? {
-                    return Ok(());
+                pending += record.len();
+                if rows.len() >= spec.batch_size.min(left) || pending >= MAX_BATCH_BYTES {
+                    if !emit(&mut rows, sink, &mut left)? {
+                        return Ok(());
+                    }
+                    pending = 0;
                 }
             }
         }

@@ -514,3 +514,31 @@ async fn records_of_two_schema_versions_resolve_to_one() {
     assert!(got.contains("| none | 50 | 1225 |"), "{got}");
     assert!(got.contains("| x99  | 1  | 99   |"), "{got}");
 }
+
+/// Batches are cut by bytes as well as rows: records of 1 MiB each (a 55 KB file with zstd)
+/// made batches of the session's 8,192 rows, gigabytes for `SELECT length(s)`. Each batch the
+/// scan emits now holds at most 8 MiB of records (plus the one that passed it).
+#[tokio::test]
+async fn batches_are_cut_by_bytes_as_well_as_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = "x".repeat(1 << 20);
+    let line = format!(r#"{{"s":"{s}"}}"#);
+    let lines: Vec<&str> = std::iter::repeat_n(line.as_str(), 40).collect();
+    let path = write(dir.path(), "big.cobs", &json_file(&lines));
+    assert!(std::fs::metadata(&path).unwrap().len() < 100 << 10);
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_cobsfile("big", &path, CobsfileOptions::new())
+        .await
+        .unwrap();
+    let frame = ctx.sql("SELECT s FROM big").await.unwrap();
+    let plan = frame.create_physical_plan().await.unwrap();
+    // The scan's own batches, before any operator above it joins them.
+    let scan = datafusion::physical_plan::collect_partitioned(plan, ctx.task_ctx())
+        .await
+        .unwrap();
+    let batches: Vec<&RecordBatch> = scan.iter().flatten().collect();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 40);
+    for batch in &batches {
+        assert!(batch.num_rows() <= 9, "{} rows of 1 MiB", batch.num_rows());
+    }
+}
