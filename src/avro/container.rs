@@ -83,9 +83,9 @@ impl Codec {
         data: &[u8],
         max: usize,
         out: &mut Vec<u8>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), Decompress> {
         out.clear();
-        let over = || over_message(max);
+        let over = || Decompress::Over(max);
         match self {
             Codec::Null => {
                 if data.len() > max {
@@ -98,7 +98,7 @@ impl Codec {
                     miniz_oxide::inflate::decompress_to_vec_with_limit(data, max).map_err(|e| {
                         match e.status {
                             miniz_oxide::inflate::TINFLStatus::HasMoreOutput => over(),
-                            status => format!("deflate: {status:?}"),
+                            status => Decompress::Failed(format!("deflate: {status:?}")),
                         }
                     })?;
             }
@@ -169,9 +169,36 @@ impl Codec {
     }
 }
 
-/// What [`Codec::decompress`] says of a block that decompresses past `max` bytes.
-fn over_message(max: usize) -> String {
-    format!("decompresses to more than the limit of {max} bytes")
+/// Why a block did not decompress.
+#[derive(Debug)]
+enum Decompress {
+    /// It decompresses past the limit given (the bytes).
+    Over(usize),
+    /// Its codec failed on it.
+    Failed(String),
+}
+
+impl std::fmt::Display for Decompress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decompress::Over(max) => {
+                write!(f, "decompresses to more than the limit of {max} bytes")
+            }
+            Decompress::Failed(what) => f.write_str(what),
+        }
+    }
+}
+
+impl From<String> for Decompress {
+    fn from(what: String) -> Self {
+        Decompress::Failed(what)
+    }
+}
+
+impl From<&str> for Decompress {
+    fn from(what: &str) -> Self {
+        Decompress::Failed(what.to_owned())
+    }
 }
 
 /// Reads all of `reader` into `out`, failing with `InvalidData` "over" past `max` bytes.
@@ -183,10 +210,10 @@ fn read_bounded(reader: &mut impl Read, max: usize, out: &mut Vec<u8>) -> io::Re
     Ok(())
 }
 
-fn bounded_error(e: io::Error, codec: &str, over: &dyn Fn() -> String) -> String {
+fn bounded_error(e: io::Error, codec: &str, over: &dyn Fn() -> Decompress) -> Decompress {
     match e.kind() {
         io::ErrorKind::FileTooLarge => over(),
-        _ => format!("{codec}: {e}"),
+        _ => Decompress::Failed(format!("{codec}: {e}")),
     }
 }
 
@@ -607,11 +634,13 @@ impl<'a> Container<'a> {
         let cost = cost.max(decompressed.len() as u64);
         self.left -= cost.min(self.left);
         match done {
-            Err(e) if e == over_message(max) && max < self.limits.max_block => {
+            // Over what the budget left, not over the block limit: the budget is spent.
+            Err(Decompress::Over(_)) if max < self.limits.max_block => {
                 self.left = 0;
                 return Err(spent("a block".into(), total));
             }
-            other => other?,
+            Err(e) => return Err(e.to_string()),
+            Ok(()) => {}
         }
         // Exactly `count` datums, ending where the bytes end.
         let schema = &self.header.schema;

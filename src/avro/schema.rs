@@ -216,11 +216,9 @@ impl WriterSchema {
         datum: &[u8],
         record: &mut Vec<u8>,
     ) -> std::result::Result<(), String> {
-        let len = datum.len();
-        let bytes = datum;
         record.clear();
         record.extend_from_slice(&self.prefix());
-        record.extend_from_slice(&bytes[..len]);
+        record.extend_from_slice(datum);
         let mut rest = &record[..];
         match guarded(|| self.decoder().read_value(&mut rest)) {
             Ok(Ok(_)) if rest.is_empty() => Ok(()),
