@@ -31,8 +31,8 @@ impl AvroReaderBuilder {
     /// Decodes records into `schema` by Avro's schema resolution, exactly as Avro's
     /// specification defines it (fields added with defaults, fields removed, the widening
     /// promotions such as `int` to `long`, aliases; never a narrowing or a cast), whatever
-    /// schema each was written with. A record whose writer schema does not resolve to it is reported
-    /// ([`RecordProblem::Unresolvable`]).
+    /// schema each was written with. A record whose writer schema does not resolve to it is
+    /// reported ([`RecordProblem::Unresolvable`]).
     pub fn reader_schema(mut self, schema: Schema) -> Self {
         self.reader_schema = Some(ReaderSchema::new(schema));
         self
