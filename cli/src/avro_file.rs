@@ -234,7 +234,14 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
                 "--parquet and --json read files, not stdin: give the cobsfiles' paths",
             ));
         }
-        return sql::export(&args.inputs, to, out, args.force, &args.table);
+        return sql::export(
+            &args.inputs,
+            to,
+            out,
+            args.force,
+            &args.table,
+            &args.datums.schemas,
+        );
     }
     let [input] = args.inputs.as_slice() else {
         return Err(Failure::usage(
@@ -253,7 +260,7 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
         output,
         codec: args.codec,
         reader_schema,
-        limits: args.datums.limits(),
+        typed: args.datums.reader(),
     };
     input::read(input, &args.read, job)
 }
@@ -263,7 +270,7 @@ struct Export {
     output: Output,
     codec: Codec,
     reader_schema: Option<WriterSchema>,
-    limits: avro::DatumLimits,
+    typed: AvroReaderBuilder,
 }
 
 impl input::ReadJob for Export {
@@ -276,7 +283,7 @@ impl input::ReadJob for Export {
     ) -> Result<Outcome, Failure> {
         let out_name = self.output.name();
         let out_fail = |e: avro::Error| Failure::at(&out_name, e);
-        let mut builder = AvroReaderBuilder::new().limits(self.limits);
+        let mut builder = self.typed;
         if let Some(schema) = &self.reader_schema {
             builder = builder.reader_schema(schema.schema().clone());
         }

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 reader_schema: reader_schema.clone(),
                 skip: args.skip,
                 limit: args.limit,
-                limits: args.datums.limits(),
+                typed: args.datums.reader(),
             };
             input::read(file, &args.read, job)
         });

@@ -22,6 +22,7 @@ use futures::StreamExt;
 
 use crate::output::Output;
 use crate::text::printable;
+use crate::typed::SchemaArgs;
 use crate::{quiet_broken_pipe, Failure, Outcome};
 
 /// How `sql` prints its result.
@@ -75,6 +76,8 @@ pub struct Args {
     threads: Option<u16>,
     #[command(flatten)]
     table: TableArgs,
+    #[command(flatten)]
+    schemas: SchemaArgs,
 }
 
 fn parse_table(s: &str) -> Result<(String, String), String> {
@@ -107,7 +110,11 @@ struct Session {
 }
 
 impl Session {
-    fn new(args: &TableArgs, threads: Option<usize>) -> Result<Session, Failure> {
+    fn new(
+        args: &TableArgs,
+        schemas: &SchemaArgs,
+        threads: Option<usize>,
+    ) -> Result<Session, Failure> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -122,13 +129,15 @@ impl Session {
         let hook: DamageHook = Arc::new(move |d: &Damage| {
             seen.lock().expect("damage list").push(d.clone());
         });
-        let options = CobsfileOptions::new()
+        let mut options = CobsfileOptions::new()
             .records(args.records)
             .on_damage(if args.strict {
                 OnDamage::Error
             } else {
                 OnDamage::Skip
             });
+        options.max_schemas = schemas.max_schemas;
+        options.max_schema_bytes = schemas.max_schema_bytes;
         let factory =
             CobsfileFormatFactory::with_options(options.clone()).with_damage_hook(hook.clone());
         register_format(&mut ctx.state_ref().write(), factory).map_err(failure)?;
@@ -200,7 +209,7 @@ fn table_name(path: &str) -> Result<String, Failure> {
 
 /// `cobsfile sql`.
 pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let session = Session::new(&args.table, args.threads.map(usize::from))?;
+    let session = Session::new(&args.table, &args.schemas, args.threads.map(usize::from))?;
     let mut named: Vec<(String, String)> = Vec::new();
     for path in &args.files {
         named.push((table_name(path)?, path.clone()));
@@ -288,11 +297,12 @@ pub fn export(
     out: &Path,
     force: bool,
     table: &TableArgs,
+    schemas: &SchemaArgs,
 ) -> Result<Outcome, Failure> {
     let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
     let output = Output::create(out, force, &paths)?;
     let out_name = output.name();
-    let session = Session::new(table, Some(1))?;
+    let session = Session::new(table, schemas, Some(1))?;
     let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     session.register("input", &names)?;
     let mut stream = session.stream("SELECT * FROM input")?;

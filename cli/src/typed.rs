@@ -87,6 +87,36 @@ pub struct DatumArgs {
     /// record, at most 4194304]
     #[arg(long, value_name = "VALUES")]
     max_values: Option<u64>,
+    #[command(flatten)]
+    pub schemas: SchemaArgs,
+}
+
+/// The limits on the schemas a typed reader holds from one file (spec 15.4).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct SchemaArgs {
+    /// Typed records: the most Avro schemas held from one file; past it a schema block is
+    /// reported and its records are left out as of an unknown schema (exit 4). [default:
+    /// 4096]
+    #[arg(long, value_name = "SCHEMAS")]
+    pub max_schemas: Option<usize>,
+    /// Typed records: the most bytes of Avro schema text held from one file, together (a
+    /// parsed schema takes ten to thirty times its text in memory). [default: 16M]
+    #[arg(long, value_name = "BYTES", value_parser = crate::args::bytes_in(0..=u64::MAX))]
+    pub max_schema_bytes: Option<usize>,
+}
+
+impl SchemaArgs {
+    /// The limits asked for, the library's defaults for the others.
+    pub fn limits(&self) -> avro::SchemaLimits {
+        let mut limits = avro::SchemaLimits::default();
+        if let Some(max) = self.max_schemas {
+            limits = limits.max_schemas(max);
+        }
+        if let Some(max) = self.max_schema_bytes {
+            limits = limits.max_bytes(max as u64);
+        }
+        limits
+    }
 }
 
 impl DatumArgs {
@@ -104,6 +134,13 @@ impl DatumArgs {
         }
         limits
     }
+
+    /// A typed reader's options with the limits asked for.
+    pub fn reader(&self) -> AvroReaderBuilder {
+        AvroReaderBuilder::new()
+            .limits(self.limits())
+            .schema_limits(self.schemas.limits())
+    }
 }
 
 /// `cat --json`: each typed record as one line of JSON (Avro's JSON encoding), decoded with
@@ -114,14 +151,15 @@ pub struct JsonCat {
     /// Records to pass over first, and the most to write after them.
     pub skip: u64,
     pub limit: Option<u64>,
-    pub limits: avro::DatumLimits,
+    /// The typed reader's options (its limits).
+    pub typed: AvroReaderBuilder,
 }
 
 impl ReadJob for JsonCat {
     type Output = Outcome;
 
     fn run<S: Source>(self, reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
-        let mut builder = AvroReaderBuilder::new().limits(self.limits);
+        let mut builder = self.typed;
         if let Some(schema) = &self.reader_schema {
             builder = builder.reader_schema(schema.schema().clone());
         }
@@ -194,7 +232,7 @@ pub fn report<S: Source>(
             ));
         }
         avro::Error::Record { problem, .. } => problem.is_damage(),
-        avro::Error::Schema { .. } => true,
+        avro::Error::Schema { problem, .. } => problem.is_damage(),
         _ => false,
     };
     let hint = match &e {
@@ -204,6 +242,13 @@ pub fn report<S: Source>(
         } => match *what {
             "values" => " (--max-values raises the limit)",
             _ => " (--max-depth raises the limit)",
+        },
+        avro::Error::Schema {
+            problem: avro::SchemaProblem::Limit { what, .. },
+            ..
+        } => match *what {
+            "schemas" => " (--max-schemas raises the limit)",
+            _ => " (--max-schema-bytes raises the limit)",
         },
         _ => "",
     };

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
+use cobsfile::avro::SchemaLimits;
 use datafusion::common::{plan_datafusion_err, DataFusionError, Result};
 
 /// How each record becomes a row.
@@ -121,6 +122,12 @@ pub struct CobsfileOptions {
     /// The largest block body a reader accepts (option `max_body_size`); the library's
     /// default when unset.
     pub max_body_size: Option<usize>,
+    /// The most Avro schemas held from one file (option `max_schemas`); the library's
+    /// default (4,096) when unset.
+    pub max_schemas: Option<usize>,
+    /// The most bytes of Avro schema text held from one file (option `max_schema_bytes`);
+    /// the library's default (16 MiB) when unset.
+    pub max_schema_bytes: Option<usize>,
 }
 
 impl Default for CobsfileOptions {
@@ -133,6 +140,8 @@ impl Default for CobsfileOptions {
             reader_schema: None,
             file_extension: DEFAULT_FILE_EXTENSION.to_string(),
             max_body_size: None,
+            max_schemas: None,
+            max_schema_bytes: None,
         }
     }
 }
@@ -206,11 +215,13 @@ impl CobsfileOptions {
             "reader_schema" => self.reader_schema = Some(value.to_string()),
             "file_extension" => self.file_extension = value.to_string(),
             "max_body_size" => self.max_body_size = Some(number(value)?),
+            "max_schemas" => self.max_schemas = Some(number(value)?),
+            "max_schema_bytes" => self.max_schema_bytes = Some(number(value)?),
             _ => {
                 return Err(plan_datafusion_err!(
                     "unknown cobsfile option '{key}': expected records, on_damage, \
                      schema_infer_max_records, index_statistics, reader_schema, \
-                     file_extension or max_body_size"
+                     file_extension, max_body_size, max_schemas or max_schema_bytes"
                 ))
             }
         }
@@ -245,10 +256,28 @@ impl CobsfileOptions {
         if let Some(schema) = &self.reader_schema {
             map.insert("reader_schema".to_string(), schema.clone());
         }
-        if let Some(size) = self.max_body_size {
-            map.insert("max_body_size".to_string(), size.to_string());
+        for (key, value) in [
+            ("max_body_size", self.max_body_size),
+            ("max_schemas", self.max_schemas),
+            ("max_schema_bytes", self.max_schema_bytes),
+        ] {
+            if let Some(value) = value {
+                map.insert(key.to_string(), value.to_string());
+            }
         }
         map
+    }
+
+    /// The limits on the Avro schemas held from one file.
+    pub(crate) fn schema_limits(&self) -> SchemaLimits {
+        let mut limits = SchemaLimits::default();
+        if let Some(max) = self.max_schemas {
+            limits = limits.max_schemas(max);
+        }
+        if let Some(max) = self.max_schema_bytes {
+            limits = limits.max_bytes(max as u64);
+        }
+        limits
     }
 
     /// The library's reader options these select.

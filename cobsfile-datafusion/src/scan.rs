@@ -98,7 +98,7 @@ pub(crate) fn scan(
         None => options.from_slice(bytes),
     };
     let schemas = match spec.mode {
-        Mode::Avro(_) => Schemas::scan_with(bytes, &spec.reader),
+        Mode::Avro(_) => Schemas::scan_limited(bytes, &spec.reader, spec.options.schema_limits()),
         _ => Schemas::new(),
     };
     let mut rows = Rows::new(spec, file, &schemas)?;
@@ -137,7 +137,10 @@ pub(crate) fn scan(
     };
 
     if let Mode::Avro(_) = spec.mode {
-        let mut reader = AvroReaderBuilder::new().schemas(&schemas).build(reader);
+        let mut reader = AvroReaderBuilder::new()
+            .schema_limits(spec.options.schema_limits())
+            .schemas(&schemas)
+            .build(reader);
         loop {
             let datum = match reader.next_datum() {
                 None => break,

@@ -169,7 +169,7 @@ pub(crate) fn sample(
     max_records: usize,
 ) -> Sample {
     // The schemas in file order (a skipping scan, spec 9.3): the last announced is the newest.
-    let avro: Vec<(u64, String)> = Schemas::scan_with(bytes, reader)
+    let avro: Vec<(u64, String)> = Schemas::scan_limited(bytes, reader, options.schema_limits())
         .iter()
         .map(|schema| (schema.fingerprint(), schema.json().to_string()))
         .collect();

@@ -9,10 +9,10 @@
 //! value counts against [`DatumLimits`], and nesting against its depth limit. Only a datum that
 //! passes is handed to `apache-avro`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use apache_avro::schema::{
-    ArraySchema, DecimalSchema, FixedSchema, MapSchema, Name, Namespace, RecordSchema,
+    ArraySchema, DecimalSchema, EnumSchema, FixedSchema, MapSchema, Name, Namespace, RecordSchema,
 };
 use apache_avro::Schema;
 
@@ -111,44 +111,64 @@ pub(crate) enum Failure {
     Limit { what: &'static str, limit: u64 },
 }
 
-/// The named types of a schema, by full name, for following references.
+/// The named types of a schema that its references name, by full name: what following a
+/// reference needs.
 pub type Names = HashMap<Name, Schema>;
 
-/// Every record, enum and fixed type `schema` defines, by full name (its namespace, or the
-/// enclosing one): what a reference in it names.
+/// Every record, enum and fixed type that a reference in `schema` names, by full name (its
+/// namespace, or the enclosing one). Types no reference names are left out: each entry is a
+/// copy of its type, and most schemas (a record of primitives) have no references at all.
 pub(crate) fn names(schema: &Schema) -> Names {
+    let mut referenced = HashSet::new();
+    walk_names(schema, &None, &mut |named| {
+        if let Named::Reference(full) = named {
+            referenced.insert(full);
+        }
+    });
     let mut names = HashMap::new();
-    collect(schema, &None, &mut names);
+    if !referenced.is_empty() {
+        walk_names(schema, &None, &mut |named| {
+            if let Named::Definition(full, defined) = named {
+                if referenced.contains(&full) {
+                    names.entry(full).or_insert_with(|| defined.clone());
+                }
+            }
+        });
+    }
     names
 }
 
-fn collect(schema: &Schema, namespace: &Namespace, names: &mut Names) {
+/// A name met in a schema: a type defined, or a reference to one.
+enum Named<'s> {
+    Definition(Name, &'s Schema),
+    Reference(Name),
+}
+
+/// Calls `meet` with each name `schema` defines or references, fully qualified.
+fn walk_names<'s>(schema: &'s Schema, namespace: &Namespace, meet: &mut impl FnMut(Named<'s>)) {
     match schema {
-        Schema::Array(ArraySchema { items, .. }) => collect(items, namespace, names),
-        Schema::Map(MapSchema { types, .. }) => collect(types, namespace, names),
+        Schema::Array(ArraySchema { items, .. }) => walk_names(items, namespace, meet),
+        Schema::Map(MapSchema { types, .. }) => walk_names(types, namespace, meet),
         Schema::Union(union) => {
             for variant in union.variants() {
-                collect(variant, namespace, names);
+                walk_names(variant, namespace, meet);
             }
         }
         Schema::Record(RecordSchema { name, fields, .. }) => {
             let full = name.fully_qualified_name(namespace);
             let inner = full.namespace.clone();
-            names.entry(full).or_insert_with(|| schema.clone());
+            meet(Named::Definition(full, schema));
             for field in fields {
-                collect(&field.schema, &inner, names);
+                walk_names(&field.schema, &inner, meet);
             }
         }
-        Schema::Enum(e) => {
-            names
-                .entry(e.name.fully_qualified_name(namespace))
-                .or_insert_with(|| schema.clone());
+        Schema::Enum(EnumSchema { name, .. }) | Schema::Fixed(FixedSchema { name, .. }) => {
+            meet(Named::Definition(
+                name.fully_qualified_name(namespace),
+                schema,
+            ));
         }
-        Schema::Fixed(FixedSchema { name, .. }) => {
-            names
-                .entry(name.fully_qualified_name(namespace))
-                .or_insert_with(|| schema.clone());
-        }
+        Schema::Ref { name } => meet(Named::Reference(name.fully_qualified_name(namespace))),
         _ => {}
     }
 }

@@ -97,7 +97,7 @@ pub enum RecordProblem {
     },
     /// The record's fingerprint names no schema the reader knows: the metadata block with the
     /// schema was lost to damage, never written, or lies before where reading started.
-    #[error("schema {fingerprint:016x} is unknown (its metadata block is lost or was never read)")]
+    #[error("schema {fingerprint:016x} is unknown (its metadata block is lost, was never read, or was over a limit)")]
     SchemaUnknown {
         /// The fingerprint, as the 8 bytes read little-endian.
         fingerprint: u64,
@@ -239,17 +239,39 @@ pub enum SchemaProblem {
         /// Offset of the block that announced it first.
         first: u64,
     },
+    /// Holding the block's schema would pass the reader's
+    /// [`SchemaLimits`](super::SchemaLimits): the schema is not held, and the records that
+    /// name it are `schema-unknown`. Not damage.
+    #[error(
+        "avro.schema not held: a reader holds at most {limit} {what} from one file, and the \
+         records that name it are read as of an unknown schema"
+    )]
+    Limit {
+        /// What is counted: `schemas`, or `bytes of schema text`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 impl SchemaProblem {
-    /// The problem's name in the spec's table: `schema-invalid`, `fingerprint-mismatch` or
-    /// `schema-conflict`.
+    /// The problem's name in the spec's table: `schema-invalid`, `fingerprint-mismatch`,
+    /// `schema-conflict` or `limit`.
     pub fn name(&self) -> &'static str {
         match self {
             SchemaProblem::Invalid { .. } => "schema-invalid",
             SchemaProblem::FingerprintMismatch { .. } => "fingerprint-mismatch",
             SchemaProblem::Conflict { .. } => "schema-conflict",
+            SchemaProblem::Limit { .. } => "limit",
         }
+    }
+}
+
+impl SchemaProblem {
+    /// Whether the file is wrong (a schema that cannot be used, or contradicts another),
+    /// rather than the reader unable to hold it: `limit` is not damage.
+    pub fn is_damage(&self) -> bool {
+        !matches!(self, SchemaProblem::Limit { .. })
     }
 }
 

@@ -64,7 +64,9 @@ pub use apache_avro;
 pub use check::{DatumLimits, Names as NamedTypes};
 pub use error::{Error, RecordProblem, Result, SchemaProblem};
 pub use reader::{AvroReader, AvroReaderBuilder, Datum};
-pub use schema::{Schemas, WriterSchema};
+pub use schema::{
+    SchemaLimits, Schemas, WriterSchema, DEFAULT_MAX_SCHEMAS, DEFAULT_MAX_SCHEMA_BYTES,
+};
 pub use writer::{AvroWriter, RecordSink};
 
 /// The metadata key of a schema's JSON text.

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use super::check::{self, DatumLimits, Failure};
 use super::error::{Error, RecordProblem, Result};
 use super::resolve::{ReaderSchema, Unresolved};
-use super::schema::{guarded, Named, Schemas, WriterSchema};
+use super::schema::{guarded, Named, SchemaLimits, Schemas, WriterSchema};
 use super::{MARKER, PREFIX_LEN};
 use crate::reader::ItemAt;
 use crate::{Reader, Source};
@@ -56,6 +56,12 @@ impl AvroReaderBuilder {
     /// Bounds what a record may decode to (see [`DatumLimits`]).
     pub fn limits(mut self, limits: DatumLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Bounds the schemas held from the file (see [`SchemaLimits`]).
+    pub fn schema_limits(mut self, limits: SchemaLimits) -> Self {
+        self.schemas.set_limits(limits);
         self
     }
 

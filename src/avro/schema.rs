@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use apache_avro::headers::HeaderBuilder;
+use apache_avro::schema::ResolvedSchema;
 use apache_avro::{GenericSingleObjectReader, Schema};
 
 use super::canonical;
@@ -27,8 +28,11 @@ struct Inner {
     /// The decoding form: two schemas of one fingerprint decode alike if and only if theirs
     /// are the same.
     decoding: String,
-    names: Names,
-    decoder: GenericSingleObjectReader,
+    /// Built when first used: a reader holds every schema a file announces, most of which
+    /// (in a scan for the file's schemas, or a file of many versions) decode nothing, and
+    /// these two copy the schema's named types again.
+    names: OnceLock<Names>,
+    decoder: OnceLock<GenericSingleObjectReader>,
 }
 
 impl std::fmt::Debug for WriterSchema {
@@ -80,18 +84,16 @@ impl WriterSchema {
     ) -> std::result::Result<Self, String> {
         let fingerprint = canonical::fingerprint64(canonical::canonical_form(value)?.as_bytes());
         let decoding = canonical::decoding_form(value)?;
-        let prefix = Prefix::of(fingerprint);
-        let decoder =
-            guarded(|| GenericSingleObjectReader::new_with_header_builder(schema.clone(), prefix))?
-                .map_err(|e| e.to_string())?;
-        let names = check::names(&schema);
+        // What building the decoder would refuse (a name defined twice, a reference to no
+        // type), found now without keeping the copies it makes.
+        guarded(|| ResolvedSchema::try_from(&schema).map(drop))?.map_err(|e| e.to_string())?;
         Ok(WriterSchema(Arc::new(Inner {
             schema,
             json,
             fingerprint,
             decoding,
-            names,
-            decoder,
+            names: OnceLock::new(),
+            decoder: OnceLock::new(),
         })))
     }
 
@@ -147,14 +149,7 @@ impl WriterSchema {
         entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
         offset: u64,
     ) -> Option<Result<Self>> {
-        let (mut json, mut stored) = (None, None);
-        for (key, value) in entries {
-            match key {
-                SCHEMA_KEY => json = Some(value),
-                FINGERPRINT_KEY => stored = Some(value),
-                _ => {}
-            }
-        }
+        let (json, stored) = schema_entries(entries);
         let problem = |problem| Error::Schema { offset, problem };
         let invalid = |what: String| problem(SchemaProblem::Invalid { what });
         let json = json?;
@@ -180,11 +175,14 @@ impl WriterSchema {
 
     /// The named types the schema defines, by full name: what its references name.
     pub fn names(&self) -> &Names {
-        &self.0.names
+        self.0.names.get_or_init(|| check::names(&self.0.schema))
     }
 
     pub(crate) fn decoder(&self) -> &GenericSingleObjectReader {
-        &self.0.decoder
+        self.0.decoder.get_or_init(|| {
+            GenericSingleObjectReader::new_with_header_builder(self.0.schema.clone(), self.header())
+                .expect("the schema's names resolved when it was parsed")
+        })
     }
 
     /// Checks the datum at the start of `bytes` as a reader checks a record (spec 15.3): its
@@ -229,6 +227,21 @@ impl WriterSchema {
     }
 }
 
+/// A metadata block's `avro.schema` and `avro.fingerprint` values, each if present.
+fn schema_entries<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> (Option<&'a [u8]>, Option<&'a [u8]>) {
+    let (mut json, mut stored) = (None, None);
+    for (key, value) in entries {
+        match key {
+            SCHEMA_KEY => json = Some(value),
+            FINGERPRINT_KEY => stored = Some(value),
+            _ => {}
+        }
+    }
+    (json, stored)
+}
+
 /// A single-object prefix, as `apache-avro` takes one.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Prefix([u8; super::PREFIX_LEN]);
@@ -260,13 +273,59 @@ impl HeaderBuilder for Prefix {
 /// ([`RecordProblem::SchemaConflict`](super::RecordProblem::SchemaConflict)) rather than
 /// decoded with a schema their writer may not have announced. Schemas given by the caller
 /// ([`add`](Self::add)) are the file's defaults: the file's own replace them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Schemas {
     /// Each fingerprint's schema, with when it was last added (a count that only grows): the
     /// order the file announced them in, without a search on every add (a file may announce
     /// many).
     by_fingerprint: HashMap<u64, Entry>,
     added: u64,
+    limits: SchemaLimits,
+    /// The bytes of schema text held, together.
+    held: u64,
+}
+
+/// The default number of schemas a typed reader holds from one file: 4,096.
+pub const DEFAULT_MAX_SCHEMAS: usize = 4096;
+
+/// The default bytes of schema text (`avro.schema`) a typed reader holds from one file,
+/// together: 16 MiB.
+pub const DEFAULT_MAX_SCHEMA_BYTES: u64 = 16 << 20;
+
+/// Bounds on the schemas a typed reader holds from one file (spec 15.4): a file of a few MB
+/// can announce thousands of schemas, and a parsed schema takes ten to thirty times its
+/// text in memory. Checked before a schema is parsed; a metadata block past either is
+/// reported ([`SchemaProblem::Limit`]) and its schema not held, so the records that name it
+/// are `schema-unknown`. Not damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "limits do nothing until used: each method returns the changed limits"]
+pub struct SchemaLimits {
+    max_schemas: usize,
+    max_bytes: u64,
+}
+
+impl Default for SchemaLimits {
+    fn default() -> Self {
+        SchemaLimits {
+            max_schemas: DEFAULT_MAX_SCHEMAS,
+            max_bytes: DEFAULT_MAX_SCHEMA_BYTES,
+        }
+    }
+}
+
+impl SchemaLimits {
+    /// The most schemas held (default 4,096). Schemas that replace one of the same
+    /// fingerprint do not count again.
+    pub fn max_schemas(mut self, schemas: usize) -> Self {
+        self.max_schemas = schemas;
+        self
+    }
+
+    /// The most bytes of schema text held, together (default 16 MiB).
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -292,10 +351,59 @@ pub(crate) enum Named<'a> {
     Conflict { first: u64, second: u64 },
 }
 
+impl Default for Schemas {
+    fn default() -> Self {
+        Schemas::with_limits(SchemaLimits::default())
+    }
+}
+
 impl Schemas {
-    /// No schemas.
+    /// No schemas, the default limits.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// No schemas; the file's are held within `limits`.
+    pub fn with_limits(limits: SchemaLimits) -> Self {
+        Schemas {
+            by_fingerprint: HashMap::new(),
+            added: 0,
+            limits,
+            held: 0,
+        }
+    }
+
+    /// Changes the limits for the schemas added from now on.
+    pub fn set_limits(&mut self, limits: SchemaLimits) {
+        self.limits = limits;
+    }
+
+    /// Fails if holding `json` under `fingerprint` (as a metadata block at `offset` states
+    /// them, before either is checked) would pass the limits.
+    fn room_for(&self, json: usize, fingerprint: Option<u64>, offset: u64) -> Result<()> {
+        let replaced = fingerprint.and_then(|fp| self.by_fingerprint.get(&fp));
+        let over = if replaced.is_none() && self.by_fingerprint.len() >= self.limits.max_schemas {
+            Some(("schemas", self.limits.max_schemas as u64))
+        } else {
+            let freed = replaced.map_or(0, |e| e.schema.json().len() as u64);
+            (self.held - freed + json as u64 > self.limits.max_bytes)
+                .then_some(("bytes of schema text", self.limits.max_bytes))
+        };
+        match over {
+            None => Ok(()),
+            Some((what, limit)) => Err(Error::Schema {
+                offset,
+                problem: SchemaProblem::Limit { what, limit },
+            }),
+        }
+    }
+
+    /// Puts `entry` in the table, counting its text.
+    fn hold(&mut self, fingerprint: u64, entry: Entry) {
+        self.held += entry.schema.json().len() as u64;
+        if let Some(old) = self.by_fingerprint.insert(fingerprint, entry) {
+            self.held -= old.schema.json().len() as u64;
+        }
     }
 
     /// Adds `schema` as one given from outside the file (as a schema registry gives them),
@@ -313,7 +421,7 @@ impl Schemas {
                     announced: None,
                     conflict: None,
                 };
-                self.by_fingerprint.insert(schema.fingerprint(), entry);
+                self.hold(schema.fingerprint(), entry);
             }
         }
     }
@@ -321,10 +429,14 @@ impl Schemas {
     /// Adds `schema` as the metadata block at `offset` announces it (spec 15.3). Fails, naming
     /// the block that announced the fingerprint first, when that block's schema decodes
     /// differently: the fingerprint is then in conflict from `offset` on.
+    ///
+    /// Fails too, holding nothing, when holding the schema would pass the table's
+    /// [`SchemaLimits`].
     pub fn announce(&mut self, schema: WriterSchema, offset: u64) -> Result<()> {
+        let fingerprint = schema.fingerprint();
+        self.room_for(schema.json().len(), Some(fingerprint), offset)?;
         self.added += 1;
         let added = self.added;
-        let fingerprint = schema.fingerprint();
         let entry = match self.by_fingerprint.get_mut(&fingerprint) {
             Some(entry) if entry.announced.is_some() => entry,
             _ => {
@@ -334,7 +446,7 @@ impl Schemas {
                     announced: Some(offset),
                     conflict: None,
                 };
-                self.by_fingerprint.insert(fingerprint, entry);
+                self.hold(fingerprint, entry);
                 return Ok(());
             }
         };
@@ -342,6 +454,7 @@ impl Schemas {
         if entry.schema.decodes_like(&schema) {
             // The same schema again, or one of other documentation: the newest text is kept,
             // the first announcement's place too.
+            self.held = self.held - entry.schema.json().len() as u64 + schema.json().len() as u64;
             entry.schema = schema;
             entry.added = added;
             return Ok(());
@@ -437,6 +550,15 @@ impl Schemas {
     /// its fingerprint in conflict.
     pub fn add_from_block(&mut self, block: &Block<'_>) -> Result<Option<WriterSchema>> {
         let offset = block.info().offset;
+        if let Some(known) = self.announced_at(block.entries(), offset) {
+            // Met again: the newest, as announcing it again would make it.
+            self.added += 1;
+            if let Some(entry) = self.by_fingerprint.get_mut(&known.fingerprint()) {
+                entry.added = self.added;
+            }
+            return Ok(Some(known));
+        }
+        self.room_for_block(block.entries(), offset)?;
         match WriterSchema::from_metadata(block.entries(), offset) {
             None => Ok(None),
             Some(Err(e)) => Err(e),
@@ -444,6 +566,37 @@ impl Schemas {
                 self.announce(schema.clone(), offset)?;
                 Ok(Some(schema))
             }
+        }
+    }
+
+    /// The schema this table holds as announced by the metadata block at `offset` with these
+    /// entries (a reader given a scan of its file meets each block again): the same
+    /// fingerprint and text, so not parsed again.
+    fn announced_at<'a>(
+        &self,
+        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        offset: u64,
+    ) -> Option<WriterSchema> {
+        let (json, stored) = schema_entries(entries);
+        let fingerprint = u64::from_le_bytes(stored?.try_into().ok()?);
+        let entry = self.by_fingerprint.get(&fingerprint)?;
+        (entry.announced == Some(offset) && entry.schema.json().as_bytes() == json?)
+            .then(|| entry.schema.clone())
+    }
+
+    /// [`room_for`](Self::room_for) the schema a metadata block's entries announce, if any.
+    fn room_for_block<'a>(
+        &self,
+        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        offset: u64,
+    ) -> Result<()> {
+        match schema_entries(entries) {
+            (Some(json), stored) => {
+                let fingerprint =
+                    stored.and_then(|fp| Some(u64::from_le_bytes(fp.try_into().ok()?)));
+                self.room_for(json.len(), fingerprint, offset)
+            }
+            (None, _) => Ok(()),
         }
     }
 
@@ -459,14 +612,29 @@ impl Schemas {
 
     /// [`Schemas::scan`] with a reader's options (its limits and dictionaries).
     pub fn scan_with(bytes: &[u8], options: &crate::ReaderBuilder) -> Self {
-        let mut schemas = Schemas::new();
+        Self::scan_limited(bytes, options, SchemaLimits::default())
+    }
+
+    /// [`Schemas::scan_with`], holding the file's schemas within `limits` (those past them are
+    /// passed over, as a full read reports them).
+    pub fn scan_limited(
+        bytes: &[u8],
+        options: &crate::ReaderBuilder,
+        limits: SchemaLimits,
+    ) -> Self {
+        let mut schemas = Schemas::with_limits(limits);
         let mut reader = options.from_slice(bytes);
         for metadata in reader.metadata().flatten() {
-            let entries = metadata
-                .entries
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_slice()));
-            if let Some(Ok(schema)) = WriterSchema::from_metadata(entries, metadata.offset) {
+            let entries = || {
+                metadata
+                    .entries
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_slice()))
+            };
+            if schemas.room_for_block(entries(), metadata.offset).is_err() {
+                continue;
+            }
+            if let Some(Ok(schema)) = WriterSchema::from_metadata(entries(), metadata.offset) {
                 // A conflict is kept in the table; a full read reports it.
                 let _ = schemas.announce(schema, metadata.offset);
             }
