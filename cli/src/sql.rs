@@ -100,6 +100,13 @@ fn failure(e: DataFusionError) -> Failure {
     Failure::new(message.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// The most rows of one aligned table (`--format table`); a larger result is printed as
+/// several tables.
+const TABLE_ROWS: usize = 10_000;
+
+/// The most bytes of values (in Arrow's memory) of one aligned table.
+const TABLE_BYTES: usize = 16 << 20;
+
 /// A session with the cobsfile format, whose scans report damage into the returned list.
 struct Session {
     ctx: SessionContext,
@@ -231,18 +238,45 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     let written = session.runtime.block_on(async {
         match args.format {
             Format::Table => {
-                let mut batches = Vec::new();
+                // An aligned table needs its rows before its widths: a result is printed as
+                // tables of at most TABLE_ROWS rows or TABLE_BYTES of values (as psql's
+                // FETCH_COUNT does), each with its header, so that memory stays bounded
+                // however many rows come. The first is printed even when empty.
+                let mut chunk: Vec<RecordBatch> = Vec::new();
+                let (mut rows, mut bytes, mut printed) = (0, 0, false);
+                let mut print = |chunk: &mut Vec<RecordBatch>| -> Result<bool, Failure> {
+                    if chunk.is_empty() {
+                        chunk.push(RecordBatch::new_empty(schema.clone()));
+                    }
+                    let table = pretty_format_batches(chunk)
+                        .map_err(|e| failure(e.into()))?
+                        .to_string();
+                    chunk.clear();
+                    // Values and column names come from files: shown escaped, not obeyed.
+                    quiet_broken_pipe(writeln!(out, "{}", printable(&table, true)))
+                };
                 while let Some(batch) = stream.next().await {
-                    batches.push(batch.map_err(failure)?);
+                    let mut batch = batch.map_err(failure)?;
+                    while batch.num_rows() > 0 {
+                        let take = batch.num_rows().min(TABLE_ROWS - rows);
+                        let part = batch.slice(0, take);
+                        batch = batch.slice(take, batch.num_rows() - take);
+                        rows += take;
+                        // A slice counts its whole buffers: a table may end early, never late.
+                        bytes += part.get_array_memory_size();
+                        chunk.push(part);
+                        if rows >= TABLE_ROWS || bytes >= TABLE_BYTES {
+                            if !print(&mut chunk)? {
+                                return Ok(false);
+                            }
+                            (rows, bytes, printed) = (0, 0, true);
+                        }
+                    }
                 }
-                if batches.is_empty() {
-                    batches.push(RecordBatch::new_empty(schema));
+                if printed && chunk.is_empty() {
+                    return Ok(true);
                 }
-                let table = pretty_format_batches(&batches)
-                    .map_err(|e| failure(e.into()))?
-                    .to_string();
-                // Values and column names come from files: shown escaped, not obeyed.
-                quiet_broken_pipe(writeln!(out, "{}", printable(&table, true)))
+                print(&mut chunk)
             }
             Format::Csv => {
                 let mut writer = datafusion::arrow::csv::Writer::new(&mut out);
