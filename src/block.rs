@@ -644,6 +644,7 @@ pub(crate) fn decode(
         limit: max_body as u64,
     };
     scratch.kept = false;
+    decompressor.credit(encoded.len());
     make_room(&mut scratch.body, encoded.len());
     cobs::decode_zero_free(encoded, &mut scratch.body).map_err(|e| Cause::Cobs {
         offset: place.body_offset + e.offset as u64,
@@ -677,6 +678,8 @@ pub(crate) fn decode(
     let mut crc = crc32fast::Hasher::new();
     crc.update(type_field);
     scratch.in_plain = codec != codec::NONE;
+    // Bytes decompressed, counted against the limit if the block then fails.
+    let mut decompressed = 0;
     let payload = match codec {
         codec::NONE => {
             crc.update(fields);
@@ -700,6 +703,12 @@ pub(crate) fn decode(
                 return Err(too_large(size));
             }
             let size = size as usize;
+            decompressor.afford(size).map_err(|limit| Cause::Limit {
+                offset,
+                what: "bytes decompressed for damaged blocks",
+                limit,
+            })?;
+            decompressed = size;
             make_room(&mut scratch.plain, size);
             decompressor
                 .decompress(&fields[at..], dictionary, size, &mut scratch.plain)
@@ -720,7 +729,8 @@ pub(crate) fn decode(
                         offset,
                         problem: "no memory for the declared size",
                     },
-                })?;
+                })
+                .inspect_err(|_| decompressor.wasted(size))?;
             crc.update(&fields[..at]);
             crc.update(&scratch.plain);
             0..size
@@ -734,6 +744,7 @@ pub(crate) fn decode(
     };
     let computed = crc.finalize();
     if stored != computed {
+        decompressor.wasted(decompressed);
         return Err(Cause::Crc {
             offset,
             stored,

@@ -245,7 +245,15 @@ pub(crate) struct Decompressor {
     embedded_bytes: u64,
     max_dictionaries: usize,
     max_dictionary_bytes: u64,
+    /// Bytes decompressed for blocks that then failed their checks, and how many may be:
+    /// the limit plus [`DAMAGED_DECODING_PER_BYTE`] for each byte of body decoded.
+    damaged: u64,
+    damaged_allowance: u64,
 }
+
+/// What each byte of block body a decompressor meets adds to what it may decompress for
+/// damaged blocks (spec 10).
+pub(crate) const DAMAGED_DECODING_PER_BYTE: u64 = 64;
 
 impl Default for Decompressor {
     fn default() -> Self {
@@ -278,7 +286,38 @@ impl Decompressor {
             embedded_bytes: 0,
             max_dictionaries: limits.max_dictionaries,
             max_dictionary_bytes: limits.max_dictionary_bytes,
+            damaged: 0,
+            damaged_allowance: limits.max_damaged_decoding,
         }
+    }
+
+    /// Counts `body` bytes of a block met, which add to what may be decompressed for
+    /// damaged blocks.
+    pub(crate) fn credit(&mut self, body: usize) {
+        self.damaged_allowance = self
+            .damaged_allowance
+            .saturating_add((body as u64).saturating_mul(DAMAGED_DECODING_PER_BYTE));
+    }
+
+    /// Whether a frame of `size` bytes may be decompressed: `Err` with the limit when what
+    /// damaged blocks cost already leaves no room for it, since it may be damaged too.
+    pub(crate) fn afford(&self, size: usize) -> Result<(), u64> {
+        match self.damaged.saturating_add(size as u64) > self.damaged_allowance {
+            true => Err(self.damaged_allowance),
+            false => Ok(()),
+        }
+    }
+
+    /// Counts `size` bytes decompressed for a block that then failed its checks.
+    pub(crate) fn wasted(&mut self, size: usize) {
+        self.damaged = self.damaged.saturating_add(size as u64);
+    }
+
+    /// Carries what `other` counted of damaged decoding over to this decompressor (one made
+    /// again for the same input).
+    pub(crate) fn carry_from(&mut self, other: &Decompressor) {
+        self.damaged = other.damaged;
+        self.damaged_allowance = other.damaged_allowance;
     }
 
     /// Makes a dictionary the caller supplied available (not counted against the limits).

@@ -815,7 +815,9 @@ impl Decoder {
         let kept = |d: &(Dictionary, Option<u64>)| d.1.is_none_or(|offset| offset < at);
         if self.collect && !self.dictionaries.iter().all(kept) {
             self.dictionaries.retain(kept);
-            self.decompressor = Decompressor::new(&self.limits);
+            let mut decompressor = Decompressor::new(&self.limits);
+            decompressor.carry_from(&self.decompressor);
+            self.decompressor = decompressor;
             for (dictionary, offset) in &self.dictionaries {
                 let _ = match offset {
                     None => self.decompressor.give(dictionary),

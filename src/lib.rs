@@ -105,7 +105,8 @@ pub use error::{Cause, Error, Result};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
 pub use limits::{
-    Limits, DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_DICTIONARIES, DEFAULT_MAX_DICTIONARY_BYTES,
+    Limits, DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_DAMAGED_DECODING, DEFAULT_MAX_DICTIONARIES,
+    DEFAULT_MAX_DICTIONARY_BYTES,
 };
 pub use mapped::{open, MappedFile, MetadataScan};
 pub use range::RangeSink;

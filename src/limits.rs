@@ -16,6 +16,10 @@ pub const DEFAULT_MAX_DICTIONARIES: usize = 1024;
 /// The default total bytes of the dictionaries a reader keeps from one input: 128 MiB.
 pub const DEFAULT_MAX_DICTIONARY_BYTES: u64 = 128 << 20;
 
+/// The default bytes a reader decompresses for blocks that then fail their checks, before
+/// what each byte of input adds: 1 GiB.
+pub const DEFAULT_MAX_DAMAGED_DECODING: u64 = 1 << 30;
+
 /// The bounds a reader enforces; set them with [`ReaderBuilder::limits`] (or
 /// [`ReaderBuilder::max_body_size`] for the first).
 ///
@@ -26,6 +30,7 @@ pub const DEFAULT_MAX_DICTIONARY_BYTES: u64 = 128 << 20;
 /// | [`max_body_size`](Self::max_body_size) | the decoded body (and so the framed length, spec 10, and a stream reader's window) | the block is unreadable: [`Cause::TooLarge`] or [`Cause::BodyTooLarge`] |
 /// | [`max_dictionaries`](Self::max_dictionaries) | distinct dictionaries kept from the input | the dictionary block is unreadable: [`Cause::Limit`] |
 /// | [`max_dictionary_bytes`](Self::max_dictionary_bytes) | their bytes, together | the same |
+/// | [`max_damaged_decoding`](Self::max_damaged_decoding) | bytes decompressed for blocks that then fail their checks (a CRC that does not match, say), plus 64 for each byte of block body met | a compressed block that would pass it is unreadable: [`Cause::Limit`] |
 ///
 /// Dictionaries given to the reader ([`ReaderBuilder::dictionary`]) are not counted.
 ///
@@ -47,6 +52,7 @@ pub struct Limits {
     pub(crate) max_body_size: usize,
     pub(crate) max_dictionaries: usize,
     pub(crate) max_dictionary_bytes: u64,
+    pub(crate) max_damaged_decoding: u64,
 }
 
 impl Default for Limits {
@@ -55,6 +61,7 @@ impl Default for Limits {
             max_body_size: DEFAULT_MAX_BODY_SIZE,
             max_dictionaries: DEFAULT_MAX_DICTIONARIES,
             max_dictionary_bytes: DEFAULT_MAX_DICTIONARY_BYTES,
+            max_damaged_decoding: DEFAULT_MAX_DAMAGED_DECODING,
         }
     }
 }
@@ -77,6 +84,17 @@ impl Limits {
     /// The most bytes of dictionaries kept from the input, together (default 128 MiB).
     pub fn max_dictionary_bytes(mut self, bytes: u64) -> Self {
         self.max_dictionary_bytes = bytes;
+        self
+    }
+
+    /// The most bytes decompressed for blocks that then fail their checks (default 1 GiB),
+    /// plus 64 for each byte of block body the reader meets: genuine zstd frames of 64 MiB
+    /// each with a wrong CRC (a few KiB each) would otherwise cost time out of all
+    /// proportion to the input, for nothing. Intact blocks cost nothing against it; once it
+    /// is spent, a compressed block that would pass it is unreadable ([`Cause::Limit`]), as
+    /// it may be damaged too. Each thread of a reader counts its own.
+    pub fn max_damaged_decoding(mut self, bytes: u64) -> Self {
+        self.max_damaged_decoding = bytes;
         self
     }
 

@@ -416,3 +416,69 @@ fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_h
     appender.append(b"reopened").unwrap();
     appender.close().unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 32, finding 13: genuine zstd frames that expand to the largest body, each with a
+// wrong CRC, made `verify` of a 10 MB file take 37 s: every one was decompressed in full, for
+// nothing.
+
+#[test]
+fn decompressing_damaged_blocks_has_a_budget() {
+    const SIZE: usize = 8 << 20;
+    let payload = data_payload(&[&vec![0u8; SIZE - 8][..]]);
+    let frame = zstd::bulk::compress(&payload, 1).unwrap();
+    let mut wrong = payload.clone();
+    wrong[10] = 1;
+    let mut file = file_start();
+    for i in 0..40u8 {
+        // A genuine frame of SIZE bytes, its CRC computed over other bytes; then an intact
+        // uncompressed block, so that no two damaged ranges touch.
+        file.extend(raw_block_with(
+            3,
+            &zstd_fields(payload.len() as u64),
+            &frame,
+            &wrong,
+        ));
+        file.extend(raw_block(3, &data_payload(&[&[b'a' + i % 26]])));
+    }
+    // An intact compressed block after them still reads: it is small.
+    let small = data_payload(&[b"compressed"]);
+    file.extend(raw_block_with(
+        3,
+        &zstd_fields(small.len() as u64),
+        &zstd::bulk::compress(&small, 1).unwrap(),
+        &small,
+    ));
+    assert!(file.len() < 64 << 10, "{} bytes", file.len());
+
+    let causes = |options: &ReaderBuilder| {
+        let (records, errors) = options.from_slice(&file).read_all();
+        let causes: Vec<&str> = errors
+            .iter()
+            .map(|e| match e {
+                Error::Damaged { cause, .. } => cause.name(),
+                other => panic!("{other}"),
+            })
+            .collect();
+        (records.len(), causes)
+    };
+    // By default 1 GiB: the 320 MiB of these are all checked, and reported as damage.
+    let (records, found) = causes(&ReaderBuilder::new());
+    assert_eq!(records, 41);
+    assert_eq!(found, vec!["crc"; 40]);
+
+    // With 64 MiB, eight are checked (plus 64 bytes for each byte of body met, a few KiB
+    // here); each after them would pass the limit, and is unreadable without being
+    // decompressed. The blocks between, and the small one at the end, read.
+    let limited = ReaderBuilder::new().limits(Limits::default().max_damaged_decoding(64 << 20));
+    let (records, found) = causes(&limited);
+    assert_eq!(records, 41);
+    let mut expected = vec!["crc"; 8];
+    expected.extend(vec!["limit"; 32]);
+    assert_eq!(found, expected);
+    let message = limited.from_slice(&file).read_all().1[8].to_string();
+    assert!(
+        message.contains("bytes decompressed for damaged blocks"),
+        "{message}"
+    );
+}

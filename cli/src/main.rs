@@ -270,6 +270,13 @@ pub struct ReadOptions {
     #[arg(long, value_name = "BYTES", default_value = "64M", hide_default_value = true,
           value_parser = args::bytes_in(1..=isize::MAX as u64), visible_alias = "max-block-size")]
     pub max_body_size: usize,
+    /// Most bytes to decompress for blocks that then fail their checks (plus 64 per byte of
+    /// block body read), so that hostile frames cost time in proportion to the file; past
+    /// it a compressed block is reported unreadable without being decompressed. [default:
+    /// 1G]
+    #[arg(long, value_name = "BYTES", default_value = "1G", hide_default_value = true,
+          value_parser = args::bytes_in(0..=u64::MAX))]
+    pub max_damaged_decoding: usize,
     /// A zstd dictionary for blocks compressed with it (repeatable); dictionaries the file
     /// embeds are found on their own.
     #[arg(long = "dict", value_name = "FILE")]
@@ -281,8 +288,11 @@ pub struct ReadOptions {
 
 impl ReadOptions {
     fn builder(&self) -> Result<cobsfile::ReaderBuilder, Failure> {
-        let mut builder = cobsfile::ReaderBuilder::new()
+        let limits = cobsfile::Limits::default()
             .max_body_size(self.max_body_size)
+            .max_damaged_decoding(self.max_damaged_decoding as u64);
+        let mut builder = cobsfile::ReaderBuilder::new()
+            .limits(limits)
             .threads(self.threads);
         for path in &self.dictionaries {
             builder = builder.dictionary(load_dictionary(path)?);
