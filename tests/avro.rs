@@ -1407,3 +1407,51 @@ fn millions_of_nulls_are_over_the_limit_however_they_compress() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(values.len(), 1);
 }
+
+/// A record nested as deep as the widest depth limit allows reads through every walk of a
+/// value (the check, decoding, JSON both ways, resolution), on a thread with the default
+/// stack of 2 MiB: one depth limit, not one per walk (JSON once stopped at 512 calls, and
+/// apache-avro's decoder overflowed that stack at 64 levels in a debug build, 1,024 in a
+/// release build, aborting the process).
+#[test]
+fn the_deepest_record_the_limits_allow_reads_through_every_walk() {
+    let json = r#"{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}"#;
+    let schema = WriterSchema::parse(json).unwrap();
+    // Each level of the list is a record and a union: 512 records, the last one's union
+    // taking its null branch, 1,024 levels.
+    let mut datum = vec![2u8; 511];
+    datum.push(0);
+    let mut writer = Writer::new(Vec::new()).unwrap();
+    writer.write_metadata(schema.metadata()).unwrap();
+    writer
+        .write_record(&[&schema.prefix()[..], &datum[..]].concat())
+        .unwrap();
+    let file = writer.finish().unwrap();
+    std::thread::spawn(move || {
+        let limits = DatumLimits::default().max_depth(1024);
+        let read = |builder: AvroReaderBuilder| {
+            let mut reader = builder
+                .limits(limits)
+                .build(ReaderBuilder::new().from_slice(&file));
+            reader.next_value().expect("a record").expect("it reads")
+        };
+        let value = read(AvroReaderBuilder::new());
+        let text = cobsfile::avro::json::to_json(&value, &schema).expect("to JSON");
+        let back = cobsfile::avro::json::from_json(&text, &schema).expect("from JSON");
+        assert_eq!(back, value);
+        let resolved = read(AvroReaderBuilder::new().reader_schema(schema.schema().clone()));
+        assert_eq!(resolved, value);
+        // One level fewer allowed, and it is over the limit.
+        let over = DatumLimits::default().max_depth(1023);
+        let mut reader = AvroReaderBuilder::new()
+            .limits(over)
+            .build(ReaderBuilder::new().from_slice(&file));
+        let err = reader
+            .next_value()
+            .expect("a record")
+            .expect_err("over the limit");
+        assert_eq!(err.name(), "limit");
+    })
+    .join()
+    .expect("no stack overflow");
+}

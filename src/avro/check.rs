@@ -68,10 +68,11 @@ impl DatumLimits {
         self
     }
 
-    /// The deepest nesting of records, arrays, maps and unions a datum may have (default 128).
-    /// Decoding recurses once per level: raise it on a thread with a larger stack only.
+    /// The deepest nesting of records, arrays, maps and unions a datum may have (default 128,
+    /// at most [`MAX_DEPTH_CEILING`]). Decoding recurses once per level, on a stack grown for
+    /// the record when the thread's has no room for it.
     pub fn max_depth(mut self, depth: usize) -> Self {
-        self.max_depth = depth;
+        self.max_depth = depth.min(MAX_DEPTH_CEILING);
         self
     }
 
@@ -89,7 +90,10 @@ impl DatumLimits {
             values_base: self.values_base.saturating_mul(16),
             values_per_byte: self.values_per_byte.saturating_mul(16),
             values_cap: self.values_cap.saturating_mul(16),
-            max_depth: self.max_depth.saturating_mul(8).clamp(self.max_depth, 1024),
+            max_depth: self
+                .max_depth
+                .saturating_mul(8)
+                .clamp(self.max_depth, MAX_DEPTH_CEILING),
         }
     }
 
@@ -173,23 +177,69 @@ fn walk_names<'s>(schema: &'s Schema, namespace: &Namespace, meet: &mut impl FnM
     }
 }
 
-/// Walks the datum at the start of `bytes` as `schema` says, and returns where it ends.
+/// The deepest nesting any limits allow (and every walk of a value accepts): 1,024 levels.
+pub const MAX_DEPTH_CEILING: usize = 1024;
+
+/// Stack a walk of a value needs per level of nesting, at most: `apache-avro`'s decoder took
+/// 32 to 64 KiB a level in a debug build (a list of 32 records and unions read on a 2 MiB
+/// stack, 64 did not), under 16 KiB in a release build (128 levels read). A stack grown for
+/// a deep record is reserved, not touched: what is not used costs no memory.
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
+    128 << 10
+} else {
+    32 << 10
+};
+
+/// Stack kept free below any walk.
+const STACK_BASE: usize = 256 << 10;
+
+/// Runs `f`, a recursive walk of a value `levels` deep, where the stack has room for it: on
+/// this thread's stack when it has, else on a new one (the common case, a shallow record on
+/// any thread, costs a comparison).
+#[inline]
+pub(crate) fn with_stack<T>(levels: usize, f: impl FnOnce() -> T) -> T {
+    // A record a few levels deep fits in what any caller leaves (the common case, checked
+    // for nothing).
+    if levels <= SHALLOW {
+        return f();
+    }
+    let need = STACK_BASE + levels.min(MAX_DEPTH_CEILING + 1) * STACK_PER_LEVEL;
+    stacker::maybe_grow(need, need + STACK_BASE, f)
+}
+
+/// Levels a walk takes without looking at the stack: a few KiB each in a debug build, well
+/// within [`STACK_BASE`].
+const SHALLOW: usize = 8;
+
+/// Level `depth` of a recursive walk of this crate's (the check, JSON, resolution, paths):
+/// every [`SHALLOW`] levels it goes on on a new stack segment if this one is nearly used up.
+#[inline]
+pub(crate) fn level<T>(depth: usize, f: impl FnOnce() -> T) -> T {
+    if depth % SHALLOW != SHALLOW - 1 {
+        return f();
+    }
+    stacker::maybe_grow(STACK_BASE / 2, 4 << 20, f)
+}
+
+/// Walks the datum at the start of `bytes` as `schema` says, and returns where it ends and
+/// how deep it nests (the levels [`with_stack`] needs for it).
 pub(crate) fn check(
     schema: &Schema,
     names: &Names,
     bytes: &[u8],
     limits: &DatumLimits,
-) -> Result<usize, Failure> {
+) -> Result<(usize, usize), Failure> {
     let mut walk = Walk {
         bytes,
         at: 0,
         values: 0,
         max_values: limits.values_for(bytes.len()),
         max_depth: limits.max_depth,
+        deepest: 0,
         names,
     };
     walk.value(schema, &None, 0)?;
-    Ok(walk.at)
+    Ok((walk.at, walk.deepest))
 }
 
 struct Walk<'a> {
@@ -198,6 +248,8 @@ struct Walk<'a> {
     values: u64,
     max_values: u64,
     max_depth: usize,
+    /// The deepest level met.
+    deepest: usize,
     names: &'a Names,
 }
 
@@ -274,7 +326,15 @@ impl Walk<'_> {
         Ok(())
     }
 
+    #[inline]
     fn value(&mut self, schema: &Schema, ns: &Namespace, depth: usize) -> Result<(), Failure> {
+        if depth % SHALLOW == SHALLOW - 1 {
+            return level(depth, || self.value_here(schema, ns, depth));
+        }
+        self.value_here(schema, ns, depth)
+    }
+
+    fn value_here(&mut self, schema: &Schema, ns: &Namespace, depth: usize) -> Result<(), Failure> {
         self.count()?;
         match schema {
             Schema::Null => Ok(()),
@@ -353,13 +413,14 @@ impl Walk<'_> {
         }
     }
 
-    fn deeper(&self, depth: usize) -> Result<usize, Failure> {
+    fn deeper(&mut self, depth: usize) -> Result<usize, Failure> {
         if depth >= self.max_depth {
             return Err(Failure::Limit {
                 what: "levels of nesting",
                 limit: self.max_depth as u64,
             });
         }
+        self.deepest = self.deepest.max(depth + 1);
         Ok(depth + 1)
     }
 
@@ -399,7 +460,7 @@ mod tests {
 
     fn run(schema: &str, bytes: &[u8]) -> Result<usize, Failure> {
         let schema = Schema::parse_str(schema).unwrap();
-        check(&schema, &names(&schema), bytes, &DatumLimits::default())
+        check(&schema, &names(&schema), bytes, &DatumLimits::default()).map(|(end, _)| end)
     }
 
     #[test]

@@ -656,9 +656,9 @@ impl<'a> Container<'a> {
             let walk =
                 |limits: &DatumLimits| check::check(schema.schema(), schema.names(), rest, limits);
             let len = match walk(&self.limits.datums) {
-                Ok(len) => {
+                Ok((len, depth)) => {
                     schema
-                        .check_values(&rest[..len], &mut record)
+                        .check_values(&rest[..len], depth, &mut record)
                         .map_err(|e| fail(i, at, e))?;
                     within.push(at..at + len);
                     len
@@ -670,7 +670,7 @@ impl<'a> Container<'a> {
                 // found within limits wide enough to pass it (and still bounded).
                 Err(check::Failure::Limit { what, limit }) => {
                     match walk(&self.limits.datums.widened()) {
-                        Ok(len) => {
+                        Ok((len, _)) => {
                             over_limit.push(OverLimit {
                                 index: i,
                                 what,

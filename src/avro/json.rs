@@ -20,14 +20,15 @@ use apache_avro::types::Value;
 use apache_avro::{Decimal, Duration};
 use serde_json::{Map, Number, Value as Json};
 
-use super::check::Names;
+use super::check::{self, Names};
 use super::error::{Error, Result};
 use super::resolve;
 use super::schema::WriterSchema;
 
-/// Nesting deeper than this is refused (a JSON value parsed by `serde_json` nests at most 128
-/// deep; a value built in code may be deeper).
-const MAX_DEPTH: usize = 512;
+/// Nesting deeper than this is refused: a value read from a record nests at most as deep as
+/// the datum limits allow, plus its leaves (a JSON value parsed by `serde_json` nests at most
+/// 128 deep; a value built in code may be deeper).
+const MAX_DEPTH: usize = check::MAX_DEPTH_CEILING + 1;
 
 /// `value`, a value of `schema`, in Avro's JSON encoding. Fails, naming where, on a part of
 /// `value` that does not fit `schema`.
@@ -170,6 +171,19 @@ fn encode(
     path: &mut String,
     depth: usize,
 ) -> Step<Json> {
+    check::level(depth, || {
+        encode_level(value, schema, names, ns, path, depth)
+    })
+}
+
+fn encode_level(
+    value: &Value,
+    schema: &Schema,
+    names: &Names,
+    ns: &Namespace,
+    path: &mut String,
+    depth: usize,
+) -> Step<Json> {
     if depth > MAX_DEPTH {
         return Err(format!("nested deeper than {MAX_DEPTH}"));
     }
@@ -178,7 +192,8 @@ fn encode(
     Ok(match (schema, value) {
         (Schema::Ref { name }, _) => {
             let (named, ns) = named(name, ns, names)?;
-            return encode(value, named, names, &ns, path, depth);
+            // A reference is not a level of nesting (as the datum limits count them).
+            return encode(value, named, names, &ns, path, depth - 1);
         }
         (Schema::Union(union), Value::Union(i, inner)) => {
             let Some(branch) = union.variants().get(*i as usize) else {
@@ -292,6 +307,17 @@ fn decode(
     path: &mut String,
     depth: usize,
 ) -> Step<Value> {
+    check::level(depth, || decode_level(json, schema, names, ns, path, depth))
+}
+
+fn decode_level(
+    json: &Json,
+    schema: &Schema,
+    names: &Names,
+    ns: &Namespace,
+    path: &mut String,
+    depth: usize,
+) -> Step<Value> {
     if depth > MAX_DEPTH {
         return Err(format!("nested deeper than {MAX_DEPTH}"));
     }
@@ -299,7 +325,8 @@ fn decode(
     Ok(match schema {
         Schema::Ref { name } => {
             let (named, ns) = named(name, ns, names)?;
-            return decode(json, named, names, &ns, path, depth);
+            // A reference is not a level of nesting (as the datum limits count them).
+            return decode(json, named, names, &ns, path, depth - 1);
         }
         Schema::Union(union) => {
             let variants = union.variants();

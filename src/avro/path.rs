@@ -24,7 +24,20 @@ fn locate(
     path: &mut String,
     depth: usize,
 ) -> bool {
-    if depth > 256 {
+    super::check::level(depth, || {
+        locate_level(value, schema, names, ns, path, depth)
+    })
+}
+
+fn locate_level(
+    value: &Value,
+    schema: &Schema,
+    names: &Names,
+    ns: &Namespace,
+    path: &mut String,
+    depth: usize,
+) -> bool {
+    if depth > super::check::MAX_DEPTH_CEILING + 1 {
         return false;
     }
     let len = path.len();
@@ -32,9 +45,7 @@ fn locate(
         (_, Schema::Ref { name }) => {
             let full = name.fully_qualified_name(ns);
             match names.get(&full) {
-                Some(named) => {
-                    return locate(value, named, names, &full.namespace, path, depth + 1)
-                }
+                Some(named) => return locate(value, named, names, &full.namespace, path, depth),
                 None => true,
             }
         }

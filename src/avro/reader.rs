@@ -95,6 +95,8 @@ pub struct Datum<'a> {
     pub index: u64,
     /// The record's position among the records this reader met, from 0.
     pub ordinal: u64,
+    /// How deep the datum nests, as the check found it: the stack its decoding needs.
+    depth: usize,
 }
 
 impl<'a> Datum<'a> {
@@ -118,7 +120,9 @@ impl<'a> Datum<'a> {
             },
         };
         let mut rest = self.record;
-        match guarded(|| self.schema.decoder().read_value(&mut rest)) {
+        match check::with_stack(self.depth, || {
+            guarded(|| self.schema.decoder().read_value(&mut rest))
+        }) {
             Ok(Ok(value)) if rest.is_empty() => Ok(value),
             Ok(Ok(_)) => Err(undecodable("decoded short".into())),
             Ok(Err(e)) => Err(undecodable(e.to_string())),
@@ -166,7 +170,7 @@ impl<S: Source> AvroReader<S> {
     /// to 4) but not decoded: for copying records as they are (into an Avro object container
     /// file, say). Errors as for [`next_value`](Self::next_value).
     pub fn next_datum(&mut self) -> Option<Result<Datum<'_>>> {
-        let (range, offset, index, ordinal, schema) = match self.next_checked()? {
+        let (range, offset, index, ordinal, schema, depth) = match self.next_checked()? {
             Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
@@ -176,6 +180,7 @@ impl<S: Source> AvroReader<S> {
             offset,
             index,
             ordinal,
+            depth,
         }))
     }
 
@@ -270,7 +275,7 @@ impl<S: Source> AvroReader<S> {
         &self,
         record: &[u8],
         block: u64,
-    ) -> std::result::Result<WriterSchema, RecordProblem> {
+    ) -> std::result::Result<(WriterSchema, usize), RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
                 found: record[..record.len().min(PREFIX_LEN)].to_vec(),
@@ -296,8 +301,8 @@ impl<S: Source> AvroReader<S> {
         };
         let datum = &record[PREFIX_LEN..];
         match check::check(schema.schema(), schema.names(), datum, &self.limits) {
-            Ok(end) if end == datum.len() => Ok(schema.clone()),
-            Ok(end) => Err(RecordProblem::TrailingBytes {
+            Ok((end, depth)) if end == datum.len() => Ok((schema.clone(), depth)),
+            Ok((end, _)) => Err(RecordProblem::TrailingBytes {
                 fingerprint,
                 left: (datum.len() - end) as u64,
                 len: datum.len() as u64,
@@ -317,7 +322,7 @@ impl<S: Source> AvroReader<S> {
     #[allow(clippy::type_complexity)]
     fn next_checked(
         &mut self,
-    ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema)>> {
+    ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema, usize)>> {
         loop {
             let (range, block) = match self.reader.next_item_at()? {
                 Err(e) => return Some(Err(e.into())),
@@ -349,9 +354,9 @@ impl<S: Source> AvroReader<S> {
             self.ordinal += 1;
             return Some(
                 match self.datum_check(self.reader.record(range.clone()), block) {
-                    Ok(schema) => {
+                    Ok((schema, depth)) => {
                         self.last = Some(schema.clone());
-                        Ok((range, block, self.index, ordinal, schema))
+                        Ok((range, block, self.index, ordinal, schema, depth))
                     }
                     Err(problem) => Err(Error::Record {
                         offset: block,

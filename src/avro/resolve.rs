@@ -34,7 +34,9 @@ use super::schema::{guarded, WriterSchema};
 
 /// Nesting deeper than this is refused; a datum is checked against the reader's (smaller)
 /// depth limit before it is decoded, so this is a backstop for values built in code.
-const MAX_DEPTH: usize = 512;
+/// (Each level of a value the datum limits allow is at most two calls here: a union on the
+/// writer's side, then on the reader's.)
+const MAX_DEPTH: usize = 2 * (check::MAX_DEPTH_CEILING + 1);
 
 /// A reader schema, with its named types for following references.
 #[derive(Debug, Clone)]
@@ -322,6 +324,16 @@ impl<'a> Walk<'a> {
     }
 
     fn resolve(
+        &mut self,
+        value: Value,
+        writer: Side<'a, '_>,
+        reader: Side<'a, '_>,
+        depth: usize,
+    ) -> Step<Value> {
+        check::level(depth, || self.resolve_level(value, writer, reader, depth))
+    }
+
+    fn resolve_level(
         &mut self,
         value: Value,
         writer: Side<'a, '_>,

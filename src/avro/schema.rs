@@ -195,8 +195,8 @@ impl WriterSchema {
         limits: &check::DatumLimits,
         record: &mut Vec<u8>,
     ) -> std::result::Result<usize, String> {
-        let len = match check::check(self.schema(), self.names(), bytes, limits) {
-            Ok(len) => len,
+        let (len, depth) = match check::check(self.schema(), self.names(), bytes, limits) {
+            Ok(found) => found,
             Err(check::Failure::Invalid { at, what }) => {
                 return Err(format!("at byte {at}: {what}"))
             }
@@ -204,21 +204,24 @@ impl WriterSchema {
                 return Err(format!("it would decode to more than {limit} {what}"))
             }
         };
-        self.check_values(&bytes[..len], record).map(|()| len)
+        self.check_values(&bytes[..len], depth, record)
+            .map(|()| len)
     }
 
-    /// Decodes `datum` (whose layout was checked) with this schema's decoder and drops the
-    /// value: the check of its values (spec 15.3, check 5). `record` is scratch space.
+    /// Decodes `datum` (whose layout was checked, nesting `depth` deep) with this schema's
+    /// decoder and drops the value: the check of its values (spec 15.3, check 5). `record` is
+    /// scratch space.
     pub(crate) fn check_values(
         &self,
         datum: &[u8],
+        depth: usize,
         record: &mut Vec<u8>,
     ) -> std::result::Result<(), String> {
         record.clear();
         record.extend_from_slice(&self.prefix());
         record.extend_from_slice(datum);
         let mut rest = &record[..];
-        match guarded(|| self.decoder().read_value(&mut rest)) {
+        match check::with_stack(depth, || guarded(|| self.decoder().read_value(&mut rest))) {
             Ok(Ok(_)) if rest.is_empty() => Ok(()),
             Ok(Ok(_)) => Err("decodes short".into()),
             Ok(Err(e)) => Err(e.to_string()),
