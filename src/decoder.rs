@@ -67,10 +67,10 @@ use std::ops::Range;
 
 use crate::block::{self, BlockType, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
 use crate::codec::{self, Decompressor, Dictionary, Refused};
+use crate::ending::{Ending, Tail};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Found, Frame};
 use crate::limits::Limits;
-use crate::report::{Ending, Tail};
 use crate::varint;
 
 /// Where a block is and what it holds.

@@ -77,6 +77,7 @@ mod block;
 pub mod cobs;
 mod codec;
 mod decoder;
+mod ending;
 mod error;
 mod follow;
 mod frame;
@@ -101,6 +102,7 @@ pub use appender::{Appender, AppenderBuilder, Durability, Opened, DEFAULT_GROUP_
 pub use block::{BlockType, Entries, Records, FORMAT_VERSION, MAGIC};
 pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
+pub use ending::Ending;
 pub use error::{Cause, Error, Result};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
@@ -115,7 +117,7 @@ pub use reader::{
     SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
-pub use report::{BlockCounts, Damage, Ending, Held, Report};
+pub use report::{BlockCounts, Damage, Held, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET, DEFAULT_COMPRESSED_BLOCK_TARGET};

@@ -13,9 +13,10 @@ use std::sync::{Condvar, Mutex};
 
 use crate::decoder::Block;
 use crate::decoder::{Decoder, Input, Step, Want};
+use crate::ending::Tail;
 use crate::error::{Error, Result};
 use crate::frame;
-use crate::report::{Damage, Report, Tail};
+use crate::report::{Damage, Report};
 
 /// A sink that keeps nothing (a range read for its report alone).
 pub(crate) struct Discard;

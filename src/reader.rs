@@ -14,13 +14,14 @@ use std::sync::Arc;
 use crate::block::{self, BlockType, Entries};
 use crate::codec::Dictionary;
 use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
+use crate::ending::Ending;
 use crate::error::{Error, Result};
 use crate::frame;
 use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::Decoders;
 use crate::range::{self, RangeSink};
-use crate::report::{Ending, Report};
+use crate::report::Report;
 use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
 use crate::varint;
 

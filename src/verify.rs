@@ -1,8 +1,9 @@
 //! Verification: every block read and checked, and a report of what is intact and what is not.
 
+use crate::ending::Tail;
 use crate::error::Result;
 use crate::reader::Reader;
-use crate::report::{Report, Tail};
+use crate::report::Report;
 use crate::source::Source;
 
 /// Reads every block `reader` has left and reports what is intact, what is damaged or

@@ -22,8 +22,7 @@ use serde_json::{Map, Number, Value as Json};
 
 use super::check::{self, Names};
 use super::error::{Error, Result};
-use super::resolve;
-use super::schema::WriterSchema;
+use super::schema::{self, WriterSchema};
 
 /// Nesting deeper than this is refused: a value read from a record nests at most as deep as
 /// the datum limits allow, plus its leaves (a JSON value parsed by `serde_json` nests at most
@@ -99,7 +98,7 @@ fn branch_name(schema: &Schema, ns: &Namespace) -> String {
         Schema::Ref { name } => name.fully_qualified_name(ns).fullname(None),
         // A primitive, or a logical type on one, by the primitive; an array or a map by its
         // kind ("union" for a union in a union, which is not a valid schema).
-        schema => resolve::kind(schema).name().into(),
+        schema => schema::kind(schema).name().into(),
     }
 }
 

@@ -245,6 +245,78 @@ fn schema_entries<'a>(
     (json, stored)
 }
 
+/// The type under a logical type: what resolution compares, and what a union branch is
+/// called in Avro's JSON encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Fixed,
+    Enum,
+    Record,
+    Array,
+    Map,
+    Union,
+}
+
+impl Kind {
+    /// Its name in a schema.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Boolean => "boolean",
+            Kind::Int => "int",
+            Kind::Long => "long",
+            Kind::Float => "float",
+            Kind::Double => "double",
+            Kind::Bytes => "bytes",
+            Kind::String => "string",
+            Kind::Fixed => "fixed",
+            Kind::Enum => "enum",
+            Kind::Record => "record",
+            Kind::Array => "array",
+            Kind::Map => "map",
+            Kind::Union => "union",
+        }
+    }
+}
+
+/// The type under `schema`'s logical type, if any (a reference is taken for a record).
+pub(crate) fn kind(schema: &Schema) -> Kind {
+    match schema {
+        Schema::Null => Kind::Null,
+        Schema::Boolean => Kind::Boolean,
+        Schema::Int | Schema::Date | Schema::TimeMillis => Kind::Int,
+        Schema::Long
+        | Schema::TimeMicros
+        | Schema::TimestampMillis
+        | Schema::TimestampMicros
+        | Schema::TimestampNanos
+        | Schema::LocalTimestampMillis
+        | Schema::LocalTimestampMicros
+        | Schema::LocalTimestampNanos => Kind::Long,
+        Schema::Float => Kind::Float,
+        Schema::Double => Kind::Double,
+        Schema::Bytes | Schema::BigDecimal => Kind::Bytes,
+        Schema::String | Schema::Uuid => Kind::String,
+        Schema::Fixed(_) | Schema::Duration => Kind::Fixed,
+        Schema::Decimal(decimal) => kind(&decimal.inner),
+        Schema::Enum(_) => Kind::Enum,
+        Schema::Record(_) => Kind::Record,
+        Schema::Array(_) => Kind::Array,
+        Schema::Map(_) => Kind::Map,
+        Schema::Union(_) => Kind::Union,
+        // Followed before a kind is asked for.
+        Schema::Ref { .. } => Kind::Record,
+    }
+}
+
 /// A single-object prefix, as `apache-avro` takes one.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Prefix([u8; super::PREFIX_LEN]);
