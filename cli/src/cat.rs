@@ -317,7 +317,7 @@ fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Fai
     }
     let ending = Outcome::of_ending(report.ending);
     if ending != Outcome::Clean {
-        let text = super::verify::ending_text(report.ending, None);
+        let text = super::input::ending_text(report.ending, None);
         eprintln!("cobsfile: {name}: {text}");
     }
     Ok(damage.worst(ending))

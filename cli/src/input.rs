@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use cobsfile::{Cause, Error, MappedFile, Reader, Source};
+use cobsfile::{Cause, Ending, Error, MappedFile, Reader, Source};
 
 use super::{is_stdio, Failure, Outcome, ReadOptions};
 
@@ -164,20 +164,49 @@ impl Diagnostics {
     pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
         let stats = reader.stats();
         if stats.blocks == 0 && stats.damaged_regions > 0 {
-            return Err(super::verify::no_intact_block(
-                &self.name,
-                self.over_limit.as_ref(),
-            ));
+            return Err(no_intact_block(&self.name, self.over_limit.as_ref()));
         }
         self.release();
         if let Some(ending) = reader.ending() {
             let outcome = Outcome::of_ending(ending);
             if outcome != Outcome::Clean {
-                let text = super::verify::ending_text(ending, None);
+                let text = ending_text(ending, None);
                 eprintln!("cobsfile: {}: {text}", self.name);
             }
             self.outcome = self.outcome.worst(outcome);
         }
         Ok(self.outcome)
+    }
+}
+
+/// What a command says of an input in which nothing is intact: not a cobsfile, or, when
+/// blocks were refused for their size (`over_limit`), a `--max-body-size` too small for it.
+pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
+    match over_limit {
+        Some(cause) => Failure::at(
+            name,
+            format!("no block fits within --max-body-size ({cause}); raise it to read this file"),
+        ),
+        None => Failure::at(name, "not a cobsfile: no intact block found"),
+    }
+}
+
+/// How a file ends, as the summary says it (spec 9.5.1). `ends_in_damage`: whether damage
+/// runs to the end of the input, when known.
+pub fn ending_text(ending: Ending, ends_in_damage: Option<bool>) -> String {
+    match ending {
+        Ending::Finished => "finished".into(),
+        Ending::Open => "open log".into(),
+        Ending::Empty => "empty: 0 bytes, no blocks".into(),
+        _ => {
+            let how = match ends_in_damage {
+                Some(true) => "ends in damage, without",
+                Some(false) => "ends at a block boundary without",
+                None => "ends without",
+            };
+            format!(
+                "unfinished: {how} the end block a finished file has (cut, or its writer stopped)"
+            )
+        }
     }
 }

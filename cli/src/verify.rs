@@ -4,10 +4,10 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cobsfile::{Cause, Damage, Ending, Reader, Report, Source};
+use cobsfile::{Cause, Damage, Reader, Report, Source};
 use serde_json::{json, Value};
 
-use super::input::{self, ReadJob};
+use super::input::{self, ending_text, no_intact_block, ReadJob};
 use super::{Failure, Outcome, ReadOptions};
 
 /// The `verify` command's job.
@@ -61,38 +61,6 @@ pub fn not_a_cobsfile(name: &str, report: &Report) -> Result<(), Failure> {
         .map(|d| &d.cause)
         .find(|c| c.is_over_limit());
     Err(no_intact_block(name, over_limit))
-}
-
-/// What a command says of an input in which nothing is intact: not a cobsfile, or, when
-/// blocks were refused for their size (`over_limit`), a `--max-body-size` too small for it.
-pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
-    match over_limit {
-        Some(cause) => Failure::at(
-            name,
-            format!("no block fits within --max-body-size ({cause}); raise it to read this file"),
-        ),
-        None => Failure::at(name, "not a cobsfile: no intact block found"),
-    }
-}
-
-/// How a file ends, as the summary says it (spec 9.5.1). `ends_in_damage`: whether damage
-/// runs to the end of the input, when known.
-pub fn ending_text(ending: Ending, ends_in_damage: Option<bool>) -> String {
-    match ending {
-        Ending::Finished => "finished".into(),
-        Ending::Open => "open log".into(),
-        Ending::Empty => "empty: 0 bytes, no blocks".into(),
-        _ => {
-            let how = match ends_in_damage {
-                Some(true) => "ends in damage, without",
-                Some(false) => "ends at a block boundary without",
-                None => "ends without",
-            };
-            format!(
-                "unfinished: {how} the end block a finished file has (cut, or its writer stopped)"
-            )
-        }
-    }
 }
 
 /// The ending of `report` as the summary says it.
