@@ -43,7 +43,7 @@ pub fn read_file(
     batch_size: usize,
     threads: usize,
 ) -> Result<FileBatches> {
-    crate::scan::not_a_cobsfile(bytes, file, reader)?;
+    crate::schema::not_a_cobsfile(bytes, file, reader)?;
     let found = sample(bytes, reader, options, options.schema_infer_max_records);
     let schema = infer(&[(file.to_string(), found)], options)?;
     let mode = mode_of(&schema, options)?

@@ -21,7 +21,7 @@ use cobsfile::avro::{AvroReaderBuilder, Error as AvroError, RecordProblem, Schem
 use cobsfile::{BlockType, Error as FileError};
 
 use crate::options::{CobsfileOptions, OnDamage};
-use crate::schema::{guard, store_of, Mode, RAW_COLUMNS};
+use crate::schema::{guard, not_a_cobsfile, store_of, Mode, RAW_COLUMNS};
 
 /// Bytes a scan skipped, or records it could not make rows of, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,23 +215,6 @@ pub(crate) fn scan(
     }
     emit(&mut rows, sink, &mut left)?;
     Ok(())
-}
-
-/// Fails for a non-empty input in which a full read finds no intact block at all: not a
-/// cobsfile (spec 9.5), rather than a cobsfile all damage. Asked only by the range that starts
-/// the file, when it found no block of its own.
-pub(crate) fn not_a_cobsfile(
-    bytes: &[u8],
-    file: &str,
-    options: &cobsfile::ReaderBuilder,
-) -> Result<()> {
-    if bytes.is_empty() || options.has_intact_block(bytes) {
-        return Ok(());
-    }
-    Err(exec_datafusion_err!(
-        "{file} is not a cobsfile: none of its {} bytes is an intact block",
-        bytes.len()
-    ))
 }
 
 /// Rows being gathered into a batch.
