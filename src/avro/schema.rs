@@ -625,15 +625,11 @@ impl Schemas {
     /// its fingerprint in conflict.
     pub fn add_from_block(&mut self, block: &Block<'_>) -> Result<Option<WriterSchema>> {
         let offset = block.info().offset;
-        if let Some(known) = self.announced_at(block.entries(), offset) {
-            // Met again: the newest, as announcing it again would make it.
-            self.added += 1;
-            if let Some(entry) = self.by_fingerprint.get_mut(&known.fingerprint()) {
-                entry.added = self.added;
-            }
+        let (json, stored) = schema_entries(block.entries());
+        if let Some(known) = self.met_again(json, stored, offset) {
             return Ok(Some(known));
         }
-        self.room_for_block(block.entries(), offset)?;
+        self.room_for_block(json, stored, offset)?;
         match WriterSchema::from_metadata(block.entries(), offset) {
             None => Ok(None),
             Some(Err(e)) => Err(e),
@@ -644,35 +640,38 @@ impl Schemas {
         }
     }
 
-    /// The schema this table holds as announced by the metadata block at `offset` with these
-    /// entries (a reader given a scan of its file meets each block again): the same
-    /// fingerprint and text, so not parsed again.
-    fn announced_at<'a>(
-        &self,
-        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    /// The schema this table holds as announced by the metadata block at `offset` with this
+    /// text and stored fingerprint (a reader given a scan of its file meets each block again),
+    /// made the newest as announcing it again would: the same schema, not parsed again.
+    fn met_again(
+        &mut self,
+        json: Option<&[u8]>,
+        stored: Option<&[u8]>,
         offset: u64,
     ) -> Option<WriterSchema> {
-        let (json, stored) = schema_entries(entries);
         let fingerprint = u64::from_le_bytes(stored?.try_into().ok()?);
-        let entry = self.by_fingerprint.get(&fingerprint)?;
-        (entry.announced == Some(offset) && entry.schema.json().as_bytes() == json?)
-            .then(|| entry.schema.clone())
+        let entry = self.by_fingerprint.get_mut(&fingerprint)?;
+        if entry.announced != Some(offset) || entry.schema.json().as_bytes() != json? {
+            return None;
+        }
+        self.added += 1;
+        entry.added = self.added;
+        Some(entry.schema.clone())
     }
 
-    /// [`room_for`](Self::room_for) the schema a metadata block's entries announce, if any.
-    fn room_for_block<'a>(
+    /// [`room_for`](Self::room_for) the schema text `json` a metadata block announces, if
+    /// any, under the fingerprint it stores.
+    fn room_for_block(
         &self,
-        entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        json: Option<&[u8]>,
+        stored: Option<&[u8]>,
         offset: u64,
     ) -> Result<()> {
-        match schema_entries(entries) {
-            (Some(json), stored) => {
-                let fingerprint =
-                    stored.and_then(|fp| Some(u64::from_le_bytes(fp.try_into().ok()?)));
-                self.room_for(json.len(), fingerprint, offset)
-            }
-            (None, _) => Ok(()),
-        }
+        let Some(json) = json else {
+            return Ok(());
+        };
+        let fingerprint = stored.and_then(|fp| Some(u64::from_le_bytes(fp.try_into().ok()?)));
+        self.room_for(json.len(), fingerprint, offset)
     }
 
     /// Collects the schemas of every metadata block in `bytes` (a whole file), in file order,
@@ -706,7 +705,11 @@ impl Schemas {
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_slice()))
             };
-            if schemas.room_for_block(entries(), metadata.offset).is_err() {
+            let (json, stored) = schema_entries(entries());
+            if schemas
+                .room_for_block(json, stored, metadata.offset)
+                .is_err()
+            {
                 continue;
             }
             if let Some(Ok(schema)) = WriterSchema::from_metadata(entries(), metadata.offset) {
