@@ -904,6 +904,159 @@ proptest! {
     }
 }
 
+/// Whether `serde_json` keeps an object's keys in the order they were inserted (its
+/// `preserve_order` feature, which another crate of the build may turn on).
+fn json_keeps_order() -> bool {
+    let mut map = serde_json::Map::new();
+    map.insert("b".into(), serde_json::Value::Null);
+    map.insert("a".into(), serde_json::Value::Null);
+    map.keys().next().map(String::as_str) == Some("b")
+}
+
+/// A file of one record whose bytes are `record` (a single-object record of `schema`, or
+/// anything), after `schema`'s metadata block: written by a plain writer, unchecked.
+fn file_of_record(schema: &WriterSchema, record: &[u8]) -> Vec<u8> {
+    let mut writer = Writer::new(Vec::new()).unwrap();
+    let [(k1, v1), (k2, v2)] = schema.metadata();
+    writer.write_metadata([(k1, v1), (k2, v2)]).unwrap();
+    writer.write_record(record).unwrap();
+    writer.finish().unwrap()
+}
+
+/// The record `value` encodes to, with `schema`.
+fn encode(schema: &WriterSchema, value: &Value) -> Vec<u8> {
+    AvroWriter::new(Writer::new(Vec::new()).unwrap(), schema.clone())
+        .unwrap()
+        .encode_value(value)
+        .unwrap()
+        .to_vec()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// JSON written straight from a record's bytes, in the walk that checks it, is the JSON of
+    /// its decoded value (text for text where `serde_json` keeps the schema's field order).
+    #[test]
+    fn json_straight_from_datums_is_the_json_of_their_values(
+        values in prop::collection::vec(everything(), 1..6),
+        list in list(),
+    ) {
+        let keeps_order = json_keeps_order();
+        for (values, schema) in [(values, schema(EVERYTHING)), (vec![list], schema(LIST))] {
+            let file = write(&schema, &values, WriterBuilder::new().block_target(200));
+            let mut reader = AvroReader::new(ReaderBuilder::new().from_slice(&file));
+            let mut json = cobsfile::avro::json::JsonWriter::new();
+            for value in &values {
+                reader.next_datum_with(&mut json).unwrap().unwrap();
+                let expected = cobsfile::avro::json::to_json(value, &schema).unwrap();
+                let written: serde_json::Value = serde_json::from_slice(json.text()).unwrap();
+                prop_assert_eq!(&written, &expected);
+                if keeps_order {
+                    prop_assert_eq!(std::str::from_utf8(json.text()).unwrap(), expected.to_string());
+                }
+            }
+            prop_assert!(reader.next_datum_with(&mut json).is_none());
+        }
+    }
+
+    /// The check is one a decoder can rely on, and no stricter on values: on records altered
+    /// anywhere, what the typed reader returns `apache-avro` decodes whole, with the JSON
+    /// written in the walk; what it refuses for a value or for bytes after the datum,
+    /// `apache-avro` refuses too.
+    #[test]
+    fn the_check_passes_exactly_what_decodes(
+        value in everything(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        let schema = schema(EVERYTHING);
+        let mut record = encode(&schema, &value);
+        for (at, byte) in &edits {
+            // The prefix stays: the fingerprint must name the schema.
+            let at = 10 + at.index(record.len() - 10);
+            record[at] = *byte;
+        }
+        // The oracle decodes a datum only after the check passed its layout: `apache-avro`
+        // reserves what a count declares (gigabytes, from a few altered bytes).
+        let decode = || {
+            let mut rest = &record[..];
+            oracle_reader(&schema).read_value(&mut rest).ok().filter(|_| rest.is_empty())
+        };
+        let file = file_of_record(&schema, &record);
+        let mut reader = AvroReader::new(ReaderBuilder::new().from_slice(&file));
+        let mut json = cobsfile::avro::json::JsonWriter::new();
+        match reader.next_datum_with(&mut json).unwrap() {
+            Ok(_) => {
+                let decoded = decode().expect("the check passed a record that does not decode");
+                let expected = cobsfile::avro::json::to_json(&decoded, &schema).unwrap();
+                let written: serde_json::Value = serde_json::from_slice(json.text()).unwrap();
+                prop_assert_eq!(written, expected);
+            }
+            // Its layout passed, but not its values (check 5) or its end (check 4).
+            Err(e @ Error::Record { problem: RecordProblem::TrailingBytes { .. }, .. }) => {
+                prop_assert!(decode().is_none(), "refused a record that decodes: {}", e);
+            }
+            Err(e @ Error::Record { problem: RecordProblem::Undecodable { .. }, .. })
+                if VALUE_FAILURES.iter().any(|what| e.to_string().contains(what)) =>
+            {
+                prop_assert!(decode().is_none(), "refused a record that decodes: {}", e);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// What the check says of a value that is not valid (spec 15.3, check 5).
+const VALUE_FAILURES: [&str; 6] = [
+    "is not UTF-8",
+    "out of an int's range",
+    "a boolean byte",
+    "enum index",
+    "a uuid is not",
+    "a big-decimal is not",
+];
+
+/// JSON written straight from records: maps sorted by key with the last of a key written
+/// twice kept, unions named by their branch, numbers that are not finite as strings, bytes as
+/// characters U+0000 to U+00FF, a UUID of 16 bytes as its text.
+#[test]
+fn json_straight_from_datums_writes_avros_json_encoding() {
+    let schema = schema(
+        r#"{"type":"record","name":"R","namespace":"n","fields":[
+        {"name":"m","type":{"type":"map","values":{"type":"map","values":"int"}}},
+        {"name":"r2","type":{"type":"record","name":"R2","fields":[{"name":"d","type":"double"}]}},
+        {"name":"u","type":["null","R2",{"type":"array","items":"float"}]},
+        {"name":"b","type":"bytes"},
+        {"name":"id","type":{"type":"string","logicalType":"uuid"}}
+    ]}"#,
+    );
+    // m: one block of three entries, "b" twice (the second kept), "a" holding {"z":1,"y":2};
+    // r2: 1.5; u: the array branch [NaN, -inf]; b: "\x00\xff"; id: 16 bytes.
+    let mut datum = vec![6];
+    datum.extend([2, b'b', 2, 2, b'x', 2, 0]);
+    datum.extend([2, b'a', 4, 2, b'z', 2, 2, b'y', 4, 0]);
+    datum.extend([2, b'b', 2, 2, b'w', 6, 0]);
+    datum.push(0);
+    datum.extend(1.5f64.to_le_bytes());
+    datum.extend([4, 4]);
+    datum.extend(f32::NAN.to_le_bytes());
+    datum.extend(f32::NEG_INFINITY.to_le_bytes());
+    datum.push(0);
+    datum.extend([4, 0, 0xff]);
+    datum.push(32);
+    datum.extend(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef_u128.to_be_bytes());
+    let mut record = schema.prefix().to_vec();
+    record.extend(&datum);
+    let file = file_of_record(&schema, &record);
+    let mut reader = AvroReader::new(ReaderBuilder::new().from_slice(&file));
+    let mut json = cobsfile::avro::json::JsonWriter::new();
+    reader.next_datum_with(&mut json).unwrap().unwrap();
+    assert_eq!(
+        std::str::from_utf8(json.text()).unwrap(),
+        r#"{"m":{"a":{"y":2,"z":1},"b":{"w":3}},"r2":{"d":1.5},"u":{"array":["NaN","-Infinity"]},"b":"\u0000ÿ","id":"01234567-89ab-cdef-0123-456789abcdef"}"#
+    );
+}
+
 /// JSON in Avro's encoding, with unions tagged or bare and defaults for missing fields; what
 /// does not conform is refused, naming where.
 #[test]

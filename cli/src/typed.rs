@@ -167,36 +167,43 @@ impl ReadJob for JsonCat {
         let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let (mut skip, mut left) = (self.skip, self.limit.unwrap_or(u64::MAX));
+        // Without a reader schema, each record's JSON is written in the walk that checks it,
+        // straight from its bytes; with one, from its value resolved to the reader schema.
+        let mut json = avro::json::JsonWriter::new();
+        let mut line = Vec::new();
         while left > 0 {
-            // The value, resolved to the reader schema or with the schema its record names.
-            let found = match &self.reader_schema {
-                Some(schema) => match typed.next_value() {
-                    None => break,
-                    Some(found) => found.map(|value| (value, schema.clone())),
-                },
-                None => match typed.next_datum() {
-                    None => break,
-                    Some(found) => found.and_then(|datum| Ok((datum.value()?, datum.schema))),
-                },
+            // Records passed over are checked (only readable ones count) but not encoded.
+            let found = match (&self.reader_schema, skip) {
+                (None, 0) => typed
+                    .next_datum_with(&mut json)
+                    .map(|found| found.map(drop)),
+                (_, 1..) => typed.next_datum().map(|found| found.map(drop)),
+                (Some(schema), 0) => typed.next_value().map(|found| {
+                    let json = found.and_then(|value| avro::json::to_json(&value, schema))?;
+                    line.clear();
+                    // Writing a JSON value into a `Vec` cannot fail.
+                    let _ = serde_json::to_writer(&mut line, &json);
+                    Ok(())
+                }),
             };
-            // Records passed over are decoded (only readable ones count) but not encoded.
-            let json = found.and_then(|(value, schema)| match skip {
-                0 => avro::json::to_json(&value, &schema).map(Some),
-                _ => Ok(None),
-            });
-            let json = match json {
-                Ok(Some(json)) => json,
-                Ok(None) => {
-                    skip -= 1;
-                    continue;
-                }
-                Err(e) => {
+            match found {
+                None => break,
+                Some(Err(e)) => {
                     report(&mut diagnostics, &typed, &self.name, e)?;
                     continue;
                 }
-            };
+                Some(Ok(())) if skip > 0 => {
+                    skip -= 1;
+                    continue;
+                }
+                Some(Ok(())) => {}
+            }
             left -= 1;
-            if !quiet_broken_pipe(writeln!(out, "{json}"))? {
+            let text = match self.reader_schema {
+                None => json.text(),
+                Some(_) => &line,
+            };
+            if !quiet_broken_pipe(out.write_all(text).and_then(|()| out.write_all(b"\n")))? {
                 break;
             }
         }

@@ -16,6 +16,8 @@ use apache_avro::schema::{
 };
 use apache_avro::Schema;
 
+use super::schema;
+
 /// Bounds on what one record may decode to, whatever its bytes declare (spec 15.4).
 ///
 /// A datum decodes to at most `values_base + values_per_byte * len` values, and never more
@@ -221,14 +223,100 @@ pub(crate) fn level<T>(depth: usize, f: impl FnOnce() -> T) -> T {
     stacker::maybe_grow(STACK_BASE / 2, 4 << 20, f)
 }
 
-/// Walks the datum at the start of `bytes` as `schema` says, and returns where it ends and
-/// how deep it nests (the levels [`with_stack`] needs for it).
+/// What a walk of a datum meets, in order (spec 15.3): one event per value, as the datum's
+/// bytes give it, checked before it is handed on. A walk's visitor turns a datum into what its
+/// caller wants (JSON text, a language's objects) from the bytes, without building Avro values
+/// first; the unit type `()` is the visitor that wants nothing, the check alone.
+///
+/// Every method has a default that does nothing. Events arrive only for values that are
+/// valid, and a walk that fails may stop at any event: a visitor's output is complete only
+/// when the walk succeeds. Logical types arrive as their underlying type, with the schema
+/// that names the logical type (`int` and `long` with a date, time or timestamp; `bytes`
+/// with a decimal, duration or fixed), except a `uuid`, which arrives checked and parsed.
+pub trait Visit {
+    /// A datum's walk begins (before its first event).
+    fn begin(&mut self) {}
+    /// A `null`.
+    fn null(&mut self) {}
+    /// A `boolean` (its byte 0 or 1).
+    fn boolean(&mut self, _value: bool) {}
+    /// An `int`, `date` or `time-millis` (`schema` says which).
+    fn int(&mut self, _schema: &Schema, _value: i32) {}
+    /// A `long`, or a time or timestamp in micro-, milli- or nanoseconds (`schema` says
+    /// which).
+    fn long(&mut self, _schema: &Schema, _value: i64) {}
+    /// A `float`.
+    fn float(&mut self, _value: f32) {}
+    /// A `double`.
+    fn double(&mut self, _value: f64) {}
+    /// A `bytes`, `fixed`, `decimal` (its two's-complement bytes), `duration` (its 12
+    /// bytes) or `big-decimal` (its bytes), as `schema` says.
+    fn bytes(&mut self, _schema: &Schema, _value: &[u8]) {}
+    /// A `string` (UTF-8).
+    fn string(&mut self, _value: &str) {}
+    /// A `uuid`: 16 bytes, or text that parses as a UUID.
+    fn uuid(&mut self, _value: uuid::Uuid) {}
+    /// An enum's symbol, and its index among the symbols.
+    fn symbol(&mut self, _index: u32, _symbol: &str) {}
+    /// A record begins: each field then follows as [`field`](Self::field) and its value.
+    fn record(&mut self, _schema: &RecordSchema) {}
+    /// A record's field of this name: its value follows.
+    fn field(&mut self, _name: &str) {}
+    /// The record's fields are done.
+    fn record_end(&mut self) {}
+    /// An array begins: each item then follows as [`item`](Self::item) and its value.
+    fn array(&mut self) {}
+    /// An array's item: its value follows.
+    fn item(&mut self) {}
+    /// The array's items are done.
+    fn array_end(&mut self) {}
+    /// A map begins: each entry then follows as [`key`](Self::key) and its value, in the
+    /// datum's order (a key may come twice: Avro's readers keep the last).
+    fn map(&mut self) {}
+    /// A map entry's key (UTF-8): its value follows.
+    fn key(&mut self, _key: &str) {}
+    /// The map's entries are done.
+    fn map_end(&mut self) {}
+    /// A union's value follows, of its branch `index`, `branch` (in namespace `ns`, for
+    /// naming it), and then [`branch_end`](Self::branch_end).
+    fn branch(&mut self, _index: u32, _branch: &Schema, _ns: &Namespace) {}
+    /// The union's value is done.
+    fn branch_end(&mut self, _index: u32, _branch: &Schema) {}
+}
+
+impl Visit for () {}
+
+/// What a walk of a datum found: where it ends, how deep it nests (the levels
+/// [`with_stack`] needs for it), and the first value that is not valid (spec 15.3, check 5),
+/// which a caller names only after the datum's end passed its own check (check 4).
+#[derive(Debug)]
+pub(crate) struct Walked {
+    pub end: usize,
+    pub depth: usize,
+    pub invalid: Option<Failure>,
+}
+
+/// Walks the datum at the start of `bytes` as `schema` says (spec 15.3, checks 3 and 5):
+/// its layout within `limits`, and its values.
 pub(crate) fn check(
     schema: &Schema,
     names: &Names,
     bytes: &[u8],
     limits: &DatumLimits,
-) -> Result<(usize, usize), Failure> {
+) -> Result<Walked, Failure> {
+    walk(schema, names, bytes, limits, &mut ())
+}
+
+/// [`check`], handing each value to `visit` as it is met.
+#[inline]
+pub(crate) fn walk<V: Visit>(
+    schema: &Schema,
+    names: &Names,
+    bytes: &[u8],
+    limits: &DatumLimits,
+    visit: &mut V,
+) -> Result<Walked, Failure> {
+    visit.begin();
     let mut walk = Walk {
         bytes,
         at: 0,
@@ -237,12 +325,18 @@ pub(crate) fn check(
         max_depth: limits.max_depth,
         deepest: 0,
         names,
+        invalid: None,
+        visit,
     };
     walk.value(schema, &None, 0)?;
-    Ok((walk.at, walk.deepest))
+    Ok(Walked {
+        end: walk.at,
+        depth: walk.deepest,
+        invalid: walk.invalid,
+    })
 }
 
-struct Walk<'a> {
+struct Walk<'a, 'v, V> {
     bytes: &'a [u8],
     at: usize,
     values: u64,
@@ -251,13 +345,24 @@ struct Walk<'a> {
     /// The deepest level met.
     deepest: usize,
     names: &'a Names,
+    /// The first value met that is not valid; the walk goes on over the layout.
+    invalid: Option<Failure>,
+    visit: &'v mut V,
 }
 
-impl Walk<'_> {
+impl<'a, V: Visit> Walk<'a, '_, V> {
     fn invalid(&self, what: impl Into<String>) -> Failure {
         Failure::Invalid {
             at: self.at,
             what: what.into(),
+        }
+    }
+
+    /// Notes a value that is not valid, which began at byte `at` (the first such is kept).
+    #[cold]
+    fn bad_value(&mut self, at: usize, what: String) {
+        if self.invalid.is_none() {
+            self.invalid = Some(Failure::Invalid { at, what });
         }
     }
 
@@ -289,29 +394,58 @@ impl Walk<'_> {
         Err(self.invalid(format!("{what} is longer than 10 bytes")))
     }
 
-    /// Passes over `n` bytes.
+    /// An `int`: a varint within 32 bits.
     #[inline]
-    fn skip(&mut self, n: u64, what: &str) -> Result<(), Failure> {
+    fn int(&mut self, what: &str) -> Result<Option<i32>, Failure> {
+        let start = self.at;
+        let n = self.long(what)?;
+        match i32::try_from(n) {
+            Ok(n) => Ok(Some(n)),
+            Err(_) => {
+                self.bad_value(start, format!("{what} {n} is out of an int's range"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next `n` bytes.
+    #[inline]
+    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], Failure> {
         let left = (self.bytes.len() - self.at) as u64;
         if n > left {
             return Err(self.invalid(format!(
                 "{what} of {n} bytes runs past the end of the record ({left} left)"
             )));
         }
+        let start = self.at;
         self.at += n as usize;
-        Ok(())
+        Ok(&self.bytes[start..self.at])
     }
 
     /// A length-prefixed byte string.
     #[inline]
-    fn bytes(&mut self, what: &str) -> Result<(), Failure> {
+    fn bytes(&mut self, what: &str) -> Result<&'a [u8], Failure> {
         let start = self.at;
         let len = self.long(what)?;
         if len < 0 {
             self.at = start;
             return Err(self.invalid(format!("{what} has a negative length {len}")));
         }
-        self.skip(len as u64, what)
+        self.take(len as u64, what)
+    }
+
+    /// A length-prefixed UTF-8 string (`None`, noted, if it is not UTF-8).
+    #[inline]
+    fn string(&mut self, what: &str) -> Result<Option<&'a str>, Failure> {
+        let start = self.at;
+        let bytes = self.bytes(what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                self.bad_value(start, format!("{what} is not UTF-8 ({e})"));
+                Ok(None)
+            }
+        }
     }
 
     #[inline]
@@ -336,68 +470,165 @@ impl Walk<'_> {
 
     fn value_here(&mut self, schema: &Schema, ns: &Namespace, depth: usize) -> Result<(), Failure> {
         self.count()?;
+        let start = self.at;
         match schema {
-            Schema::Null => Ok(()),
-            Schema::Boolean => self.skip(1, "a boolean"),
-            Schema::Int
-            | Schema::Long
-            | Schema::Date
-            | Schema::TimeMillis
+            Schema::Null => self.visit.null(),
+            Schema::Boolean => match self.take(1, "a boolean")?[0] {
+                0 => self.visit.boolean(false),
+                1 => self.visit.boolean(true),
+                other => self.bad_value(start, format!("a boolean byte is {other}, not 0 or 1")),
+            },
+            Schema::Int | Schema::Date | Schema::TimeMillis => {
+                if let Some(n) = self.int("an int")? {
+                    self.visit.int(schema, n);
+                }
+            }
+            Schema::Long
             | Schema::TimeMicros
             | Schema::TimestampMillis
             | Schema::TimestampMicros
             | Schema::TimestampNanos
             | Schema::LocalTimestampMillis
             | Schema::LocalTimestampMicros
-            | Schema::LocalTimestampNanos
-            | Schema::Enum(_) => self.long("a number").map(drop),
-            Schema::Float => self.skip(4, "a float"),
-            Schema::Double => self.skip(8, "a double"),
-            Schema::Duration => self.skip(12, "a duration"),
-            Schema::Bytes | Schema::BigDecimal | Schema::Uuid => self.bytes("bytes"),
-            Schema::String => self.bytes("a string"),
-            Schema::Fixed(FixedSchema { size, .. }) => self.skip(*size as u64, "a fixed"),
-            Schema::Decimal(DecimalSchema { inner, .. }) => self.value(inner, ns, depth),
-            Schema::Union(union) => {
-                let depth = self.deeper(depth)?;
-                let start = self.at;
-                let index = self.long("a union index")?;
-                let variants = union.variants();
-                match usize::try_from(index).ok().and_then(|i| variants.get(i)) {
-                    Some(variant) => self.value(variant, ns, depth),
-                    None => {
-                        self.at = start;
-                        Err(self.invalid(format!(
-                            "union index {index} is not one of the union's {} branches",
-                            variants.len()
-                        )))
+            | Schema::LocalTimestampNanos => {
+                let n = self.long("a long")?;
+                self.visit.long(schema, n);
+            }
+            Schema::Enum(EnumSchema { symbols, .. }) => {
+                if let Some(i) = self.int("an enum index")? {
+                    match usize::try_from(i).ok().and_then(|i| symbols.get(i)) {
+                        Some(symbol) => self.visit.symbol(i as u32, symbol),
+                        None => self.bad_value(
+                            start,
+                            format!("enum index {i} is not one of {} symbols", symbols.len()),
+                        ),
                     }
                 }
             }
-            Schema::Record(RecordSchema { name, fields, .. }) => {
+            Schema::Float => {
+                let b = self.take(4, "a float")?;
+                self.visit
+                    .float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            }
+            Schema::Double => {
+                let b = self.take(8, "a double")?;
+                let mut le = [0u8; 8];
+                le.copy_from_slice(b);
+                self.visit.double(f64::from_le_bytes(le));
+            }
+            Schema::Duration => {
+                let b = self.take(12, "a duration")?;
+                self.visit.bytes(schema, b);
+            }
+            Schema::Bytes => {
+                let b = self.bytes("bytes")?;
+                self.visit.bytes(schema, b);
+            }
+            Schema::BigDecimal => {
+                let b = self.bytes("a big-decimal")?;
+                if big_decimal_is_valid(b) {
+                    self.visit.bytes(schema, b);
+                } else {
+                    self.bad_value(
+                        start,
+                        "a big-decimal is not a length-prefixed integer and a scale".into(),
+                    );
+                }
+            }
+            Schema::Uuid => {
+                let b = self.bytes("a uuid")?;
+                // As `apache-avro` reads one: 16 bytes are the UUID's bytes, anything else
+                // its text.
+                let uuid = match b.len() {
+                    16 => uuid::Uuid::from_slice(b).ok(),
+                    _ => std::str::from_utf8(b)
+                        .ok()
+                        .and_then(|s| uuid::Uuid::parse_str(s).ok()),
+                };
+                match uuid {
+                    Some(uuid) => self.visit.uuid(uuid),
+                    None => self.bad_value(start, "a uuid is not a UUID".into()),
+                }
+            }
+            Schema::String => {
+                if let Some(s) = self.string("a string")? {
+                    self.visit.string(s);
+                }
+            }
+            Schema::Fixed(FixedSchema { size, .. }) => {
+                let b = self.take(*size as u64, "a fixed")?;
+                self.visit.bytes(schema, b);
+            }
+            Schema::Decimal(DecimalSchema { inner, .. }) => {
+                let b = match &**inner {
+                    Schema::Fixed(FixedSchema { size, .. }) => {
+                        self.take(*size as u64, "a fixed")?
+                    }
+                    Schema::Bytes => self.bytes("bytes")?,
+                    // A schema that parses has no other.
+                    other => {
+                        return Err(self.invalid(format!(
+                            "a decimal of {} is not bytes or a fixed",
+                            schema::kind(other).name()
+                        )))
+                    }
+                };
+                self.visit.bytes(schema, b);
+            }
+            Schema::Union(union) => {
+                let depth = self.deeper(depth)?;
+                let index = self.long("a union index")?;
+                let variants = union.variants();
+                match usize::try_from(index).ok().and_then(|i| variants.get(i)) {
+                    Some(variant) => {
+                        self.visit.branch(index as u32, variant, ns);
+                        self.value(variant, ns, depth)?;
+                        self.visit.branch_end(index as u32, variant);
+                    }
+                    None => {
+                        self.at = start;
+                        return Err(self.invalid(format!(
+                            "union index {index} is not one of the union's {} branches",
+                            variants.len()
+                        )));
+                    }
+                }
+            }
+            Schema::Record(record) => {
                 let depth = self.deeper(depth)?;
                 // The namespace of the record's full name, as `Name::fully_qualified_name`
                 // gives it, without making the name.
-                let inner = match (&name.namespace, ns) {
-                    (Some(_), _) => &name.namespace,
+                let inner = match (&record.name.namespace, ns) {
+                    (Some(_), _) => &record.name.namespace,
                     (None, Some(enclosing)) if !enclosing.is_empty() => ns,
                     (None, _) => &None,
                 };
-                for field in fields {
+                self.visit.record(record);
+                for field in &record.fields {
+                    self.visit.field(&field.name);
                     self.value(&field.schema, inner, depth)?;
                 }
-                Ok(())
+                self.visit.record_end();
             }
             Schema::Array(ArraySchema { items, .. }) => {
                 let depth = self.deeper(depth)?;
-                self.blocks(|walk| walk.value(items, ns, depth))
+                self.visit.array();
+                self.blocks(|walk| {
+                    walk.visit.item();
+                    walk.value(items, ns, depth)
+                })?;
+                self.visit.array_end();
             }
             Schema::Map(MapSchema { types, .. }) => {
                 let depth = self.deeper(depth)?;
+                self.visit.map();
                 self.blocks(|walk| {
-                    walk.bytes("a map key")?;
+                    if let Some(key) = walk.string("a map key")? {
+                        walk.visit.key(key);
+                    }
                     walk.value(types, ns, depth)
-                })
+                })?;
+                self.visit.map_end();
             }
             Schema::Ref { name } => {
                 let full = name.fully_qualified_name(ns);
@@ -405,12 +636,13 @@ impl Walk<'_> {
                     // A reference names a record, enum or fixed type, which `value` counts.
                     Some(named) => {
                         self.values -= 1;
-                        self.value(named, &full.namespace, depth)
+                        return self.value(named, &full.namespace, depth);
                     }
-                    None => Err(self.invalid(format!("the schema names no type {full}"))),
+                    None => return Err(self.invalid(format!("the schema names no type {full}"))),
                 }
             }
         }
+        Ok(())
     }
 
     fn deeper(&mut self, depth: usize) -> Result<usize, Failure> {
@@ -436,6 +668,10 @@ impl Walk<'_> {
             let count = match count {
                 0 => return Ok(()),
                 n if n > 0 => n as u64,
+                i64::MIN => {
+                    self.at = start;
+                    return Err(self.invalid("a block count of -2^63 has no positive count"));
+                }
                 n => {
                     let size = self.long("a block size")?;
                     if size < 0 {
@@ -454,13 +690,35 @@ impl Walk<'_> {
     }
 }
 
+/// Whether `bytes` are a `big-decimal` as `apache-avro` reads one: a length-prefixed
+/// two's-complement integer, then a `long` scale.
+fn big_decimal_is_valid(bytes: &[u8]) -> bool {
+    let mut walk = Walk {
+        bytes,
+        at: 0,
+        values: 0,
+        max_values: u64::MAX,
+        max_depth: 0,
+        deepest: 0,
+        names: &Names::new(),
+        invalid: None,
+        visit: &mut (),
+    };
+    walk.bytes("an integer").is_ok() && walk.long("a scale").is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn run(schema: &str, bytes: &[u8]) -> Result<usize, Failure> {
         let schema = Schema::parse_str(schema).unwrap();
-        check(&schema, &names(&schema), bytes, &DatumLimits::default()).map(|(end, _)| end)
+        check(&schema, &names(&schema), bytes, &DatumLimits::default()).and_then(|walked| {
+            match walked.invalid {
+                Some(invalid) => Err(invalid),
+                None => Ok(walked.end),
+            }
+        })
     }
 
     #[test]

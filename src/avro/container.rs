@@ -644,7 +644,7 @@ impl<'a> Container<'a> {
         }
         // Exactly `count` datums, ending where the bytes end.
         let schema = &self.header.schema;
-        let (mut at, mut record) = (0, Vec::new());
+        let mut at = 0;
         let (mut within, mut over_limit) = (Vec::new(), Vec::new());
         let fail = |i: u64, at: usize, e: String| {
             format!("datum {i} of {count} (at byte {at} of the block): {e}")
@@ -656,12 +656,13 @@ impl<'a> Container<'a> {
             let walk =
                 |limits: &DatumLimits| check::check(schema.schema(), schema.names(), rest, limits);
             let len = match walk(&self.limits.datums) {
-                Ok((len, depth)) => {
-                    schema
-                        .check_values(&rest[..len], depth, &mut record)
-                        .map_err(|e| fail(i, at, e))?;
-                    within.push(at..at + len);
-                    len
+                Ok(check::Walked {
+                    invalid: Some(check::Failure::Invalid { at: byte, what }),
+                    ..
+                }) => return Err(fail(i, at, format!("at byte {byte}: {what}"))),
+                Ok(walked) => {
+                    within.push(at..at + walked.end);
+                    walked.end
                 }
                 Err(check::Failure::Invalid { at: byte, what }) => {
                     return Err(fail(i, at, format!("at byte {byte}: {what}")))
@@ -670,7 +671,7 @@ impl<'a> Container<'a> {
                 // found within limits wide enough to pass it (and still bounded).
                 Err(check::Failure::Limit { what, limit }) => {
                     match walk(&self.limits.datums.widened()) {
-                        Ok((len, _)) => {
+                        Ok(check::Walked { end: len, .. }) => {
                             over_limit.push(OverLimit {
                                 index: i,
                                 what,

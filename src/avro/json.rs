@@ -20,7 +20,7 @@ use apache_avro::types::Value;
 use apache_avro::{Decimal, Duration};
 use serde_json::{Map, Number, Value as Json};
 
-use super::check::{self, Names};
+use super::check::{self, Names, Visit};
 use super::error::{Error, Result};
 use super::schema::{self, WriterSchema};
 
@@ -69,6 +69,230 @@ pub fn from_json_str(text: &str, schema: &WriterSchema) -> Result<Value> {
         reason: format!("not JSON: {e}"),
     })?;
     from_json(&json, schema)
+}
+
+/// Writes records as Avro's JSON encoding (as [`to_json`] encodes their values) straight from
+/// their bytes, one line each: the [`Visit`] that
+/// [`AvroReader::next_datum_with`](super::AvroReader::next_datum_with) hands each value to as
+/// its one walk of the datum checks it. No `Value` is built: what a record costs is its JSON
+/// text (and, for a map, its entries' keys, which are sorted as [`to_json`] sorts them).
+///
+/// ```
+/// use cobsfile::avro::{json::JsonWriter, AvroReader, AvroWriter, WriterSchema};
+/// use apache_avro::types::Value;
+///
+/// let schema = WriterSchema::parse(r#"{"type":"record","name":"E","fields":[
+///     {"name":"id","type":"long"},{"name":"tag","type":["null","string"]}]}"#)?;
+/// let mut writer = AvroWriter::new(cobsfile::Writer::new(Vec::new())?, schema)?;
+/// writer.write_value(&Value::Record(vec![
+///     ("id".into(), Value::Long(7)),
+///     ("tag".into(), Value::Union(1, Box::new(Value::String("x".into())))),
+/// ]))?;
+/// let file = writer.finish()?;
+///
+/// let mut reader = AvroReader::new(cobsfile::ReaderBuilder::new().from_slice(&file));
+/// let mut json = JsonWriter::new();
+/// reader.next_datum_with(&mut json).unwrap()?;
+/// assert_eq!(json.text(), br#"{"id":7,"tag":{"string":"x"}}"#);
+/// # Ok::<(), cobsfile::avro::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct JsonWriter {
+    out: Vec<u8>,
+    /// The maps open, innermost last.
+    maps: Vec<OpenMap>,
+    /// Scratch space for a map's entries, reordered.
+    sorted: Vec<u8>,
+}
+
+/// A map being written: where its entries begin, and each entry's key and start (each entry
+/// is written as `"key":value`, without commas, until the map ends and they are sorted).
+#[derive(Debug)]
+struct OpenMap {
+    start: usize,
+    entries: Vec<(String, usize)>,
+}
+
+impl JsonWriter {
+    /// A writer with nothing written.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The JSON text of the last record walked (whole only if the walk succeeded).
+    pub fn text(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// A comma unless the value about to be written is the first in its array or record.
+    #[inline]
+    fn separate(&mut self) {
+        if !matches!(self.out.last(), Some(b'{' | b'[')) {
+            self.out.push(b',');
+        }
+    }
+
+    #[inline]
+    fn str(&mut self, s: &str) {
+        // Writing into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut self.out, s);
+    }
+
+    fn float(&mut self, f: f64) {
+        match f {
+            f if f.is_finite() => {
+                let _ = serde_json::to_writer(&mut self.out, &f);
+            }
+            f if f.is_nan() => self.out.extend_from_slice(b"\"NaN\""),
+            f if f > 0.0 => self.out.extend_from_slice(b"\"Infinity\""),
+            _ => self.out.extend_from_slice(b"\"-Infinity\""),
+        }
+    }
+}
+
+impl Visit for JsonWriter {
+    fn begin(&mut self) {
+        self.out.clear();
+        self.maps.clear();
+    }
+
+    fn null(&mut self) {
+        self.out.extend_from_slice(b"null");
+    }
+
+    fn boolean(&mut self, value: bool) {
+        self.out
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn int(&mut self, _: &Schema, value: i32) {
+        let _ = serde_json::to_writer(&mut self.out, &value);
+    }
+
+    fn long(&mut self, _: &Schema, value: i64) {
+        let _ = serde_json::to_writer(&mut self.out, &value);
+    }
+
+    fn float(&mut self, value: f32) {
+        JsonWriter::float(self, f64::from(value));
+    }
+
+    fn double(&mut self, value: f64) {
+        JsonWriter::float(self, value);
+    }
+
+    fn bytes(&mut self, _: &Schema, value: &[u8]) {
+        if value.is_ascii() {
+            // The characters are the bytes.
+            self.str(std::str::from_utf8(value).unwrap_or_default());
+        } else {
+            let text: String = value.iter().map(|&b| char::from(b)).collect();
+            self.str(&text);
+        }
+    }
+
+    fn string(&mut self, value: &str) {
+        self.str(value);
+    }
+
+    fn uuid(&mut self, value: uuid::Uuid) {
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let text = value.hyphenated().encode_lower(&mut text);
+        self.str(text);
+    }
+
+    fn symbol(&mut self, _: u32, symbol: &str) {
+        self.str(symbol);
+    }
+
+    fn record(&mut self, _: &RecordSchema) {
+        self.out.push(b'{');
+    }
+
+    fn field(&mut self, name: &str) {
+        self.separate();
+        self.str(name);
+        self.out.push(b':');
+    }
+
+    fn record_end(&mut self) {
+        self.out.push(b'}');
+    }
+
+    fn array(&mut self) {
+        self.out.push(b'[');
+    }
+
+    fn item(&mut self) {
+        self.separate();
+    }
+
+    fn array_end(&mut self) {
+        self.out.push(b']');
+    }
+
+    fn map(&mut self) {
+        self.out.push(b'{');
+        self.maps.push(OpenMap {
+            start: self.out.len(),
+            entries: Vec::new(),
+        });
+    }
+
+    fn key(&mut self, key: &str) {
+        let at = self.out.len();
+        if let Some(map) = self.maps.last_mut() {
+            map.entries.push((key.to_owned(), at));
+        }
+        self.str(key);
+        self.out.push(b':');
+    }
+
+    fn map_end(&mut self) {
+        let Some(mut map) = self.maps.pop() else {
+            return;
+        };
+        if map.entries.len() > 1 {
+            // Entries sorted by key, the last of a key written twice kept (as a map of
+            // `Value`s keeps it), separated by commas.
+            let end = self.out.len();
+            let mut spans: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+            for (key, start) in map.entries.drain(..).rev() {
+                let stop = spans.last().map_or(end, |(_, span)| span.start);
+                spans.push((key, start..stop));
+            }
+            spans.reverse();
+            // Stable: of equal keys, the later stays later.
+            spans.sort_by(|a, b| a.0.cmp(&b.0));
+            self.sorted.clear();
+            for (i, (key, span)) in spans.iter().enumerate() {
+                if spans.get(i + 1).is_some_and(|(next, _)| next == key) {
+                    continue;
+                }
+                if !self.sorted.is_empty() {
+                    self.sorted.push(b',');
+                }
+                self.sorted.extend_from_slice(&self.out[span.clone()]);
+            }
+            self.out.truncate(map.start);
+            self.out.extend_from_slice(&self.sorted);
+        }
+        self.out.push(b'}');
+    }
+
+    fn branch(&mut self, _: u32, branch: &Schema, ns: &Namespace) {
+        if !matches!(branch, Schema::Null) {
+            self.out.push(b'{');
+            self.str(&branch_name(branch, ns));
+            self.out.push(b':');
+        }
+    }
+
+    fn branch_end(&mut self, _: u32, branch: &Schema) {
+        if !matches!(branch, Schema::Null) {
+            self.out.push(b'}');
+        }
+    }
 }
 
 type Step<T> = std::result::Result<T, String>;

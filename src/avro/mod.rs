@@ -61,7 +61,7 @@ mod schema;
 mod writer;
 
 pub use apache_avro;
-pub use check::{DatumLimits, Names as NamedTypes, MAX_DEPTH_CEILING};
+pub use check::{DatumLimits, Names as NamedTypes, Visit, MAX_DEPTH_CEILING};
 pub use error::{Error, RecordProblem, Result, SchemaProblem};
 pub use reader::{AvroReader, AvroReaderBuilder, Datum};
 pub use schema::{

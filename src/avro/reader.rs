@@ -5,7 +5,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use serde::de::DeserializeOwned;
 
-use super::check::{self, DatumLimits, Failure};
+use super::check::{self, DatumLimits, Failure, Visit, Walked};
 use super::error::{Error, RecordProblem, Result};
 use super::resolve::{ReaderSchema, Unresolved};
 use super::schema::{guarded, Named, SchemaLimits, Schemas, WriterSchema};
@@ -166,11 +166,21 @@ impl<S: Source> AvroReader<S> {
         AvroReaderBuilder::new().build(reader)
     }
 
-    /// The next record, checked as every record is before it is decoded (spec 15.3, checks 1
-    /// to 4) but not decoded: for copying records as they are (into an Avro object container
-    /// file, say). Errors as for [`next_value`](Self::next_value).
+    /// The next record, checked as every record is before it is decoded (spec 15.3) but not
+    /// decoded: for copying records as they are (into an Avro object container file, say).
+    /// Errors as for [`next_value`](Self::next_value).
     pub fn next_datum(&mut self) -> Option<Result<Datum<'_>>> {
-        let (range, offset, index, ordinal, schema, depth) = match self.next_checked()? {
+        self.next_datum_with(&mut ())
+    }
+
+    /// The next record, as [`next_datum`](Self::next_datum) returns it, each of its values
+    /// handed to `visit` as the check meets it: one walk of the datum that checks it and
+    /// turns it into what `visit` makes of it (JSON text with a
+    /// [`JsonWriter`](super::json::JsonWriter), say), without decoding it to a `Value`.
+    /// What `visit` made is whole only when a record is returned: after an error it holds
+    /// part of a record, or nothing.
+    pub fn next_datum_with<V: Visit>(&mut self, visit: &mut V) -> Option<Result<Datum<'_>>> {
+        let (range, offset, index, ordinal, schema, depth) = match self.next_checked(visit)? {
             Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
@@ -271,10 +281,11 @@ impl<S: Source> AvroReader<S> {
     /// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum,
     /// walked as that schema says without allocating, ends exactly at the end of the record,
     /// declares no length past it and stays within the [`DatumLimits`].
-    fn datum_check(
+    fn datum_check<V: Visit>(
         &self,
         record: &[u8],
         block: u64,
+        visit: &mut V,
     ) -> std::result::Result<(WriterSchema, usize), RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
@@ -300,13 +311,21 @@ impl<S: Source> AvroReader<S> {
             },
         };
         let datum = &record[PREFIX_LEN..];
-        match check::check(schema.schema(), schema.names(), datum, &self.limits) {
-            Ok((end, depth)) if end == datum.len() => Ok((schema.clone(), depth)),
-            Ok((end, _)) => Err(RecordProblem::TrailingBytes {
+        match check::walk(schema.schema(), schema.names(), datum, &self.limits, visit) {
+            Ok(walked) if walked.end != datum.len() => Err(RecordProblem::TrailingBytes {
                 fingerprint,
-                left: (datum.len() - end) as u64,
+                left: (datum.len() - walked.end) as u64,
                 len: datum.len() as u64,
             }),
+            Ok(Walked {
+                invalid: Some(Failure::Invalid { at, what }),
+                ..
+            }) => Err(RecordProblem::Undecodable {
+                fingerprint,
+                at: at as u64,
+                what,
+            }),
+            Ok(walked) => Ok((schema.clone(), walked.depth)),
             Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
                 fingerprint,
                 at: at as u64,
@@ -320,8 +339,9 @@ impl<S: Source> AvroReader<S> {
     /// reader's buffer, block offset, index, ordinal and schema. Metadata blocks met on the
     /// way add their schemas (or are reported).
     #[allow(clippy::type_complexity)]
-    fn next_checked(
+    fn next_checked<V: Visit>(
         &mut self,
+        visit: &mut V,
     ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema, usize)>> {
         loop {
             let (range, block) = match self.reader.next_item_at()? {
@@ -353,7 +373,7 @@ impl<S: Source> AvroReader<S> {
             let ordinal = self.ordinal;
             self.ordinal += 1;
             return Some(
-                match self.datum_check(self.reader.record(range.clone()), block) {
+                match self.datum_check(self.reader.record(range.clone()), block, visit) {
                     Ok((schema, depth)) => {
                         self.last = Some(schema.clone());
                         Ok((range, block, self.index, ordinal, schema, depth))

@@ -185,18 +185,17 @@ impl WriterSchema {
         })
     }
 
-    /// Checks the datum at the start of `bytes` as a reader checks a record (spec 15.3): its
-    /// layout walked within `limits`, then its values decoded with this schema's decoder
-    /// (`record` is scratch space for the single-object record, left holding it). Returns the
-    /// datum's length, or what is wrong.
+    /// Checks `datum` as a reader checks a record (spec 15.3, checks 3 to 5): its layout
+    /// walked within `limits`, nothing left after it, its values. `record` is scratch space
+    /// for the single-object record, left holding it.
     pub(crate) fn check_datum(
         &self,
-        bytes: &[u8],
+        datum: &[u8],
         limits: &check::DatumLimits,
         record: &mut Vec<u8>,
-    ) -> std::result::Result<usize, String> {
-        let (len, depth) = match check::check(self.schema(), self.names(), bytes, limits) {
-            Ok(found) => found,
+    ) -> std::result::Result<(), String> {
+        let walked = match check::check(self.schema(), self.names(), datum, limits) {
+            Ok(walked) => walked,
             Err(check::Failure::Invalid { at, what }) => {
                 return Err(format!("at byte {at}: {what}"))
             }
@@ -204,29 +203,17 @@ impl WriterSchema {
                 return Err(format!("it would decode to more than {limit} {what}"))
             }
         };
-        self.check_values(&bytes[..len], depth, record)
-            .map(|()| len)
-    }
-
-    /// Decodes `datum` (whose layout was checked, nesting `depth` deep) with this schema's
-    /// decoder and drops the value: the check of its values (spec 15.3, check 5). `record` is
-    /// scratch space.
-    pub(crate) fn check_values(
-        &self,
-        datum: &[u8],
-        depth: usize,
-        record: &mut Vec<u8>,
-    ) -> std::result::Result<(), String> {
+        if walked.end != datum.len() {
+            let left = datum.len() - walked.end;
+            return Err(format!("{left} bytes left after the datum"));
+        }
+        if let Some(check::Failure::Invalid { at, what }) = walked.invalid {
+            return Err(format!("at byte {at}: {what}"));
+        }
         record.clear();
         record.extend_from_slice(&self.prefix());
         record.extend_from_slice(datum);
-        let mut rest = &record[..];
-        match check::with_stack(depth, || guarded(|| self.decoder().read_value(&mut rest))) {
-            Ok(Ok(_)) if rest.is_empty() => Ok(()),
-            Ok(Ok(_)) => Err("decodes short".into()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(panic) => Err(panic),
-        }
+        Ok(())
     }
 }
 
