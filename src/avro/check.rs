@@ -182,32 +182,8 @@ fn walk_names<'s>(schema: &'s Schema, namespace: &Namespace, meet: &mut impl FnM
 /// The deepest nesting any limits allow (and every walk of a value accepts): 1,024 levels.
 pub const MAX_DEPTH_CEILING: usize = 1024;
 
-/// Stack a walk of a value needs per level of nesting, at most: `apache-avro`'s decoder took
-/// 32 to 64 KiB a level in a debug build (a list of 32 records and unions read on a 2 MiB
-/// stack, 64 did not), under 16 KiB in a release build (128 levels read). A stack grown for
-/// a deep record is reserved, not touched: what is not used costs no memory.
-const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
-    128 << 10
-} else {
-    32 << 10
-};
-
 /// Stack kept free below any walk.
 const STACK_BASE: usize = 256 << 10;
-
-/// Runs `f`, a recursive walk of a value `levels` deep, where the stack has room for it: on
-/// this thread's stack when it has, else on a new one (the common case, a shallow record on
-/// any thread, costs a comparison).
-#[inline]
-pub(crate) fn with_stack<T>(levels: usize, f: impl FnOnce() -> T) -> T {
-    // A record a few levels deep fits in what any caller leaves (the common case, checked
-    // for nothing).
-    if levels <= SHALLOW {
-        return f();
-    }
-    let need = STACK_BASE + levels.min(MAX_DEPTH_CEILING + 1) * STACK_PER_LEVEL;
-    stacker::maybe_grow(need, need + STACK_BASE, f)
-}
 
 /// Levels a walk takes without looking at the stack: a few KiB each in a debug build, well
 /// within [`STACK_BASE`].
@@ -286,13 +262,12 @@ pub trait Visit {
 
 impl Visit for () {}
 
-/// What a walk of a datum found: where it ends, how deep it nests (the levels
-/// [`with_stack`] needs for it), and the first value that is not valid (spec 15.3, check 5),
+/// What a walk of a datum found: where it ends, and the first value that is not valid (spec
+/// 15.3, check 5),
 /// which a caller names only after the datum's end passed its own check (check 4).
 #[derive(Debug)]
 pub(crate) struct Walked {
     pub end: usize,
-    pub depth: usize,
     pub invalid: Option<Failure>,
 }
 
@@ -323,7 +298,6 @@ pub(crate) fn walk<V: Visit>(
         values: 0,
         max_values: limits.values_for(bytes.len()),
         max_depth: limits.max_depth,
-        deepest: 0,
         names,
         invalid: None,
         visit,
@@ -331,7 +305,6 @@ pub(crate) fn walk<V: Visit>(
     walk.value(schema, &None, 0)?;
     Ok(Walked {
         end: walk.at,
-        depth: walk.deepest,
         invalid: walk.invalid,
     })
 }
@@ -342,8 +315,6 @@ struct Walk<'a, 'v, V> {
     values: u64,
     max_values: u64,
     max_depth: usize,
-    /// The deepest level met.
-    deepest: usize,
     names: &'a Names,
     /// The first value met that is not valid; the walk goes on over the layout.
     invalid: Option<Failure>,
@@ -439,6 +410,12 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     fn string(&mut self, what: &str) -> Result<Option<&'a str>, Failure> {
         let start = self.at;
         let bytes = self.bytes(what)?;
+        // Most strings are ASCII, checked a word at a time: several times faster than
+        // `from_utf8` for the short strings records are made of.
+        if bytes.is_ascii() {
+            // SAFETY: ASCII is UTF-8.
+            return Ok(Some(unsafe { std::str::from_utf8_unchecked(bytes) }));
+        }
         match std::str::from_utf8(bytes) {
             Ok(s) => Ok(Some(s)),
             Err(e) => {
@@ -652,7 +629,6 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                 limit: self.max_depth as u64,
             });
         }
-        self.deepest = self.deepest.max(depth + 1);
         Ok(depth + 1)
     }
 
@@ -699,7 +675,6 @@ fn big_decimal_is_valid(bytes: &[u8]) -> bool {
         values: 0,
         max_values: u64::MAX,
         max_depth: 0,
-        deepest: 0,
         names: &Names::new(),
         invalid: None,
         visit: &mut (),

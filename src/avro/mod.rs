@@ -58,6 +58,7 @@ mod path;
 mod reader;
 mod resolve;
 mod schema;
+mod value;
 mod writer;
 
 pub use apache_avro;

@@ -9,6 +9,7 @@ use super::check::{self, DatumLimits, Failure, Visit, Walked};
 use super::error::{Error, RecordProblem, Result};
 use super::resolve::{ReaderSchema, Unresolved};
 use super::schema::{guarded, Named, SchemaLimits, Schemas, WriterSchema};
+use super::value::ValueBuilder;
 use super::{MARKER, PREFIX_LEN};
 use crate::reader::ItemAt;
 use crate::{Reader, Source};
@@ -76,6 +77,7 @@ impl AvroReaderBuilder {
             index: 0,
             ordinal: 0,
             last: None,
+            builder: ValueBuilder::default(),
         }
     }
 }
@@ -95,8 +97,8 @@ pub struct Datum<'a> {
     pub index: u64,
     /// The record's position among the records this reader met, from 0.
     pub ordinal: u64,
-    /// How deep the datum nests, as the check found it: the stack its decoding needs.
-    depth: usize,
+    /// The limits it was checked within.
+    limits: DatumLimits,
 }
 
 impl<'a> Datum<'a> {
@@ -107,26 +109,33 @@ impl<'a> Datum<'a> {
     }
 
     /// The record's value, decoded with its writer schema (not resolved to a reader schema):
-    /// what [`AvroReader::next_value`] returns without one.
+    /// what [`AvroReader::next_value`] returns without one. (A reader that wants values walks
+    /// each datum once with [`AvroReader::next_value`]; this walks it again.)
     pub fn value(&self) -> Result<Value> {
-        let undecodable = |what: String| Error::Record {
-            offset: self.offset,
-            index: self.index,
-            ordinal: self.ordinal,
-            problem: RecordProblem::Undecodable {
-                fingerprint: self.schema.fingerprint(),
-                at: 0,
-                what,
-            },
-        };
-        let mut rest = self.record;
-        match check::with_stack(self.depth, || {
-            guarded(|| self.schema.decoder().read_value(&mut rest))
-        }) {
-            Ok(Ok(value)) if rest.is_empty() => Ok(value),
-            Ok(Ok(_)) => Err(undecodable("decoded short".into())),
-            Ok(Err(e)) => Err(undecodable(e.to_string())),
-            Err(panic) => Err(undecodable(panic)),
+        let mut builder = ValueBuilder::default();
+        let datum = self.datum();
+        let walked = check::walk(
+            self.schema.schema(),
+            self.schema.names(),
+            datum,
+            &self.limits,
+            &mut builder,
+        );
+        match (walked, builder.take()) {
+            (Ok(walked), Some(value)) if walked.end == datum.len() && walked.invalid.is_none() => {
+                Ok(value)
+            }
+            // It passed this check when it was read.
+            _ => Err(Error::Record {
+                offset: self.offset,
+                index: self.index,
+                ordinal: self.ordinal,
+                problem: RecordProblem::Undecodable {
+                    fingerprint: self.schema.fingerprint(),
+                    at: 0,
+                    what: "the datum no longer passes its check".into(),
+                },
+            }),
         }
     }
 }
@@ -158,6 +167,8 @@ pub struct AvroReader<S> {
     ordinal: u64,
     /// The schema of the last record decoded, while no schema block follows it.
     last: Option<WriterSchema>,
+    /// What builds values in the walk that checks them (its stack kept between records).
+    builder: ValueBuilder,
 }
 
 impl<S: Source> AvroReader<S> {
@@ -180,7 +191,7 @@ impl<S: Source> AvroReader<S> {
     /// What `visit` made is whole only when a record is returned: after an error it holds
     /// part of a record, or nothing.
     pub fn next_datum_with<V: Visit>(&mut self, visit: &mut V) -> Option<Result<Datum<'_>>> {
-        let (range, offset, index, ordinal, schema, depth) = match self.next_checked(visit)? {
+        let (range, offset, index, ordinal, schema) = match self.next_checked(visit)? {
             Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
@@ -190,23 +201,25 @@ impl<S: Source> AvroReader<S> {
             offset,
             index,
             ordinal,
-            depth,
+            limits: self.limits,
         }))
     }
 
     /// The next record's value, decoded with its writer schema and resolved to the reader
     /// schema if one was given; or an error, after which reading goes on.
     pub fn next_value(&mut self) -> Option<Result<Value>> {
-        let datum = match self.next_datum()? {
-            Ok(datum) => datum,
+        // The value is built in the walk that checks the datum.
+        let mut builder = std::mem::take(&mut self.builder);
+        let found = self.next_datum_with(&mut builder).map(|found| {
+            found.map(|datum| (datum.offset, datum.index, datum.ordinal, datum.schema))
+        });
+        let value = builder.take();
+        self.builder = builder;
+        let (offset, index, ordinal, writer) = match found? {
+            Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
-        let value = match datum.value() {
-            Ok(value) => value,
-            Err(e) => return Some(Err(e)),
-        };
-        let (offset, index, ordinal) = (datum.offset, datum.index, datum.ordinal);
-        let writer = datum.schema.clone();
+        let value = value.expect("a datum that passed its check has a value");
         let fingerprint = writer.fingerprint();
         let problem = |problem| Error::Record {
             offset,
@@ -286,7 +299,7 @@ impl<S: Source> AvroReader<S> {
         record: &[u8],
         block: u64,
         visit: &mut V,
-    ) -> std::result::Result<(WriterSchema, usize), RecordProblem> {
+    ) -> std::result::Result<WriterSchema, RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
                 found: record[..record.len().min(PREFIX_LEN)].to_vec(),
@@ -325,7 +338,7 @@ impl<S: Source> AvroReader<S> {
                 at: at as u64,
                 what,
             }),
-            Ok(walked) => Ok((schema.clone(), walked.depth)),
+            Ok(_) => Ok(schema.clone()),
             Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
                 fingerprint,
                 at: at as u64,
@@ -342,7 +355,7 @@ impl<S: Source> AvroReader<S> {
     fn next_checked<V: Visit>(
         &mut self,
         visit: &mut V,
-    ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema, usize)>> {
+    ) -> Option<Result<(std::ops::Range<usize>, u64, u64, u64, WriterSchema)>> {
         loop {
             let (range, block) = match self.reader.next_item_at()? {
                 Err(e) => return Some(Err(e.into())),
@@ -374,9 +387,9 @@ impl<S: Source> AvroReader<S> {
             self.ordinal += 1;
             return Some(
                 match self.datum_check(self.reader.record(range.clone()), block, visit) {
-                    Ok((schema, depth)) => {
+                    Ok(schema) => {
                         self.last = Some(schema.clone());
-                        Ok((range, block, self.index, ordinal, schema, depth))
+                        Ok((range, block, self.index, ordinal, schema))
                     }
                     Err(problem) => Err(Error::Record {
                         offset: block,

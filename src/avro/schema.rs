@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use apache_avro::headers::HeaderBuilder;
 use apache_avro::schema::ResolvedSchema;
-use apache_avro::{GenericSingleObjectReader, Schema};
+use apache_avro::Schema;
 
 use super::canonical;
 use super::check::{self, Names};
@@ -30,9 +30,8 @@ struct Inner {
     decoding: String,
     /// Built when first used: a reader holds every schema a file announces, most of which
     /// (in a scan for the file's schemas, or a file of many versions) decode nothing, and
-    /// these two copy the schema's named types again.
+    /// this copies the schema's named types again.
     names: OnceLock<Names>,
-    decoder: OnceLock<GenericSingleObjectReader>,
 }
 
 impl std::fmt::Debug for WriterSchema {
@@ -93,7 +92,6 @@ impl WriterSchema {
             fingerprint,
             decoding,
             names: OnceLock::new(),
-            decoder: OnceLock::new(),
         })))
     }
 
@@ -176,13 +174,6 @@ impl WriterSchema {
     /// The named types the schema defines, by full name: what its references name.
     pub fn names(&self) -> &Names {
         self.0.names.get_or_init(|| check::names(&self.0.schema))
-    }
-
-    pub(crate) fn decoder(&self) -> &GenericSingleObjectReader {
-        self.0.decoder.get_or_init(|| {
-            GenericSingleObjectReader::new_with_header_builder(self.0.schema.clone(), self.header())
-                .expect("the schema's names resolved when it was parsed")
-        })
     }
 
     /// Checks `datum` as a reader checks a record (spec 15.3, checks 3 to 5): its layout
