@@ -13,7 +13,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
 use self_cell::self_cell;
 
 use crate::errors::{self, avro_error, file_error};
-use crate::values::to_py;
+use crate::values::{to_py, PyBuilder};
 
 /// The bytes a reader reads: a mapped file, or bytes it was given (or read from a file
 /// object).
@@ -660,10 +660,59 @@ fn announced(bytes: &[u8], options: &ReaderBuilder) -> Vec<String> {
         .collect()
 }
 
-/// Values decoded at a time with the GIL released.
+/// A record whose value Python cannot hold: an error about that record, after which reading
+/// goes on.
+fn not_python(py: Python<'_>, e: PyErr, offset: u64, index: u64) -> PyErr {
+    errors::raise::<errors::RecordError>(
+        py,
+        format!("record {index} of the block at offset {offset}: not a Python value: {e}"),
+        Some(offset),
+    )
+}
+
+/// Values decoded at a time (with the GIL released, when resolved to a reader schema).
 const VALUES_PER_STEP: usize = 256;
 
+/// What a typed read meets besides a value: damage, or an error (queued in its place). Returns
+/// whether reading stops here (`Some(true)`), pauses to hand on what was queued
+/// (`Some(false)`), or goes on (`None`).
+fn step_error(pending: &mut std::collections::VecDeque<AvroStep>, e: AvroError) -> Option<bool> {
+    match e {
+        AvroError::File(cobsfile::Error::Damaged { start, end, cause }) => {
+            pending.push_back(AvroStep::Damage(Damage::of(start, end, &cause)));
+            Some(false)
+        }
+        AvroError::Record {
+            offset,
+            problem: problem @ RecordProblem::SchemaUnknown { .. },
+            ..
+        } => {
+            pending.push_back(AvroStep::Damage(Damage {
+                start: offset,
+                end: offset,
+                cause: problem.to_string(),
+                kind: "record".into(),
+                records: 1,
+            }));
+            Some(false)
+        }
+        // A metadata block whose schema cannot be used: its records come as SchemaUnknown.
+        AvroError::Schema { .. } => None,
+        // A record written wrong, or an I/O error: raised in its place, after the records
+        // before it.
+        e => {
+            let stop = !matches!(e, AvroError::Record { .. });
+            pending.push_back(AvroStep::Error(e));
+            Some(stop)
+        }
+    }
+}
+
 enum AvroStep {
+    /// A record's object, built as its datum was checked.
+    Object(Py<PyAny>),
+    /// A record's value Python cannot hold (a date past year 9999, say), and where it is.
+    NotPython(PyErr, u64, u64),
     Value {
         value: cobsfile::avro::apache_avro::types::Value,
         /// The schema the value is of: its writer's, or the reader schema it was resolved to.
@@ -708,16 +757,11 @@ impl AvroRecords {
                         let names = schema.names();
                         return to_py(py, value, schema.schema(), names)
                             .map(Some)
-                            .map_err(|e| {
-                                errors::raise::<errors::RecordError>(
-                                    py,
-                                    format!(
-                                        "record {index} of the block at offset {offset}: not a \
-                                     Python value: {e}"
-                                    ),
-                                    Some(offset),
-                                )
-                            });
+                            .map_err(|e| not_python(py, e, offset, index));
+                    }
+                    AvroStep::Object(object) => return Ok(Some(object)),
+                    AvroStep::NotPython(e, offset, index) => {
+                        return Err(not_python(py, e, offset, index))
                     }
                     AvroStep::Error(e) => return Err(avro_error(py, e)),
                     AvroStep::Damage(damage) => {
@@ -731,61 +775,60 @@ impl AvroRecords {
             }
             let cursor = self.cursor.get_mut().unwrap_or_else(|p| p.into_inner());
             let pending = &mut self.pending;
-            let resolved = &self.resolved;
+            let Some(resolved) = &self.resolved else {
+                // Without a reader schema, each record's object is built in the walk that
+                // checks it, with the GIL held: no `Value` first.
+                let mut builder = PyBuilder::new(py);
+                self.done = cursor.with_dependent_mut(|_, reader| {
+                    while pending.len() < VALUES_PER_STEP {
+                        let next = reader
+                            .next_datum_with(&mut builder)
+                            .map(|r| r.map(|d| (d.offset, d.index)));
+                        let next = match next {
+                            None => return true,
+                            Some(Ok((offset, index))) => match builder.take() {
+                                Some(Ok(object)) => {
+                                    pending.push_back(AvroStep::Object(object));
+                                    continue;
+                                }
+                                Some(Err(e)) => {
+                                    pending.push_back(AvroStep::NotPython(e, offset, index));
+                                    continue;
+                                }
+                                None => continue,
+                            },
+                            Some(Err(e)) => e,
+                        };
+                        if let Some(stop) = step_error(pending, next) {
+                            return stop;
+                        }
+                    }
+                    false
+                });
+                continue;
+            };
             self.done = py.detach(|| {
                 cursor.with_dependent_mut(|_, reader| {
                     while pending.len() < VALUES_PER_STEP {
-                        let next = match resolved {
-                            Some(schema) => reader.next_value().map(|r| {
-                                let (offset, index) = reader.last_record().unwrap_or_default();
-                                r.map(|v| (v, schema.clone(), offset, index))
-                            }),
-                            None => reader.next_datum().map(|r| {
-                                r.and_then(|d| Ok((d.value()?, d.schema, d.offset, d.index)))
-                            }),
-                        };
-                        match next {
+                        let next = reader.next_value().map(|r| {
+                            let (offset, index) = reader.last_record().unwrap_or_default();
+                            r.map(|v| (v, offset, index))
+                        });
+                        let e = match next {
                             None => return true,
-                            Some(Ok((value, schema, offset, index))) => {
+                            Some(Ok((value, offset, index))) => {
                                 pending.push_back(AvroStep::Value {
                                     value,
-                                    schema,
+                                    schema: resolved.clone(),
                                     offset,
                                     index,
-                                })
+                                });
+                                continue;
                             }
-                            Some(Err(AvroError::File(cobsfile::Error::Damaged {
-                                start,
-                                end,
-                                cause,
-                            }))) => {
-                                pending.push_back(AvroStep::Damage(Damage::of(start, end, &cause)));
-                                return false;
-                            }
-                            Some(Err(AvroError::Record {
-                                offset,
-                                problem: problem @ RecordProblem::SchemaUnknown { .. },
-                                ..
-                            })) => {
-                                pending.push_back(AvroStep::Damage(Damage {
-                                    start: offset,
-                                    end: offset,
-                                    cause: problem.to_string(),
-                                    kind: "record".into(),
-                                    records: 1,
-                                }));
-                                return false;
-                            }
-                            // A metadata block whose schema cannot be used: its records come
-                            // as SchemaUnknown.
-                            Some(Err(AvroError::Schema { .. })) => {}
-                            // A record written wrong, or an I/O error: raised in its place,
-                            // after the records before it.
-                            Some(Err(e)) => {
-                                let stop = !matches!(e, AvroError::Record { .. });
-                                pending.push_back(AvroStep::Error(e));
-                                return stop;
-                            }
+                            Some(Err(e)) => e,
+                        };
+                        if let Some(stop) = step_error(pending, e) {
+                            return stop;
                         }
                     }
                     false

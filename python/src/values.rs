@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use apache_avro::schema::{Schema, UnionSchema};
 use apache_avro::types::Value;
-use cobsfile::avro::{apache_avro, DatumLimits};
+use cobsfile::avro::{apache_avro, DatumLimits, Visit};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -136,20 +136,7 @@ pub(crate) fn to_py(
             };
             let bytes: Vec<u8> = Vec::<u8>::try_from(decimal)
                 .map_err(|e| PyValueError::new_err(format!("decimal: {e}")))?;
-            // The unscaled value, big-endian two's complement, at the schema's scale.
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("signed", true)?;
-            let unscaled = py.get_type::<PyInt>().call_method(
-                "from_bytes",
-                (PyBytes::new(py, &bytes), "big"),
-                Some(&kwargs),
-            )?;
-            py_(py)?
-                .decimal
-                .bind(py)
-                .call1((unscaled,))?
-                .call_method1("scaleb", (-scale,))?
-                .unbind()
+            decimal_of(py, &bytes, scale)?
         }
         Value::BigDecimal(big) => py_(py)?.decimal.call1(py, (big.to_string(),))?,
         Value::Duration(d) => {
@@ -565,4 +552,245 @@ fn epoch_micros(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<i64> {
     let seconds: i64 = delta.getattr("seconds")?.extract()?;
     let micros: i64 = delta.getattr("microseconds")?.extract()?;
     Ok((days * 86_400 + seconds) * 1_000_000 + micros)
+}
+
+/// Builds a datum's Python object in the walk that checks it (a [`Visit`]), as [`to_py`]
+/// converts its value: no `Value` is built first. Holds the GIL for the walk.
+pub(crate) struct PyBuilder<'py> {
+    py: Python<'py>,
+    /// The dicts and lists open, innermost last, each dict with the key of the value to come.
+    open: Vec<Open<'py>>,
+    /// The object of the last datum walked, if the walk finished one.
+    done: Option<Bound<'py, PyAny>>,
+    /// The first conversion Python refused (a date past year 9999, say).
+    failed: Option<PyErr>,
+}
+
+enum Open<'py> {
+    Dict(Bound<'py, PyDict>, Option<Bound<'py, PyString>>),
+    List(Bound<'py, PyList>),
+}
+
+impl<'py> PyBuilder<'py> {
+    pub(crate) fn new(py: Python<'py>) -> Self {
+        PyBuilder {
+            py,
+            open: Vec::new(),
+            done: None,
+            failed: None,
+        }
+    }
+
+    /// The object built by the last walk, or why Python refused part of it (`None` if the
+    /// walk did not finish).
+    pub(crate) fn take(&mut self) -> Option<PyResult<Py<PyAny>>> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        self.done.take().map(|done| Ok(done.unbind()))
+    }
+
+    /// Hands `made` to the innermost dict or list, or makes it the datum's object.
+    fn place(&mut self, made: PyResult<Bound<'py, PyAny>>) {
+        let obj = match made {
+            Ok(obj) => obj,
+            Err(e) => {
+                self.failed.get_or_insert(e);
+                return;
+            }
+        };
+        let placed = match self.open.last_mut() {
+            None => {
+                self.done = Some(obj);
+                Ok(())
+            }
+            Some(Open::Dict(dict, key)) => match key.take() {
+                Some(key) => dict.set_item(key, obj),
+                None => Ok(()),
+            },
+            Some(Open::List(list)) => list.append(obj),
+        };
+        if let Err(e) = placed {
+            self.failed.get_or_insert(e);
+        }
+    }
+
+    fn close(&mut self) {
+        let obj = match self.open.pop() {
+            Some(Open::Dict(dict, _)) => dict.into_any(),
+            Some(Open::List(list)) => list.into_any(),
+            None => return,
+        };
+        self.place(Ok(obj));
+    }
+
+    fn owned(&self, made: PyResult<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        made.map(|obj| obj.into_bound(self.py))
+    }
+}
+
+/// A decimal's unscaled value (big-endian two's complement) at `scale`, as a `decimal.Decimal`.
+fn decimal_of(py: Python<'_>, unscaled: &[u8], scale: i64) -> PyResult<Py<PyAny>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("signed", true)?;
+    let unscaled = py.get_type::<PyInt>().call_method(
+        "from_bytes",
+        (PyBytes::new(py, unscaled), "big"),
+        Some(&kwargs),
+    )?;
+    Ok(py_(py)?
+        .decimal
+        .bind(py)
+        .call1((unscaled,))?
+        .call_method1("scaleb", (-scale,))?
+        .unbind())
+}
+
+/// A zig-zag varint at the start of `bytes`, and the bytes after it.
+fn zigzag(bytes: &[u8]) -> Option<(i64, &[u8])> {
+    let mut z: u64 = 0;
+    for (i, &byte) in bytes.iter().enumerate().take(10) {
+        z |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(((z >> 1) as i64 ^ -((z & 1) as i64), &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+impl<'py> Visit for PyBuilder<'py> {
+    fn begin(&mut self) {
+        self.open.clear();
+        self.done = None;
+        self.failed = None;
+    }
+
+    fn null(&mut self) {
+        self.place(Ok(self.py.None().into_bound(self.py)));
+    }
+
+    fn boolean(&mut self, value: bool) {
+        self.place(Ok(PyBool::new(self.py, value).to_owned().into_any()));
+    }
+
+    fn int(&mut self, schema: &Schema, value: i32) {
+        let py = self.py;
+        let made = match schema {
+            Schema::Date => py_(py).and_then(|p| {
+                p.date_fromordinal
+                    .call1(py, (p.epoch_ordinal + i64::from(value),))
+            }),
+            Schema::TimeMillis => time_of(py, i64::from(value) * 1000),
+            _ => Ok(value
+                .into_pyobject(py)
+                .map(|v| v.into_any().unbind())
+                .unwrap()),
+        };
+        let made = self.owned(made);
+        self.place(made);
+    }
+
+    fn long(&mut self, schema: &Schema, value: i64) {
+        let py = self.py;
+        let made = match schema {
+            Schema::TimeMicros => time_of(py, value),
+            Schema::TimestampMillis => utc_datetime(py, value.saturating_mul(1000)),
+            Schema::TimestampMicros => utc_datetime(py, value),
+            Schema::LocalTimestampMillis => naive_datetime(py, value.saturating_mul(1000)),
+            Schema::LocalTimestampMicros => naive_datetime(py, value),
+            // Python's datetime holds microseconds: nanoseconds stay an int, as in fastavro.
+            _ => Ok(value
+                .into_pyobject(py)
+                .map(|v| v.into_any().unbind())
+                .unwrap()),
+        };
+        let made = self.owned(made);
+        self.place(made);
+    }
+
+    fn float(&mut self, value: f32) {
+        self.place(Ok(PyFloat::new(self.py, f64::from(value)).into_any()));
+    }
+
+    fn double(&mut self, value: f64) {
+        self.place(Ok(PyFloat::new(self.py, value).into_any()));
+    }
+
+    fn bytes(&mut self, schema: &Schema, value: &[u8]) {
+        let py = self.py;
+        let made = match schema {
+            Schema::Decimal(decimal) => decimal_of(py, value, decimal.scale as i64),
+            Schema::BigDecimal => match zigzag(value).and_then(|(len, rest)| {
+                let len = usize::try_from(len).ok().filter(|&len| len <= rest.len())?;
+                let (unscaled, rest) = rest.split_at(len);
+                Some((unscaled, zigzag(rest)?.0))
+            }) {
+                Some((unscaled, scale)) => decimal_of(py, unscaled, scale),
+                None => Err(PyValueError::new_err(
+                    "a big-decimal that is not well formed",
+                )),
+            },
+            Schema::Duration => {
+                let part = |i: usize| {
+                    u32::from_le_bytes([value[i], value[i + 1], value[i + 2], value[i + 3]])
+                };
+                PyTuple::new(py, [part(0), part(4), part(8)]).map(|t| t.into_any().unbind())
+            }
+            _ => Ok(PyBytes::new(py, value).into_any().unbind()),
+        };
+        let made = self.owned(made);
+        self.place(made);
+    }
+
+    fn string(&mut self, value: &str) {
+        self.place(Ok(PyString::new(self.py, value).into_any()));
+    }
+
+    fn uuid(&mut self, value: apache_avro::Uuid) {
+        let py = self.py;
+        let made = py_(py).and_then(|p| p.uuid.call1(py, (value.to_string(),)));
+        let made = self.owned(made);
+        self.place(made);
+    }
+
+    fn symbol(&mut self, _: u32, symbol: &str) {
+        self.place(Ok(PyString::new(self.py, symbol).into_any()));
+    }
+
+    fn record(&mut self, _: &apache_avro::schema::RecordSchema) {
+        self.open.push(Open::Dict(PyDict::new(self.py), None));
+    }
+
+    fn field(&mut self, name: &str) {
+        if let Some(Open::Dict(_, key)) = self.open.last_mut() {
+            // Field names repeat in every record: interned, each is made once.
+            *key = Some(PyString::intern(self.py, name));
+        }
+    }
+
+    fn record_end(&mut self) {
+        self.close();
+    }
+
+    fn array(&mut self) {
+        self.open.push(Open::List(PyList::empty(self.py)));
+    }
+
+    fn array_end(&mut self) {
+        self.close();
+    }
+
+    fn map(&mut self) {
+        self.open.push(Open::Dict(PyDict::new(self.py), None));
+    }
+
+    fn key(&mut self, key: &str) {
+        if let Some(Open::Dict(_, next)) = self.open.last_mut() {
+            *next = Some(PyString::new(self.py, key));
+        }
+    }
+
+    fn map_end(&mut self) {
+        self.close();
+    }
 }
