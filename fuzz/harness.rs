@@ -1666,8 +1666,8 @@ fn avro_read_file(data: &[u8]) {
             }
         });
     }
-    // Each item of next_value is the item of next_datum, decoded: a value of its schema, or
-    // an error where the check passed but apache-avro's decoding did not.
+    // Each item of next_value is the item of next_datum, decoded in the same walk: a value of
+    // its schema exactly where the check passed.
     assert_eq!(
         items.len(),
         checked.len(),
@@ -1676,11 +1676,39 @@ fn avro_read_file(data: &[u8]) {
     for (item, check) in items.iter().zip(&checked) {
         match (item, check) {
             (Ok(value), Ok(schema)) => assert!(value.validate(schema.schema()), "{value:?}"),
-            (Err(name), Ok(_)) => assert_eq!(*name, "undecodable"),
+            (Err(name), Ok(_)) => panic!("the check passed a record next_value refused: {name}"),
             (Err(name), Err(checked)) => assert_eq!(name, checked),
             (Ok(value), Err(checked)) => {
                 panic!("{value:?} returned where the check found {checked}")
             }
+        }
+    }
+
+    // JSON written in the walk: for the same records, valid JSON exactly where a value was
+    // returned, the JSON of that value; within the bound of the values' trees.
+    let (written, peak) = measure(|| {
+        let mut reader = typed.build(slice_options().from_slice(data));
+        let mut json = cobsfile::avro::json::JsonWriter::new();
+        let mut written = Vec::new();
+        while let Some(item) = reader.next_datum_with(&mut json) {
+            written.push(item.map(|_| json.text().to_vec()).map_err(|e| e.name()));
+        }
+        written
+    });
+    assert!(
+        peak <= bound,
+        "JSON from the typed reader held {peak} bytes at once, over its bound of {bound}"
+    );
+    assert_eq!(written.len(), items.len(), "JSON and values disagree");
+    for ((json, item), check) in written.iter().zip(&items).zip(&checked) {
+        match (json, item, check) {
+            (Ok(json), Ok(value), Ok(schema)) => {
+                let json: serde_json::Value = serde_json::from_slice(json).expect("valid JSON");
+                let expected = cobsfile::avro::json::to_json(value, schema).expect("to_json");
+                assert_eq!(json, expected);
+            }
+            (Err(name), Err(other), _) => assert_eq!(name, other),
+            (json, item, _) => panic!("JSON {json:?} where the value is {item:?}"),
         }
     }
 }
