@@ -1,13 +1,14 @@
-//! Checking a datum against its writer schema before decoding it: every length and count it
-//! declares must fit in the record that holds it, so decoding allocates in proportion to the
-//! record, whatever its bytes claim.
+//! The one walk of a datum against its writer schema (spec 15.3, checks 3 to 5): every length
+//! and count it declares must fit in the record that holds it, each value counts against
+//! [`DatumLimits`] and nesting against its depth limit, and each value must be valid. The walk
+//! allocates nothing itself; it hands each value, checked, to a [`Visit`], which makes of it
+//! what its caller wants: nothing (the check alone), JSON text
+//! ([`JsonWriter`](super::json::JsonWriter)), a `Value` (the typed reader), a language's
+//! objects. So what a record costs is bounded by its length and the limits, whatever its
+//! bytes claim, and a record is decoded exactly as it is checked.
 //!
-//! `apache-avro` allocates what a datum declares before reading it (a string of 2^40 bytes, an
-//! array of 2^60 nulls, a fixed of the size a hostile schema gives), up to a process-wide
-//! limit of 512 MiB per allocation that only the first caller can set. So each datum is walked
-//! here first, allocating nothing: a string's length must not pass the record's end, each
-//! value counts against [`DatumLimits`], and nesting against its depth limit. Only a datum that
-//! passes is handed to `apache-avro`.
+//! (Decoders that allocate what a datum declares before reading it, as `apache-avro`'s does
+//! up to 512 MiB per allocation, and arrow-avro's, are handed only datums this walk passed.)
 
 use std::collections::{HashMap, HashSet};
 
