@@ -339,7 +339,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// A zig-zag varint of at most 10 bytes (what `apache-avro` reads).
-    #[inline]
+    #[inline(always)]
     fn long(&mut self, what: &str) -> Result<i64, Failure> {
         // Most numbers, lengths and counts take one byte.
         if let Some(&byte) = self.bytes.get(self.at) {
@@ -367,7 +367,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// An `int`: a varint within 32 bits.
-    #[inline]
+    #[inline(always)]
     fn int(&mut self, what: &str) -> Result<Option<i32>, Failure> {
         let start = self.at;
         let n = self.long(what)?;
@@ -381,7 +381,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// The next `n` bytes.
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], Failure> {
         let left = (self.bytes.len() - self.at) as u64;
         if n > left {
@@ -395,7 +395,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// A length-prefixed byte string.
-    #[inline]
+    #[inline(always)]
     fn bytes(&mut self, what: &str) -> Result<&'a [u8], Failure> {
         let start = self.at;
         let len = self.long(what)?;
@@ -407,7 +407,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// A length-prefixed UTF-8 string (`None`, noted, if it is not UTF-8).
-    #[inline]
+    #[inline(always)]
     fn string(&mut self, what: &str) -> Result<Option<&'a str>, Failure> {
         let start = self.at;
         let bytes = self.bytes(what)?;
