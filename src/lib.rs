@@ -117,7 +117,7 @@ pub use reader::{
     SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
-pub use report::{BlockCounts, Damage, Held, Report};
+pub use report::{BlockCounts, Damage, Held, NotACobsfile, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET, DEFAULT_COMPRESSED_BLOCK_TARGET};

@@ -374,25 +374,22 @@ impl ReaderBuilder {
         Ok(report)
     }
 
-    /// Whether a read of `bytes` finds an intact block, reading only as far as the first. A
-    /// non-empty input without one is not a cobsfile (spec 9.5), rather than a cobsfile all
-    /// damage: what a reader that would otherwise return nothing, and say only what was
-    /// skipped, says instead.
+    /// Whether `bytes` are not a cobsfile at all (spec 9.5; see
+    /// [`NotACobsfile`](crate::NotACobsfile)), read with these options up to the first intact
+    /// block: what a reader that returns nothing from an input should ask before it calls the
+    /// input empty.
     ///
     /// ```
     /// let file = cobsfile::Writer::new(Vec::new())?.finish()?;
-    /// assert!(cobsfile::ReaderBuilder::new().has_intact_block(&file));
-    /// assert!(!cobsfile::ReaderBuilder::new().has_intact_block(b"just some text\n"));
+    /// let options = cobsfile::ReaderBuilder::new();
+    /// assert_eq!(options.not_a_cobsfile(&file), None);
+    /// assert_eq!(options.not_a_cobsfile(b""), None);
+    /// let text = options.not_a_cobsfile(b"just some text\n").unwrap();
+    /// assert_eq!(text.to_string(), "not a cobsfile: none of its 15 bytes is an intact block");
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
-    pub fn has_intact_block(&self, bytes: &[u8]) -> bool {
-        let mut reader = self.from_slice(bytes);
-        while let Some(block) = reader.next_block() {
-            if block.is_ok() {
-                return true;
-            }
-        }
-        false
+    pub fn not_a_cobsfile(&self, bytes: &[u8]) -> Option<crate::NotACobsfile> {
+        crate::NotACobsfile::of(bytes.len() as u64, &mut self.from_slice(bytes))
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.

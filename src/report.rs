@@ -160,7 +160,92 @@ pub struct Report {
     pub ending: Ending,
 }
 
+/// What spec 9.5 calls an input that is not a cobsfile: one in which nothing is intact and
+/// something is damaged or unreadable (an input of nothing but sync bytes, or of nothing, is
+/// a cobsfile with no blocks). Every reader, command and integration decides it here
+/// ([`Report::not_a_cobsfile`], [`ReaderBuilder::not_a_cobsfile`](crate::ReaderBuilder::not_a_cobsfile))
+/// and only says it in its own way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotACobsfile {
+    /// The input's length in bytes.
+    pub len: u64,
+    /// When some block was refused for its size, not for damage: the first such cause. The
+    /// input may well be a cobsfile of blocks larger than the reader's limits allow.
+    pub over_limit: Option<Cause>,
+}
+
+impl NotACobsfile {
+    /// The verdict on an input of `len` bytes in which intact blocks were found (`intact`)
+    /// or not, and ranges were skipped for the causes `damaged` gives (at least the first,
+    /// and the first over a limit if any): for a reader that keeps its own account of what it
+    /// skipped.
+    pub fn decide<'c>(
+        len: u64,
+        intact: bool,
+        mut damaged: impl Iterator<Item = &'c Cause>,
+    ) -> Option<NotACobsfile> {
+        if intact {
+            return None;
+        }
+        let first = damaged.next()?;
+        let over_limit = std::iter::once(first)
+            .chain(damaged)
+            .find(|cause| cause.is_over_limit())
+            .cloned();
+        Some(NotACobsfile { len, over_limit })
+    }
+
+    /// The verdict on `bytes`, read with `reader` up to its first intact block.
+    pub(crate) fn of<S: crate::Source>(
+        len: u64,
+        reader: &mut crate::Reader<S>,
+    ) -> Option<NotACobsfile> {
+        let mut causes = Vec::new();
+        while let Some(block) = reader.next_block() {
+            match block {
+                Ok(_) => return None,
+                Err(Error::Damaged { cause, .. }) => {
+                    // Only the first over-limit cause is named; a few causes are enough.
+                    if causes.len() < 2 || cause.is_over_limit() {
+                        causes.push(cause);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        Self::decide(len, false, causes.iter())
+    }
+}
+
+impl fmt::Display for NotACobsfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.over_limit {
+            Some(cause) => write!(
+                f,
+                "no block fits within the reader's body-size limit ({cause}); raise it to read \
+                 this file"
+            ),
+            None => write!(
+                f,
+                "not a cobsfile: none of its {} bytes is an intact block",
+                self.len
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotACobsfile {}
+
 impl Report {
+    /// Whether the input is not a cobsfile at all (spec 9.5): see [`NotACobsfile`].
+    pub fn not_a_cobsfile(&self) -> Option<NotACobsfile> {
+        NotACobsfile::decide(
+            self.len,
+            self.blocks.total() > 0,
+            self.damaged.iter().map(|d| &d.cause),
+        )
+    }
+
     /// Whether the file is clean (spec 9.5): nothing is damaged or unreadable, and it is
     /// finished or an open log. A file cut at a block boundary, or an empty one, is not.
     pub fn is_clean(&self) -> bool {

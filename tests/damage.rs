@@ -993,3 +993,51 @@ fn every_single_bit_flip() {
         assert!(f == 0 || two_errors_possible > 100);
     }
 }
+
+/// "Not a cobsfile" (spec 9.5) is decided once, in the library: a report and a reader's
+/// options give the same verdict on every input, and every front end only words it.
+#[test]
+fn not_a_cobsfile_is_decided_once() {
+    let mut writer = cobsfile::WriterBuilder::new()
+        .block_target(64)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..40 {
+        writer
+            .write_record(format!("record {i} with some text").as_bytes())
+            .unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let text = b"plain text, not a cobsfile\n".to_vec();
+    let mut damaged = file.clone();
+    for byte in damaged.iter_mut().skip(1) {
+        if *byte != 0 {
+            *byte ^= 0x55;
+        }
+    }
+    let small = ReaderBuilder::new().max_body_size(1);
+    let default = ReaderBuilder::new();
+    let cases: Vec<(&str, Vec<u8>, &ReaderBuilder, Option<bool>)> = vec![
+        // (input, bytes, options, Some(over a limit?) when not a cobsfile)
+        ("nothing", Vec::new(), &default, None),
+        ("one sync byte", vec![0], &default, None),
+        ("two sync bytes", vec![0, 0], &default, None),
+        ("a file", file.clone(), &default, None),
+        ("text", text, &default, Some(false)),
+        ("every block damaged", damaged, &default, Some(false)),
+        ("blocks over the limit", file, &small, Some(true)),
+    ];
+    for (what, bytes, options, expected) in cases {
+        let verdict = options.not_a_cobsfile(&bytes);
+        let report = cobsfile::verify(&mut options.from_slice(&bytes)).unwrap();
+        assert_eq!(report.not_a_cobsfile(), verdict, "{what}");
+        assert_eq!(
+            verdict.as_ref().map(|v| v.over_limit.is_some()),
+            expected,
+            "{what}: {verdict:?}"
+        );
+        if let Some(verdict) = verdict {
+            assert_eq!(verdict.len, bytes.len() as u64, "{what}");
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use cobsfile::{Cause, Ending, Error, MappedFile, Reader, Source};
+use cobsfile::{Cause, Ending, Error, MappedFile, NotACobsfile, Reader, Source};
 
 use super::{is_stdio, Failure, Outcome, ReadOptions};
 
@@ -113,6 +113,8 @@ pub struct Diagnostics {
     held: Vec<String>,
     /// The first cause held back that is a block over the reader's size limit.
     over_limit: Option<Cause>,
+    /// The first cause of damage met.
+    first: Option<Cause>,
     outcome: Outcome,
 }
 
@@ -123,6 +125,7 @@ impl Diagnostics {
             name,
             held: Vec::new(),
             over_limit: None,
+            first: None,
             outcome: Outcome::Clean,
         }
     }
@@ -136,6 +139,9 @@ impl Diagnostics {
         self.outcome = self.outcome.worst(Outcome::of_damage(cause));
         if cause.is_over_limit() && self.over_limit.is_none() {
             self.over_limit = Some(cause.clone());
+        }
+        if self.first.is_none() {
+            self.first = Some(cause.clone());
         }
         let line = format!("cobsfile: {}: {err}", self.name);
         if reader.stats().blocks == 0 && self.held.len() < 64 {
@@ -163,8 +169,9 @@ impl Diagnostics {
     /// reader that read to the end found the input unfinished or empty (spec 9.5.1).
     pub fn finish<S: Source>(mut self, reader: &Reader<S>) -> Result<Outcome, Failure> {
         let stats = reader.stats();
-        if stats.blocks == 0 && stats.damaged_regions > 0 {
-            return Err(no_intact_block(&self.name, self.over_limit.as_ref()));
+        let causes = self.over_limit.iter().chain(self.first.iter());
+        if let Some(verdict) = NotACobsfile::decide(stats.damaged_bytes, stats.blocks > 0, causes) {
+            return Err(no_intact_block(&self.name, &verdict));
         }
         self.release();
         if let Some(ending) = reader.ending() {
@@ -179,10 +186,11 @@ impl Diagnostics {
     }
 }
 
-/// What a command says of an input in which nothing is intact: not a cobsfile, or, when
-/// blocks were refused for their size (`over_limit`), a `--max-body-size` too small for it.
-pub fn no_intact_block(name: &str, over_limit: Option<&Cause>) -> Failure {
-    match over_limit {
+/// What a command says of an input that is not a cobsfile (the library's verdict): not a
+/// cobsfile, or, when blocks were refused for their size, a `--max-body-size` too small for
+/// it.
+pub fn no_intact_block(name: &str, verdict: &NotACobsfile) -> Failure {
+    match &verdict.over_limit {
         Some(cause) => Failure::at(
             name,
             format!("no block fits within --max-body-size ({cause}); raise it to read this file"),

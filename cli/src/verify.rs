@@ -50,17 +50,12 @@ impl ReadJob for Verify {
     }
 }
 
-/// Fails for a non-empty input in which nothing at all is intact (spec 9.5).
+/// Fails for an input that is not a cobsfile (spec 9.5, as the library decides it).
 pub fn not_a_cobsfile(name: &str, report: &Report) -> Result<(), Failure> {
-    if report.blocks.total() > 0 || report.damaged.is_empty() {
-        return Ok(());
+    match report.not_a_cobsfile() {
+        Some(verdict) => Err(no_intact_block(name, &verdict)),
+        None => Ok(()),
     }
-    let over_limit = report
-        .damaged
-        .iter()
-        .map(|d| &d.cause)
-        .find(|c| c.is_over_limit());
-    Err(no_intact_block(name, over_limit))
 }
 
 /// The ending of `report` as the summary says it.

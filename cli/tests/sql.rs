@@ -230,7 +230,7 @@ fn mistakes_end_with_one_line() {
         (
             &["sql", "SELECT 1", "notes.txt"],
             1,
-            "notes.txt is not a cobsfile",
+            "notes.txt: not a cobsfile",
         ),
         (
             &[

@@ -212,21 +212,18 @@ pub(crate) fn sample(
     }
 }
 
-/// Fails for a non-empty input in which a full read finds no intact block at all: not a
-/// cobsfile (spec 9.5), rather than a cobsfile all damage. Asked only by the range that starts
-/// the file, when it found no block of its own.
+/// Fails for an input that is not a cobsfile (spec 9.5, as the library decides it), rather
+/// than a cobsfile all damage. Asked only by the range that starts the file, when it found no
+/// block of its own.
 pub(crate) fn not_a_cobsfile(
     bytes: &[u8],
     file: &str,
     options: &cobsfile::ReaderBuilder,
 ) -> Result<()> {
-    if bytes.is_empty() || options.has_intact_block(bytes) {
-        return Ok(());
+    match options.not_a_cobsfile(bytes) {
+        Some(verdict) => Err(exec_datafusion_err!("{file}: {verdict}")),
+        None => Ok(()),
     }
-    Err(exec_datafusion_err!(
-        "{file} is not a cobsfile: none of its {} bytes is an intact block",
-        bytes.len()
-    ))
 }
 
 /// Fails for a file that is not a cobsfile (see [`not_a_cobsfile`]).

@@ -341,7 +341,7 @@ async fn bad_input_is_a_clear_error() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("text.cobs is not a cobsfile"), "{e}");
+    assert!(e.contains("text.cobs: not a cobsfile"), "{e}");
 
     let mut lines = events();
     lines[1500] = "{\"ts\": oops";

@@ -389,19 +389,13 @@ impl Reader {
         // A non-empty input with no intact block is not a cobsfile: say so now, not after
         // an iteration that returned nothing.
         let data = reader.bytes.get();
-        if !data.is_empty() {
-            let options = &reader.options;
-            if !py.detach(|| options.has_intact_block(data)) {
-                return Err(errors::raise::<errors::NotACobsfileError>(
-                    py,
-                    format!(
-                        "{} is not a cobsfile: none of its {} bytes is an intact block",
-                        reader.name,
-                        data.len()
-                    ),
-                    Some(0),
-                ));
-            }
+        let options = &reader.options;
+        if let Some(verdict) = py.detach(|| options.not_a_cobsfile(data)) {
+            return Err(errors::raise::<errors::NotACobsfileError>(
+                py,
+                format!("{}: {verdict}", reader.name),
+                Some(0),
+            ));
         }
         Ok(reader)
     }

@@ -131,6 +131,9 @@ def test_reader_mistakes(tmp_path):
     with pytest.raises(TypeError):
         cobsfile.open(12)
     assert list(cobsfile.open(b"")) == []
+    # Sync bytes alone are a cobsfile with no blocks, as the CLI and SQL say (spec 9.5, decided
+    # once in the library): empty, not NotACobsfileError.
+    assert list(cobsfile.open(b"\x00\x00")) == []
     with pytest.raises(ValueError, match="decode"):
         cobsfile.open(b"").records(decode="xml")
 
