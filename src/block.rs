@@ -459,19 +459,79 @@ pub(crate) struct Scratch {
     home: usize,
 }
 
-/// The most buffers of a kind kept from decodings that ended (see [`Scratch::reused`]).
+/// The most buffers of a kind kept from decodings that ended (see [`Spares`]).
 const SPARE_SCRATCHES: usize = 8;
 
 /// The most bytes a kept [`Scratch`] (or [`FrameCopy`]) may hold allocated: enough for blocks
 /// of the default sizes, uncompressed or compressed.
 const SPARE_BYTES: usize = 4 << 20;
 
-/// Buffers kept from decodings that ended.
-static SPARE: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
+/// Buffers kept from decodings that ended, for later decodings of the readers that share
+/// them (those of one [`ReaderBuilder`](crate::ReaderBuilder) and its clones): new buffers
+/// cost a page fault for every 4 KiB first written, hundreds per reader, which on a reader of
+/// a few milliseconds weigh (a quarter of a 2-thread read of 100 MB of large JSON:
+/// BENCHMARKS.md, "Buffers kept from reader to reader, and reading shared bytes"). Owned by
+/// the readers' options, not the process: readers of unrelated options share nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Spares {
+    /// Decodings' buffers.
+    scratches: Mutex<Vec<Scratch>>,
+    /// Frame copies' buffers, kept apart from the decodings' so that neither is taken for the
+    /// other and grown to both sizes.
+    copies: Mutex<Vec<Vec<u8>>>,
+}
 
-/// Frame copies' buffers kept from readers that ended. They are kept apart from the
-/// decodings' buffers so that neither is taken for the other and grown to both sizes.
-static SPARE_COPIES: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+impl Spares {
+    /// Buffers a decoding that ended left, or new ones.
+    pub fn scratch(&self) -> Scratch {
+        let kept = self
+            .scratches
+            .lock()
+            .map_or_else(|_| None, |mut spare| spare.pop());
+        let Some(mut scratch) = kept else {
+            return Scratch::default();
+        };
+        // Only the allocations are kept: nothing of what another decoding held shows.
+        scratch.body.clear();
+        scratch.plain.clear();
+        scratch.records.clear();
+        scratch.in_plain = false;
+        scratch.kept = false;
+        scratch.home = 0;
+        scratch
+    }
+
+    /// Leaves `scratch` to a later decoding (up to [`SPARE_SCRATCHES`] buffers, of at most
+    /// [`SPARE_BYTES`] each; others are freed).
+    pub fn keep_scratch(&self, scratch: Scratch) {
+        if let Ok(mut spare) = self.scratches.lock() {
+            scratch.keep_in(&mut spare);
+        }
+    }
+
+    /// A frame copy's buffer a reader that ended left, or a new one.
+    pub fn copy(&self) -> FrameCopy {
+        let kept = self.copies.lock().map_or(None, |mut spare| spare.pop());
+        let mut buffer = kept.unwrap_or_default();
+        // Only the allocation is kept: nothing of another reader's input shows.
+        buffer.clear();
+        FrameCopy(buffer)
+    }
+
+    /// How many decodings' buffers are kept now.
+    #[cfg(test)]
+    pub fn kept(&self) -> usize {
+        self.scratches.lock().map_or(0, |spare| spare.len())
+    }
+
+    /// Leaves `copy` to a later reader, within the bounds a [`Scratch`]'s are kept in.
+    pub fn keep_copy(&self, copy: FrameCopy) {
+        if let Ok(mut spare) = self.copies.lock() {
+            let held = copy.0.capacity();
+            keep_in(copy.0, held, &mut spare);
+        }
+    }
+}
 
 /// Puts `buffers`, holding `held` bytes allocated, in `spare` if they and it are within the
 /// bounds.
@@ -487,32 +547,6 @@ fn keep_in<T>(buffers: T, held: usize, spare: &mut Vec<T>) {
 const KEEP_BYTES_PER_RECORD: u64 = 8;
 
 impl Scratch {
-    /// Buffers a decoding that ended left (see [`release`](Self::release)), or new ones.
-    pub fn reused() -> Self {
-        let Some(mut scratch) = SPARE.lock().map_or_else(|_| None, |mut spare| spare.pop()) else {
-            return Scratch::default();
-        };
-        // Only the allocations are kept: nothing of what another decoding held shows.
-        scratch.body.clear();
-        scratch.plain.clear();
-        scratch.records.clear();
-        scratch.in_plain = false;
-        scratch.kept = false;
-        scratch.home = 0;
-        scratch
-    }
-
-    /// Leaves the buffers to a later decoding (up to [`SPARE_SCRATCHES`] of them, of at most
-    /// [`SPARE_BYTES`] each; others are freed). New buffers cost a page fault for every 4 KiB
-    /// first written, hundreds per reader, which on a reader of a few milliseconds weigh:
-    /// a quarter of a 2-thread read of 100 MB of large JSON (BENCHMARKS.md, "Buffers kept
-    /// from reader to reader, and reading shared bytes").
-    pub fn release(self) {
-        if let Ok(mut spare) = SPARE.lock() {
-            self.keep_in(&mut spare);
-        }
-    }
-
     /// Puts these buffers in `spare` if they and it are within the bounds.
     fn keep_in(self, spare: &mut Vec<Scratch>) {
         let held = self.body.capacity()
@@ -552,30 +586,13 @@ impl Scratch {
 
 /// A copy of a frame to decode, from its type field to the end of its body, for a worker
 /// thread that cannot read the reader's input in place (a borrowed slice). Its buffer is kept
-/// from frame to frame, and from reader to reader as a [`Scratch`]'s are: without it, a
+/// from frame to frame, and from reader to reader as a [`Scratch`]'s are ([`Spares`]): without it, a
 /// 2-thread read of a slice of 100 MB of large JSON faulted in 330,000 pages instead of 26,000
 /// (BENCHMARKS.md, "A reader over a borrowed slice kept its frame copies").
 #[derive(Debug, Default)]
 pub(crate) struct FrameCopy(Vec<u8>);
 
 impl FrameCopy {
-    /// A buffer a reader that ended left (see [`release`](Self::release)), or a new one.
-    pub fn reused() -> Self {
-        let kept = SPARE_COPIES.lock().map_or(None, |mut spare| spare.pop());
-        let mut buffer = kept.unwrap_or_default();
-        // Only the allocation is kept: nothing of another reader's input shows.
-        buffer.clear();
-        FrameCopy(buffer)
-    }
-
-    /// Leaves the buffer to a later reader, within the bounds a [`Scratch`]'s are kept in.
-    pub fn release(self) {
-        if let Ok(mut spare) = SPARE_COPIES.lock() {
-            let held = self.0.capacity();
-            keep_in(self.0, held, &mut spare);
-        }
-    }
-
     /// Replaces the copy with `frame`.
     pub fn copy(&mut self, frame: &[u8]) {
         self.0.clear();
@@ -1021,18 +1038,18 @@ mod tests {
         scratch.body.extend_from_slice(b"someone else's records");
         scratch.records.push((0, 4));
         scratch.kept = true;
-        scratch.release();
-        // Other tests release and take buffers too: whichever comes back is empty.
+        let spares = Spares::default();
+        spares.keep_scratch(scratch);
         for _ in 0..SPARE_SCRATCHES + 1 {
-            let reused = Scratch::reused();
+            let reused = spares.scratch();
             assert!(reused.buffer().is_empty());
             assert!(reused.records().is_none());
         }
         let mut copy = FrameCopy::default();
         copy.copy(b"someone else's frame");
-        copy.release();
+        spares.keep_copy(copy);
         for _ in 0..SPARE_SCRATCHES + 1 {
-            let mut reused = FrameCopy::reused();
+            let mut reused = spares.copy();
             assert!(reused.bytes().is_empty());
             reused.copy(b"mine");
             assert_eq!(reused.bytes(), b"mine");

@@ -64,8 +64,11 @@
 //! ```
 
 use std::ops::Range;
+use std::sync::Arc;
 
-use crate::block::{self, BlockType, Body, Entries, Place, Records, Scratch, FORMAT_VERSION};
+use crate::block::{
+    self, BlockType, Body, Entries, Place, Records, Scratch, Spares, FORMAT_VERSION,
+};
 use crate::codec::{self, Decompressor, Dictionary, Refused};
 use crate::ending::{Ending, Tail};
 use crate::error::{Cause, Error};
@@ -267,6 +270,8 @@ pub struct Decoder {
     prefix: Option<u64>,
     /// The last decoded block body.
     scratch: Scratch,
+    /// Where its buffers come from and go back to.
+    spares: Arc<Spares>,
     /// The zstd context and the dictionaries known so far.
     decompressor: Decompressor,
     /// The dictionaries known, in the order they were added, each with the offset of the
@@ -292,9 +297,9 @@ pub struct Decoder {
 }
 
 impl Drop for Decoder {
-    /// Leaves its buffers to a later decoder ([`Scratch::release`]).
+    /// Leaves its buffers to a later decoder of the same options ([`Spares`]).
     fn drop(&mut self) {
-        std::mem::take(&mut self.scratch).release();
+        self.spares.keep_scratch(std::mem::take(&mut self.scratch));
     }
 }
 
@@ -313,7 +318,10 @@ impl Decoder {
             stopped: false,
             stop: u64::MAX,
             prefix: None,
-            scratch: Scratch::reused(),
+            // Its own: a decoder made by hand shares nothing with others (a reader's options
+            // give theirs, `share_spares`).
+            scratch: Scratch::default(),
+            spares: Arc::default(),
             decompressor: Decompressor::new(&limits),
             dictionaries: Vec::new(),
             collect: false,
@@ -347,6 +355,19 @@ impl Decoder {
         decoder.at = offset;
         decoder.resume = offset;
         decoder
+    }
+
+    /// Makes the decoder take its buffers from `spares` and leave them there when it drops,
+    /// as every reader of the same options does.
+    pub(crate) fn share_spares(mut self, spares: &Arc<Spares>) -> Self {
+        self.spares = Arc::clone(spares);
+        self.scratch = spares.scratch();
+        self
+    }
+
+    /// The buffers this decoder shares with the other readers of its options.
+    pub(crate) fn spares(&self) -> &Arc<Spares> {
+        &self.spares
     }
 
     /// Records the dictionaries the decoder knows, in order (see `dictionaries`).

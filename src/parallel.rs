@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
-use crate::block::{self, types, BlockType, Body, FrameCopy, Place, Scratch};
+use crate::block::{self, types, BlockType, Body, FrameCopy, Place, Scratch, Spares};
 use crate::codec::{Compression, Compressor, Decompressor, Dictionary};
 use crate::decoder::{decode_block, BlockInfo, Decoder, Event, Input, Step};
 use crate::error::{Cause, Result};
@@ -613,6 +613,8 @@ struct DecodeState {
 /// buffers as it did when they went with the jobs.
 struct Homes {
     boxes: Mutex<Boxes>,
+    /// Where buffers no thread holds come from and go back to: the reader's options'.
+    spares: Arc<Spares>,
 }
 
 struct Boxes {
@@ -626,13 +628,14 @@ struct Boxes {
 
 impl Homes {
     /// The homes of `threads` decoding threads with `most` jobs between them.
-    fn new(threads: usize, most: usize) -> Self {
+    fn new(threads: usize, most: usize, spares: Arc<Spares>) -> Self {
         Homes {
             boxes: Mutex::new(Boxes {
                 waiting: (0..threads).map(|_| Vec::new()).collect(),
                 made: 0,
                 most,
             }),
+            spares,
         }
     }
 
@@ -649,7 +652,7 @@ impl Homes {
         }
         .unwrap_or_else(|| {
             boxes.made += 1;
-            Scratch::reused()
+            self.spares.scratch()
         });
         scratch.set_home(id);
         scratch
@@ -658,7 +661,7 @@ impl Homes {
     /// Gives buffers back to their thread, or to later readers if they are no thread's.
     fn give_back(&self, scratch: Scratch) {
         match scratch.home() {
-            0 => scratch.release(),
+            0 => self.spares.keep_scratch(scratch),
             home => lock(&self.boxes).waiting[home - 1].push(scratch),
         }
     }
@@ -669,7 +672,7 @@ impl Drop for Homes {
     fn drop(&mut self) {
         let boxes = self.boxes.get_mut().unwrap_or_else(|p| p.into_inner());
         for scratch in boxes.waiting.drain(..).flatten() {
-            scratch.release();
+            self.spares.keep_scratch(scratch);
         }
     }
 }
@@ -811,7 +814,7 @@ impl Drop for Decoders {
         });
         for job in self.free.drain(..).chain(ready) {
             let DecodeJob { copy, scratch, .. } = *job;
-            copy.release();
+            self.homes.spares.keep_copy(copy);
             self.homes.give_back(scratch);
         }
     }
@@ -840,7 +843,7 @@ impl Decoders {
         let registry = Arc::new(Mutex::new(Vec::new()));
         let limit = DEPTH * threads;
         // The reader holds a job besides those in flight: the one whose records it hands out.
-        let homes = Arc::new(Homes::new(threads, limit + 1));
+        let homes = Arc::new(Homes::new(threads, limit + 1, Arc::clone(decoder.spares())));
         let states = (1..=threads)
             .map(|id| DecodeState {
                 max_body_size,
@@ -1025,7 +1028,7 @@ impl Decoders {
                 size: 0,
                 known: 0,
                 end: 0,
-                copy: FrameCopy::reused(),
+                copy: self.homes.spares.copy(),
                 scratch: Scratch::default(),
                 result: None,
                 stray: None,
@@ -1180,7 +1183,7 @@ mod tests {
 
     #[test]
     fn each_thread_decodes_into_its_own_buffers_within_the_jobs() {
-        let homes = Homes::new(2, 3);
+        let homes = Homes::new(2, 3, Arc::default());
         let made = |homes: &Homes| lock(&homes.boxes).made;
         let first = homes.take(1);
         assert_eq!(first.home(), 1);

@@ -11,7 +11,7 @@ use std::io::{self, Read};
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::block::{self, BlockType, Entries};
+use crate::block::{self, BlockType, Entries, Spares};
 use crate::codec::Dictionary;
 use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 use crate::ending::Ending;
@@ -46,6 +46,8 @@ pub struct ReaderBuilder {
     pub(crate) dictionaries: Vec<Dictionary>,
     pub(crate) threads: usize,
     pub(crate) min_split: u64,
+    /// Decoding buffers its readers leave to one another (shared by clones).
+    pub(crate) spares: Arc<Spares>,
 }
 
 impl Default for ReaderBuilder {
@@ -62,6 +64,7 @@ impl ReaderBuilder {
             dictionaries: Vec::new(),
             threads: 0,
             min_split: 1 << 20,
+            spares: Arc::default(),
         }
     }
 
@@ -143,6 +146,7 @@ impl ReaderBuilder {
     /// `decoder` given the dictionaries, and recording what it knows if `collect` (for worker
     /// threads to start from).
     fn equip(&self, decoder: Decoder, collect: bool) -> Decoder {
+        let decoder = decoder.share_spares(&self.spares);
         let mut decoder = match collect {
             true => decoder.collecting(),
             false => decoder,
@@ -404,10 +408,7 @@ impl ReaderBuilder {
 
     /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
     pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
-        let mut decoder = Decoder::starting_at(self.limits, offset);
-        for dictionary in &self.dictionaries {
-            decoder.give_dictionary(dictionary);
-        }
+        let decoder = self.equip(Decoder::starting_at(self.limits, offset), false);
         Reader::with_decoder(StreamSource::new(inner, offset), decoder, 0)
     }
 }
@@ -1156,6 +1157,44 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
                     entries,
                 }));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Readers leave their decoding buffers to later readers of the same options (and their
+    /// clones), never to readers of other options: the crate keeps no process-wide state.
+    #[test]
+    fn buffers_are_kept_by_the_options_not_the_process() {
+        let mut writer = crate::Writer::new(Vec::new()).unwrap();
+        for i in 0..100 {
+            writer
+                .write_record(format!("record {i}").as_bytes())
+                .unwrap();
+        }
+        let file = writer.finish().unwrap();
+        for threads in [1, 2] {
+            let options = ReaderBuilder::new().threads(threads);
+            let clone = options.clone();
+            let other = ReaderBuilder::new().threads(threads);
+            assert_eq!(options.spares.kept(), 0);
+            let (records, errors) = clone.from_slice(&file).read_all();
+            assert_eq!((records.len(), errors.len()), (100, 0));
+            assert!(options.spares.kept() > 0, "{threads} threads: nothing kept");
+            assert_eq!(
+                other.spares.kept(),
+                0,
+                "{threads} threads: shared with others"
+            );
+            // A later reader takes them back.
+            let kept = options.spares.kept();
+            let reader = options.from_slice(&file);
+            assert!(options.spares.kept() < kept);
+            drop(reader);
+            assert_eq!(options.spares.kept(), kept);
         }
     }
 }
