@@ -14,7 +14,10 @@
 mod counting;
 
 use cobsfile::{Compression, Dictionary, ReaderBuilder, WriterBuilder};
-use counting::{allocations_reading, allocations_writing, Discard};
+use counting::{allocations_reading, allocations_writing, Discard, WARM_UP};
+
+/// Records written and read: about 1,000 blocks of 16 KiB.
+const RECORDS: usize = 80_000;
 
 fn record(i: usize) -> Vec<u8> {
     format!(
@@ -36,12 +39,18 @@ fn builder(compression: Compression, dictionary: Option<&Dictionary>) -> WriterB
     }
 }
 
-/// Allocations allowed over the ~175 blocks after the warm-up (see the module documentation).
-const MOST: u64 = 12;
+/// Allocations allowed over the ~800 blocks after the warm-up (see the module documentation):
+/// one allocation per block would be 800. What remains is a constant that timing decides (how
+/// many of the workers first wait on a channel after the warm-up): against 200 blocks with 12
+/// allowed, 13 to 19 were seen in about one run in six. Against 800 blocks, 480 measurements
+/// (40 runs, beside a build) gave 0 to 8 but for four of 13 to 19 and one of 37: the blocks
+/// are many and the bound a few per worker thread, so that what is measured is allocations
+/// per block, not scheduling.
+const MOST: u64 = 24;
 
 #[test]
 fn steady_state_allocates_nothing_per_block_with_threads() {
-    let records: Vec<Vec<u8>> = (0..20_000).map(record).collect();
+    let records: Vec<Vec<u8>> = (0..RECORDS).map(record).collect();
     let dictionary = Dictionary::new(records[..50].concat());
     for (compression, dictionary) in [
         (Compression::None, None),
@@ -49,7 +58,7 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
         (Compression::zstd(3).unwrap(), Some(&dictionary)),
     ] {
         for threads in [2, 3] {
-            // Writing: ~200 blocks after the warm-up.
+            // Writing: ~800 blocks after the warm-up.
             let mut writer = builder(compression, dictionary)
                 .threads(threads)
                 .build(Discard)
@@ -57,7 +66,8 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
             let during = allocations_writing(&mut writer, &records);
             assert!(
                 during <= MOST,
-                "{compression:?}, {threads} threads: {during} allocations writing 15000 records"
+                "{compression:?}, {threads} threads: {during} allocations writing {} records",
+                RECORDS - WARM_UP
             );
             writer.finish().unwrap();
 
@@ -69,13 +79,14 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
             let file = writer.finish().unwrap();
             let options = ReaderBuilder::new().threads(threads);
             let (earlier, _) = options.from_slice(&file).read_all();
-            assert_eq!(earlier.len(), 20_000);
+            assert_eq!(earlier.len(), RECORDS);
             let mut reader = options.from_slice(&file);
             let (count, during) = allocations_reading(&mut reader);
-            assert_eq!(count, 20_000);
+            assert_eq!(count, RECORDS);
             assert!(
                 during <= MOST,
-                "{compression:?}, {threads} threads: {during} allocations reading 15000 records"
+                "{compression:?}, {threads} threads: {during} allocations reading {} records",
+                RECORDS - WARM_UP
             );
         }
     }
