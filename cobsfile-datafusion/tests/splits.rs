@@ -138,12 +138,21 @@ proptest! {
             }
             let name = format!("f{i}.cobs");
             expected.extend(library_rows(&name, &bytes));
+            // Spec 9.5: no intact block, and something damaged (sync bytes alone are an empty
+            // cobsfile).
             let mut reader = ReaderBuilder::new().from_slice(&bytes);
-            refused |= !std::iter::from_fn(|| reader.next_block().map(|b| b.is_ok())).any(|ok| ok);
+            let (mut intact, mut damaged) = (false, false);
+            while let Some(block) = reader.next_block() {
+                match block {
+                    Ok(_) => intact = true,
+                    Err(_) => damaged = true,
+                }
+            }
+            refused |= !intact && damaged;
             std::fs::write(dir.path().join(&name), &bytes).unwrap();
         }
-        // A file damaged past recognition (no intact block at all: not a cobsfile, as far as
-        // anyone can tell) is refused, not read as empty.
+        // A file damaged past recognition (no intact block at all, and damage: not a cobsfile,
+        // as far as anyone can tell) is refused, not read as empty.
         let got = std::panic::catch_unwind(|| sql_rows(dir.path(), partitions));
         match got {
             Ok(got) => {
@@ -234,4 +243,14 @@ proptest! {
         let got = std::panic::catch_unwind(|| any_rows(&bytes, records, partitions));
         prop_assert!(got.is_ok(), "a panic");
     }
+}
+
+/// Spec 9.5, as the library decides it: sync bytes alone are an empty cobsfile (no rows),
+/// text is not a cobsfile (refused, naming the file).
+#[test]
+fn sync_bytes_alone_are_an_empty_table_and_text_is_refused() {
+    assert_eq!(any_rows(&[0], RecordFormat::Raw, 1), Ok(0));
+    assert_eq!(any_rows(&[0, 0], RecordFormat::Raw, 2), Ok(0));
+    let e = any_rows(b"plain text\n", RecordFormat::Raw, 1).unwrap_err();
+    assert!(e.contains("x.cobs: not a cobsfile"), "{e}");
 }
