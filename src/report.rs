@@ -200,20 +200,21 @@ impl NotACobsfile {
         len: u64,
         reader: &mut crate::Reader<S>,
     ) -> Option<NotACobsfile> {
-        let mut causes = Vec::new();
+        // The first cause, and the first over a limit: all the verdict names.
+        let (mut first, mut over_limit) = (None, None);
         while let Some(block) = reader.next_block() {
             match block {
                 Ok(_) => return None,
                 Err(Error::Damaged { cause, .. }) => {
-                    // Only the first over-limit cause is named; a few causes are enough.
-                    if causes.len() < 2 || cause.is_over_limit() {
-                        causes.push(cause);
+                    if over_limit.is_none() && cause.is_over_limit() {
+                        over_limit = Some(cause.clone());
                     }
+                    first.get_or_insert(cause);
                 }
                 Err(_) => {}
             }
         }
-        Self::decide(len, false, causes.iter())
+        Self::decide(len, false, over_limit.iter().chain(first.iter()))
     }
 }
 
