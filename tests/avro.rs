@@ -507,9 +507,9 @@ fn schema_evolution_with_a_reader_schema() {
 /// A fresh directory for one test's log, and the log's path in it.
 fn log_dir(test: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("cobsfile-avro-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("log");
-    let _ = std::fs::remove_file(&path);
     (dir, path)
 }
 

@@ -431,6 +431,7 @@ mod tests {
     #[test]
     fn the_directory_synced_is_the_one_that_holds_the_file() {
         let base = std::env::temp_dir().join(format!("cobsfile-entry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
         let (links, real) = (base.join("links"), base.join("real"));
         std::fs::create_dir_all(&links).unwrap();
         std::fs::create_dir_all(&real).unwrap();

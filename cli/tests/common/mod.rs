@@ -15,9 +15,12 @@ pub fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// A scratch directory for one test.
+/// A fresh, empty scratch directory for one test. Emptied first: a process id is reused (a
+/// container starts its processes at the same ids on every run), and what an earlier run left
+/// would otherwise be taken for this run's output.
 pub fn scratch(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cobsfile-cli-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
