@@ -36,7 +36,7 @@ use std::io::{self, Write};
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
@@ -95,13 +95,14 @@ pub(crate) struct Pool<J, D> {
 }
 
 impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
-    /// Runs each state on a worker thread (see [`run_on_thread`]), but the last one when
+    /// Runs each state on a worker thread of `kept`, but the last one when
     /// `local` (and there are two or more): the calling thread works on that one itself,
     /// taking jobs from the queue while it waits for a result (see [`recv`](Self::recv)). Each worker takes the
     /// next job from the shared queue, runs `work` on its state and the job, and sends the
     /// result back. At most `in_flight` jobs may be sent and not yet received: sending then
     /// never blocks.
     fn spawn<S: Send + 'static>(
+        kept: &Kept,
         mut states: Vec<S>,
         in_flight: usize,
         work: fn(&mut S, J) -> D,
@@ -130,7 +131,7 @@ impl<J: Send + 'static, D: Send + 'static> Pool<J, D> {
         };
         for mut state in states {
             let (jobs, done) = (Arc::clone(&job_rx), done_tx.clone());
-            let finished = run_on_thread(move || loop {
+            let finished = kept.run(move || loop {
                 // The lock is held while waiting, so the waiting workers queue on it.
                 let Ok((seq, job)) = lock(&jobs).recv() else {
                     return;
@@ -243,7 +244,7 @@ type Task = Box<dyn FnOnce() + Send>;
 type Finished = Receiver<()>;
 
 /// A kept thread waiting for a task: its id, the process it belongs to, and the sending end of
-/// its channel.
+/// its channel (dropped with the [`Kept`], which ends the thread's wait).
 type Waiting = (u64, u32, SyncSender<Task>);
 
 /// Threads that ran a pool's worker and wait for the next pool's. Starting a thread and ending
@@ -251,7 +252,16 @@ type Waiting = (u64, u32, SyncSender<Task>);
 /// machine, 0.27 ms to end one, about a tenth of a 2-thread read of 100 MB, as one reader
 /// after another started and ended its worker (BENCHMARKS.md, "Threads kept from reader to
 /// reader").
-struct Kept {
+///
+/// Kept by the options that start pools (a [`ReaderBuilder`](crate::ReaderBuilder) or
+/// [`WriterBuilder`](crate::WriterBuilder)), shared by their clones, never by the process:
+/// two libraries in one process, or two tests, do not see each other's threads. A waiting
+/// thread holds only a weak handle: when the last options and pools holding a `Kept` are
+/// dropped, its waiting threads end at once.
+#[derive(Clone)]
+pub(crate) struct Kept(Arc<KeptThreads>);
+
+struct KeptThreads {
     waiting: Mutex<Vec<Waiting>>,
     /// Ids of the threads started so far.
     started: AtomicU64,
@@ -261,28 +271,34 @@ struct Kept {
     wait: Duration,
 }
 
-/// The threads every pool of the process runs on: at most 16 kept, each for at most 10 s
-/// without work.
-static KEPT: Kept = Kept::new(16, Duration::from_secs(10));
+impl Default for Kept {
+    /// At most 16 threads kept, each for at most 10 s without work.
+    fn default() -> Self {
+        Kept::new(16, Duration::from_secs(10))
+    }
+}
 
-/// Runs `task` on a thread of [`KEPT`].
-fn run_on_thread(task: impl FnOnce() + Send + 'static) -> io::Result<Finished> {
-    KEPT.run(task)
+impl fmt::Debug for Kept {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kept")
+            .field("waiting", &lock(&self.0.waiting).len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Kept {
-    const fn new(most: usize, wait: Duration) -> Self {
-        Kept {
+    fn new(most: usize, wait: Duration) -> Self {
+        Kept(Arc::new(KeptThreads {
             waiting: Mutex::new(Vec::new()),
             started: AtomicU64::new(0),
             most,
             wait,
-        }
+        }))
     }
 
     /// Runs `task` on a thread that waits here, or on a new one (named `cobsfile-worker`: it
     /// may work for writers and readers in turn), which then waits here for the next.
-    fn run(&'static self, task: impl FnOnce() + Send + 'static) -> io::Result<Finished> {
+    fn run(&self, task: impl FnOnce() + Send + 'static) -> io::Result<Finished> {
         let (finished_tx, finished) = sync_channel::<()>(0);
         let mut task: Task = Box::new(move || {
             let _finished = finished_tx;
@@ -290,7 +306,7 @@ impl Kept {
         });
         let process = std::process::id();
         loop {
-            let Some((_, owner, thread)) = lock(&self.waiting).pop() else {
+            let Some((_, owner, thread)) = lock(&self.0.waiting).pop() else {
                 break;
             };
             // Threads of the parent process, if this is a child that `fork` made, are not
@@ -305,8 +321,8 @@ impl Kept {
                 Err(unsent) => task = unsent.0,
             }
         }
-        let id = self.started.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = sync_channel::<Task>(1);
+        let id = self.0.started.fetch_add(1, Ordering::Relaxed);
+        let kept = Arc::downgrade(&self.0);
         thread::Builder::new()
             .name("cobsfile-worker".to_owned())
             .spawn(move || {
@@ -314,7 +330,7 @@ impl Kept {
                 loop {
                     // `Finished` closes as the task returns, or unwinds (ending the thread).
                     task();
-                    match self.keep(id, &tx, &rx) {
+                    match Kept::keep(&kept, id) {
                         Some(next) => task = next,
                         None => return,
                     }
@@ -323,20 +339,32 @@ impl Kept {
         Ok(finished)
     }
 
-    /// Puts the thread `id` among the waiting ones and waits for its next task on `rx`:
-    /// `None` if it is to end (enough wait already, or none came in time).
-    fn keep(&self, id: u64, tx: &SyncSender<Task>, rx: &Receiver<Task>) -> Option<Task> {
-        {
-            let mut waiting = lock(&self.waiting);
-            if waiting.len() >= self.most {
+    /// Puts the thread `id` among the waiting ones of `kept` and waits for its next task:
+    /// `None` if it is to end (enough wait already, none came in time, or the `Kept` is gone).
+    fn keep(kept: &std::sync::Weak<KeptThreads>, id: u64) -> Option<Task> {
+        let (tx, rx) = sync_channel::<Task>(1);
+        let wait = {
+            // Held only while the thread puts itself among the waiting: a waiting thread does
+            // not keep its `Kept` alive.
+            let kept = kept.upgrade()?;
+            let mut waiting = lock(&kept.waiting);
+            if waiting.len() >= kept.most {
                 return None;
             }
-            waiting.push((id, std::process::id(), tx.clone()));
+            waiting.push((id, std::process::id(), tx));
+            kept.wait
+        };
+        match rx.recv_timeout(wait) {
+            Ok(task) => return Some(task),
+            // The `Kept` was dropped, and the sending end with it.
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) => {}
         }
-        if let Ok(task) = rx.recv_timeout(self.wait) {
-            return Some(task);
-        }
-        let mut waiting = lock(&self.waiting);
+        let Some(kept) = kept.upgrade() else {
+            // Dropped since: a task may have been sent before.
+            return rx.try_recv().ok();
+        };
+        let mut waiting = lock(&kept.waiting);
         match waiting.iter().position(|&(i, ..)| i == id) {
             Some(at) => {
                 waiting.swap_remove(at);
@@ -345,6 +373,7 @@ impl Kept {
             // Taken from `waiting` while the wait timed out: its task is on the way.
             None => {
                 drop(waiting);
+                drop(kept);
                 rx.recv().ok()
             }
         }
@@ -353,7 +382,13 @@ impl Kept {
     /// How many threads wait for a task.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        lock(&self.waiting).len()
+        lock(&self.0.waiting).len()
+    }
+
+    /// How many threads were started.
+    #[cfg(test)]
+    fn started(&self) -> u64 {
+        self.0.started.load(Ordering::Relaxed)
     }
 }
 
@@ -418,6 +453,7 @@ impl Encoders {
     /// Starts `threads` workers, each with its own compressor (and its own prepared copy of
     /// the dictionary) when `compression` asks for one.
     pub fn new(
+        kept: &Kept,
         threads: usize,
         compression: Compression,
         dictionary: Option<&Dictionary>,
@@ -431,7 +467,7 @@ impl Encoders {
         }
         let limit = DEPTH * threads;
         Ok(Encoders {
-            pool: Pool::spawn(states, limit, encode, false)?,
+            pool: Pool::spawn(kept, states, limit, encode, false)?,
             queue: VecDeque::with_capacity(limit),
             limit,
             free_payloads: Vec::with_capacity(limit + 1),
@@ -833,6 +869,7 @@ impl Decoders {
     /// Starts `threads` workers that know the dictionaries `decoder` knows; the scan starts at
     /// the absolute offset `at`.
     pub fn new(
+        kept: &Kept,
         threads: usize,
         decoder: &Decoder,
         at: u64,
@@ -855,7 +892,7 @@ impl Decoders {
             })
             .collect();
         Ok(Decoders {
-            pool: Pool::spawn(states, limit, decode, true)?,
+            pool: Pool::spawn(kept, states, limit, decode, true)?,
             queue: VecDeque::with_capacity(2 * limit + 2),
             frames: 0,
             limit,
@@ -1091,7 +1128,7 @@ mod tests {
     };
 
     /// The thread `kept` runs a task on, once the task has finished.
-    fn thread_of(kept: &'static Kept) -> thread::ThreadId {
+    fn thread_of(kept: &Kept) -> thread::ThreadId {
         let (tx, rx) = sync_channel(1);
         let finished = kept
             .run(move || tx.send(thread::current().id()).expect("sent"))
@@ -1104,30 +1141,65 @@ mod tests {
 
     #[test]
     fn threads_are_kept_from_task_to_task() {
-        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
-        let first = thread_of(&KEPT);
+        let kept = Kept::new(4, Duration::from_secs(60));
+        let first = thread_of(&kept);
         // The thread puts itself among the waiting ones just after the task finished.
-        while KEPT.waiting() == 0 {
+        while kept.waiting() == 0 {
             thread::yield_now();
         }
         for _ in 0..20 {
-            assert_eq!(thread_of(&KEPT), first);
-            while KEPT.waiting() == 0 {
+            assert_eq!(thread_of(&kept), first);
+            while kept.waiting() == 0 {
                 thread::yield_now();
             }
         }
-        assert_eq!(KEPT.started.load(Ordering::Relaxed), 1);
+        assert_eq!(kept.started(), 1);
+    }
+
+    #[test]
+    fn kept_threads_end_when_their_options_are_dropped() {
+        /// Sends on its channel when the thread that holds it ends.
+        struct OnExit(SyncSender<()>);
+        impl Drop for OnExit {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        thread_local! {
+            static GUARD: std::cell::RefCell<Option<OnExit>> = const { std::cell::RefCell::new(None) };
+        }
+        // Waiting a minute for work, unless the options go.
+        let kept = Kept::new(4, Duration::from_secs(60));
+        let (exit_tx, exited) = sync_channel(1);
+        let finished = kept
+            .run(move || GUARD.with(|g| *g.borrow_mut() = Some(OnExit(exit_tx))))
+            .expect("thread");
+        let _ = finished.recv();
+        while kept.waiting() == 0 {
+            thread::yield_now();
+        }
+        // Another `Kept` (other options) does not run on it; a clone (cloned options) does.
+        let other = Kept::new(4, Duration::from_secs(60));
+        let first = thread_of(&kept.clone());
+        assert_ne!(thread_of(&other), first);
+        while kept.waiting() == 0 {
+            thread::yield_now();
+        }
+        drop(kept);
+        exited
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the kept thread ended with its options");
     }
 
     #[test]
     fn threads_kept_are_bounded_and_end_when_idle() {
-        static KEPT: Kept = Kept::new(3, Duration::from_millis(300));
+        let kept = Kept::new(3, Duration::from_millis(300));
         // Eight tasks at once, on eight threads; three of them are kept afterwards.
         let gate = Arc::new(std::sync::Barrier::new(9));
         let finished: Vec<_> = (0..8)
             .map(|_| {
                 let gate = Arc::clone(&gate);
-                KEPT.run(move || {
+                kept.run(move || {
                     gate.wait();
                 })
                 .expect("thread")
@@ -1137,29 +1209,29 @@ mod tests {
         for f in finished {
             let _ = f.recv();
         }
-        assert_eq!(KEPT.started.load(Ordering::Relaxed), 8);
+        assert_eq!(kept.started(), 8);
         let t0 = std::time::Instant::now();
-        while KEPT.waiting() < 3 && t0.elapsed() < Duration::from_secs(10) {
+        while kept.waiting() < 3 && t0.elapsed() < Duration::from_secs(10) {
             thread::yield_now();
         }
-        assert_eq!(KEPT.waiting(), 3);
+        assert_eq!(kept.waiting(), 3);
         // Past their wait they end, and later tasks get new threads.
-        while KEPT.waiting() > 0 {
+        while kept.waiting() > 0 {
             thread::sleep(Duration::from_millis(5));
         }
-        thread_of(&KEPT);
-        assert_eq!(KEPT.started.load(Ordering::Relaxed), 9);
+        thread_of(&kept);
+        assert_eq!(kept.started(), 9);
     }
 
     #[test]
     fn no_task_is_lost_when_threads_end_as_tasks_come() {
         // Threads time out about when the next task is handed to them: every task still
         // runs, and every `Finished` closes.
-        static KEPT: Kept = Kept::new(2, Duration::from_micros(50));
+        let kept = Kept::new(2, Duration::from_micros(50));
         let ran = Arc::new(AtomicU64::new(0));
         for i in 0..2_000u64 {
             let ran = Arc::clone(&ran);
-            let finished = KEPT
+            let finished = kept
                 .run(move || {
                     ran.fetch_add(1, Ordering::Relaxed);
                 })
@@ -1174,11 +1246,11 @@ mod tests {
 
     #[test]
     fn a_panicking_task_ends_its_thread_and_closes_finished() {
-        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
-        let finished = KEPT.run(|| panic!("a bug")).expect("thread");
+        let kept = Kept::new(4, Duration::from_secs(60));
+        let finished = kept.run(|| panic!("a bug")).expect("thread");
         assert!(finished.recv().is_err(), "closed, never sent on");
-        thread_of(&KEPT);
-        assert_eq!(KEPT.started.load(Ordering::Relaxed), 2);
+        thread_of(&kept);
+        assert_eq!(kept.started(), 2);
     }
 
     #[test]
@@ -1219,11 +1291,11 @@ mod tests {
     #[test]
     fn threads_of_another_process_are_forgotten() {
         // As a child made by `fork` finds them: waiting, but not there to run anything.
-        static KEPT: Kept = Kept::new(4, Duration::from_secs(60));
+        let kept = Kept::new(4, Duration::from_secs(60));
         let (tx, _rx) = sync_channel::<Task>(1);
-        lock(&KEPT.waiting).push((1000, std::process::id().wrapping_add(1), tx));
-        thread_of(&KEPT);
-        assert_eq!(KEPT.started.load(Ordering::Relaxed), 1);
+        lock(&kept.0.waiting).push((1000, std::process::id().wrapping_add(1), tx));
+        thread_of(&kept);
+        assert_eq!(kept.started(), 1);
     }
 
     /// A job's number and whether the calling thread ran it, after 1 ms.
@@ -1235,7 +1307,7 @@ mod tests {
     #[test]
     fn the_calling_thread_shares_the_jobs_and_results_keep_their_order() {
         let caller = thread::current().id();
-        let mut pool = Pool::spawn(vec![caller; 2], 4, slow_on_workers, true).expect("threads");
+        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, true).expect("threads");
         assert_eq!(pool.len(), 2);
         let (mut sent, mut results) = (0, Vec::new());
         while results.len() < 40 {
@@ -1250,7 +1322,7 @@ mod tests {
         // Each time the calling thread waits for a worker's job, it runs a queued one.
         assert!(results.iter().any(|&(_, local)| local));
         // A writer's pool leaves every job to its workers.
-        let mut pool = Pool::spawn(vec![caller; 2], 4, slow_on_workers, false).expect("threads");
+        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, false).expect("threads");
         assert_eq!(pool.len(), 2);
         let seqs: Vec<u64> = (0..4).map(|job| pool.send(job)).collect();
         assert!(seqs.into_iter().all(|seq| !pool.recv(seq).1));
@@ -1306,7 +1378,7 @@ mod tests {
 
     #[test]
     fn buffers_are_recycled() {
-        let mut encoders = Encoders::new(2, Compression::None, None).unwrap();
+        let mut encoders = Encoders::new(&Kept::default(), 2, Compression::None, None).unwrap();
         let mut sink = Vec::new();
         let mut index = IndexBuilder::new(true);
         for _ in 0..50 {

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::frame;
 use crate::index::Index;
 use crate::limits::Limits;
-use crate::parallel::Decoders;
+use crate::parallel::{Decoders, Kept};
 use crate::range::{self, RangeSink};
 use crate::report::Report;
 use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
@@ -48,6 +48,8 @@ pub struct ReaderBuilder {
     pub(crate) min_split: u64,
     /// Decoding buffers its readers leave to one another (shared by clones).
     pub(crate) spares: Arc<Spares>,
+    /// Worker threads its readers leave to one another (shared by clones).
+    pub(crate) kept: Kept,
 }
 
 impl Default for ReaderBuilder {
@@ -65,6 +67,7 @@ impl ReaderBuilder {
             threads: 0,
             min_split: 1 << 20,
             spares: Arc::default(),
+            kept: Kept::default(),
         }
     }
 
@@ -157,6 +160,14 @@ impl ReaderBuilder {
         decoder
     }
 
+    /// The worker threads its readers decode on.
+    fn workers(&self) -> Workers {
+        Workers {
+            threads: self.threads,
+            kept: (self.threads > 1).then(|| self.kept.clone()),
+        }
+    }
+
     /// A decoder of the blocks that open in a range whose first sync byte is `first_sync`.
     pub(crate) fn decoder_for_range(&self, first_sync: u64, stop: u64) -> Decoder {
         self.equip(Decoder::range(self.limits, first_sync, stop), false)
@@ -165,7 +176,7 @@ impl ReaderBuilder {
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
         let decoder = self.equip(Decoder::new(self.limits), self.threads > 1);
-        Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
+        Reader::with_decoder(SliceSource(bytes), decoder, self.workers())
     }
 
     /// A reader over bytes held in an `Arc`, as [`from_slice`](Self::from_slice) reads them.
@@ -230,7 +241,7 @@ impl ReaderBuilder {
         let first_sync = frame::range_start(bytes, range.start);
         let decoder = Decoder::range(self.limits, first_sync, range.end);
         let decoder = self.equip(decoder, self.threads > 1);
-        Reader::with_decoder(SliceSource(bytes), decoder, self.threads)
+        Reader::with_decoder(SliceSource(bytes), decoder, self.workers())
     }
 
     /// A reader over `bytes` that starts at record `record` (0-based): its first
@@ -409,7 +420,7 @@ impl ReaderBuilder {
     /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
     pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
         let decoder = self.equip(Decoder::starting_at(self.limits, offset), false);
-        Reader::with_decoder(StreamSource::new(inner, offset), decoder, 0)
+        Reader::with_decoder(StreamSource::new(inner, offset), decoder, Workers::default())
     }
 }
 
@@ -504,14 +515,22 @@ pub struct Reader<S> {
     failed: bool,
     /// Worker threads for full reads, with `threads > 1` (started on first use).
     decoders: Option<Box<Decoders>>,
-    /// The number of worker threads asked for (0 or 1: none).
-    threads: usize,
+    /// The worker threads asked for.
+    workers: Workers,
     /// The input's bytes, for workers to read frames from in place (a mapped file).
     shared: Option<Shared>,
 }
 
+/// The worker threads a reader decodes on: how many were asked for (0 or 1: none), and the
+/// options' threads to run them on.
+#[derive(Debug, Default)]
+struct Workers {
+    threads: usize,
+    kept: Option<Kept>,
+}
+
 impl<S: Source> Reader<S> {
-    fn with_decoder(src: S, decoder: Decoder, threads: usize) -> Self {
+    fn with_decoder(src: S, decoder: Decoder, workers: Workers) -> Self {
         Reader {
             src,
             decoder,
@@ -519,7 +538,7 @@ impl<S: Source> Reader<S> {
             skip: 0,
             failed: false,
             decoders: None,
-            threads,
+            workers,
             shared: None,
         }
     }
@@ -563,7 +582,7 @@ impl<S: Source> Reader<S> {
         if self.failed {
             return None;
         }
-        if self.threads > 1 && !self.decoder.is_stopped() {
+        if self.workers.threads > 1 && !self.decoder.is_stopped() {
             match want {
                 Want::Blocks => return self.next_parallel(),
                 _ => self.catch_up(),
@@ -610,10 +629,14 @@ impl<S: Source> Reader<S> {
                 self.add_dictionaries_before();
             }
             let shared = self.shared.clone();
-            match Decoders::new(self.threads, &self.decoder, self.decoder.position(), shared) {
-                Ok(decoders) => self.decoders = Some(Box::new(decoders)),
-                Err(_) => {
-                    self.threads = 0;
+            let Workers { threads, kept } = &self.workers;
+            let started = kept.as_ref().map(|kept| {
+                Decoders::new(kept, *threads, &self.decoder, self.decoder.position(), shared)
+            });
+            match started {
+                Some(Ok(decoders)) => self.decoders = Some(Box::new(decoders)),
+                _ => {
+                    self.workers = Workers::default();
                     return self.next_step(Want::Blocks);
                 }
             }

@@ -7,7 +7,7 @@ use crate::codec::{Compression, Compressor, Dictionary};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
-use crate::parallel::Encoders;
+use crate::parallel::{Encoders, Kept};
 use crate::pipe;
 use crate::varint;
 
@@ -46,6 +46,8 @@ pub struct WriterBuilder {
     /// when appending to a file that has them).
     header: bool,
     atomic_limit: Option<usize>,
+    /// Worker threads its writers leave to one another (shared by clones).
+    kept: Kept,
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -70,6 +72,7 @@ impl WriterBuilder {
             index: true,
             header: true,
             atomic_limit: None,
+            kept: Kept::default(),
         }
     }
 
@@ -226,7 +229,7 @@ impl WriterBuilder {
         }
         let dictionary = self.dictionary.as_ref().map(|(d, _)| d);
         let (compressor, encoders) = if self.threads > 1 {
-            let encoders = Encoders::new(self.threads, self.compression, dictionary)?;
+            let encoders = Encoders::new(&self.kept, self.threads, self.compression, dictionary)?;
             (None, Some(encoders))
         } else {
             let compressor = match self.compression {
