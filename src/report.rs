@@ -39,23 +39,72 @@ pub struct Held {
 }
 
 impl Damage {
+    /// The damaged range an error names ([`Error::Damaged`]), `None` for any other error:
+    /// what a reader reports as it goes is the range a full read's [`Report`] lists.
+    pub fn of_error(error: &Error) -> Option<Damage> {
+        match error {
+            Error::Damaged { start, end, cause } => Some(Damage {
+                range: *start..*end,
+                cause: cause.clone(),
+                held: None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Says what the range held as written, from the file's `index` (see
+    /// [`Report::attribute`]); a range after the index block is left as it is.
+    pub fn attribute(&mut self, index: &Index) {
+        if self.range.start > index.offset() {
+            return;
+        }
+        let entries = index.entries();
+        let first = entries.partition_point(|e| e.offset + 1 < self.range.start);
+        let mut held = Held::default();
+        for e in entries[first..]
+            .iter()
+            .take_while(|e| e.offset < self.range.end)
+        {
+            held.blocks += 1;
+            match e.block_type {
+                BlockType::Data => {
+                    held.data_blocks += 1;
+                    held.records += e.records;
+                }
+                BlockType::Metadata => held.metadata_blocks += 1,
+                _ => {}
+            }
+        }
+        self.held = Some(held);
+    }
+
     /// Whether the range is damaged, rather than unreadable by this reader (a block that
     /// needs a dictionary the reader was not given); see [`Cause::is_damage`].
     pub fn is_damage(&self) -> bool {
         self.cause.is_damage()
+    }
+
+    /// `"damaged"`, or `"unreadable"` (see [`is_damage`](Self::is_damage)): the word every
+    /// report of the range uses.
+    ///
+    /// A damaged range has one shape wherever it is shown (the command-line tool's `ls --json`
+    /// and `verify --json`, the Python package's `Damage`): `start` and `end` (its
+    /// [`range`](Self::range)), `status` (this), `cause` ([`Cause::name`], spec 9.8),
+    /// `message` (the cause as text) and `held` (see [`Held`], or nothing when unknown).
+    pub fn status(&self) -> &'static str {
+        if self.is_damage() {
+            "damaged"
+        } else {
+            "unreadable"
+        }
     }
 }
 
 impl fmt::Display for Damage {
     /// As [`Error::Damaged`] says it: `bytes START..END damaged: CAUSE`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = if self.is_damage() {
-            "damaged"
-        } else {
-            "unreadable"
-        };
         let (start, end) = (self.range.start, self.range.end);
-        write!(f, "bytes {start}..{end} {state}: {}", self.cause)
+        write!(f, "bytes {start}..{end} {}: {}", self.status(), self.cause)
     }
 }
 
@@ -299,28 +348,8 @@ impl Report {
     /// its first byte ([`Index::start`] 0), as [`Index::find`] gives for a file the writer
     /// finished; ranges after the index block are left as they are.
     pub fn attribute(&mut self, index: &Index) {
-        let entries = index.entries();
         for d in &mut self.damaged {
-            if d.range.start > index.offset() {
-                continue;
-            }
-            let first = entries.partition_point(|e| e.offset + 1 < d.range.start);
-            let mut held = Held::default();
-            for e in entries[first..]
-                .iter()
-                .take_while(|e| e.offset < d.range.end)
-            {
-                held.blocks += 1;
-                match e.block_type {
-                    BlockType::Data => {
-                        held.data_blocks += 1;
-                        held.records += e.records;
-                    }
-                    BlockType::Metadata => held.metadata_blocks += 1,
-                    _ => {}
-                }
-            }
-            d.held = Some(held);
+            d.attribute(index);
         }
     }
 
@@ -336,16 +365,12 @@ impl Report {
     /// Notes an error a full read yielded: damage goes into the report; any other error (the
     /// input failed, or names a newer format version) ends verification.
     pub(crate) fn add_error(&mut self, error: Error) -> Result<()> {
-        match error {
-            Error::Damaged { start, end, cause } => {
-                self.damaged.push(Damage {
-                    range: start..end,
-                    cause,
-                    held: None,
-                });
+        match Damage::of_error(&error) {
+            Some(damage) => {
+                self.damaged.push(damage);
                 Ok(())
             }
-            other => Err(other),
+            None => Err(error),
         }
     }
 }

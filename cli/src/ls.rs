@@ -2,10 +2,11 @@
 
 use std::io::{self, BufWriter, Write};
 
-use cobsfile::{BlockInfo, Cause, Error, Reader, Source};
-use serde_json::json;
+use cobsfile::{BlockInfo, Damage, Error, Index, Reader, Source};
+use serde_json::{json, Value};
 
 use super::input::{self, ReadJob};
+use super::verify::damage_json;
 use super::{quiet_broken_pipe, Failure, Outcome};
 
 /// The `ls` command's job.
@@ -23,8 +24,8 @@ struct Row {
     codec: &'static str,
     /// `intact`, `damaged` or `unreadable`.
     status: &'static str,
-    /// For damaged and unreadable rows: the cause's name (spec 9.8) and the message.
-    cause: Option<(&'static str, String)>,
+    /// For damaged and unreadable rows: the range, and the error that reported it.
+    damage: Option<(Damage, String)>,
 }
 
 impl Row {
@@ -36,24 +37,20 @@ impl Row {
             items: info.items,
             codec: info.codec,
             status: "intact",
-            cause: None,
+            damage: None,
         }
     }
 
-    fn damage(start: u64, end: u64, cause: &Cause, err: &Error) -> Self {
-        let status = if cause.is_damage() {
-            "damaged"
-        } else {
-            "unreadable"
-        };
+    fn damage(damage: Damage, err: &Error) -> Self {
+        let status = damage.status();
         Row {
-            offset: start,
+            offset: damage.range.start,
             block_type: status.into(),
-            size: end - start,
+            size: damage.range.end - damage.range.start,
             items: None,
             codec: "-",
             status,
-            cause: Some((cause.name(), err.to_string())),
+            damage: Some((damage, err.to_string())),
         }
     }
 
@@ -68,14 +65,16 @@ impl Row {
                 "codec": self.codec,
                 "status": self.status,
             });
-            if let Some((cause, message)) = &self.cause {
-                row["cause"] = (*cause).into();
-                row["message"] = message.clone().into();
+            // A damaged range's row has every field `verify --json` gives the range.
+            if let (Some((damage, _)), Some(row)) = (&self.damage, row.as_object_mut()) {
+                if let Value::Object(fields) = damage_json(damage) {
+                    row.extend(fields);
+                }
             }
             return writeln!(out, "{row}");
         }
         let items = self.items.map_or("-".to_owned(), |n| n.to_string());
-        let status = match &self.cause {
+        let status = match &self.damage {
             Some((_, message)) => format!("{}: {message}", self.status),
             None => self.status.to_owned(),
         };
@@ -103,17 +102,27 @@ impl ReadJob for Ls {
                 return Ok(Outcome::Clean);
             }
         }
+        // What a damaged range held, as `verify` says it, when the whole input is at hand
+        // (a mapped file) and ends with an index of the file from its start.
+        let source = reader.source();
+        let index = (source.base() == 0 && source.at_eof())
+            .then(|| Index::find(source.window()))
+            .flatten()
+            .filter(|i| i.start() == 0);
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let mut blocks = reader.blocks();
         while let Some(item) = blocks.next() {
             let row = match item {
                 Ok(info) => Row::block(&info),
                 Err(e) => {
-                    let row = match &e {
-                        Error::Damaged { start, end, cause } => {
-                            Row::damage(*start, *end, cause, &e)
+                    let row = match Damage::of_error(&e) {
+                        Some(mut damage) => {
+                            if let Some(index) = &index {
+                                damage.attribute(index);
+                            }
+                            Row::damage(damage, &e)
                         }
-                        _ => return Err(Failure::at(&self.name, e)),
+                        None => return Err(Failure::at(&self.name, e)),
                     };
                     diagnostics.error(blocks.reader(), e)?;
                     row

@@ -171,12 +171,13 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
     )
 }
 
-/// A damaged or unreadable range as a JSON object.
-fn range_json(d: &Damage) -> Value {
+/// A damaged or unreadable range as a JSON object: the one shape every report of a range has
+/// (see `cobsfile::Damage::status`), in `verify --json` and in `ls --json`'s rows alike.
+pub fn damage_json(d: &Damage) -> Value {
     json!({
         "start": d.range.start,
         "end": d.range.end,
-        "status": if d.is_damage() { "damaged" } else { "unreadable" },
+        "status": d.status(),
         "cause": d.cause.name(),
         "message": d.cause.to_string(),
         "held": d.held.as_ref().map(|h| json!({
@@ -223,8 +224,8 @@ pub fn report_json(name: &str, report: &Report) -> Value {
         "damaged_bytes": bytes_in(damaged(report)),
         "unreadable_bytes": bytes_in(unreadable(report)),
         "intact": intact,
-        "damaged": damaged(report).map(range_json).collect::<Vec<_>>(),
-        "unreadable": unreadable(report).map(range_json).collect::<Vec<_>>(),
+        "damaged": damaged(report).map(damage_json).collect::<Vec<_>>(),
+        "unreadable": unreadable(report).map(damage_json).collect::<Vec<_>>(),
         "unreadable_reasons": unreadable_reasons(report),
     })
 }

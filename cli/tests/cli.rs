@@ -229,6 +229,14 @@ fn ls_json_lists_every_block() {
         rows.iter().filter(|r| r["status"] == "intact").count(),
         rows.len() - 1
     );
+    // One shape: the row holds the range exactly as `verify --json` reports it, what it held
+    // as written included.
+    let verify = json_lines(&run(bin().args(["verify", "--json"]).arg(&file), b""));
+    let range = &verify[0]["damaged"][0];
+    assert!(range["held"]["records"].as_u64().unwrap() > 0, "{range}");
+    for key in ["start", "end", "status", "cause", "message", "held"] {
+        assert_eq!(damaged[0][key], range[key], "{key}");
+    }
 }
 
 #[test]

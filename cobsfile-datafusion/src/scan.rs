@@ -23,7 +23,9 @@ use cobsfile::{BlockType, Error as FileError};
 use crate::options::{CobsfileOptions, OnDamage};
 use crate::schema::{guard, not_a_cobsfile, store_of, Mode, RAW_COLUMNS};
 
-/// Bytes a scan skipped, or records it could not make rows of, and why.
+/// Bytes a scan skipped, or records it could not make rows of, and why: a damaged range in
+/// the library's one shape (`cobsfile::Damage::status`), with the file it is in and the
+/// records skipped whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damage {
     /// The file, as the table lists it.
@@ -32,8 +34,28 @@ pub struct Damage {
     pub range: Range<u64>,
     /// Records skipped whole (0 for a damaged range, whose records cannot be counted).
     pub records: u64,
-    /// What went wrong.
-    pub cause: String,
+    /// `damaged`, or `unreadable` (bytes intact that this reader cannot read, records of a
+    /// schema it does not know among them).
+    pub status: &'static str,
+    /// The cause's name: spec 9.8's for a range, the record problem's (`schema-unknown`,
+    /// `schema-conflict`) for records.
+    pub cause: &'static str,
+    /// What went wrong, as a sentence.
+    pub message: String,
+}
+
+impl Damage {
+    /// The library's damaged range, in `file`.
+    pub fn of(file: &str, damage: &cobsfile::Damage) -> Self {
+        Damage {
+            file: file.to_string(),
+            range: damage.range.clone(),
+            records: 0,
+            status: damage.status(),
+            cause: damage.cause.name(),
+            message: damage.cause.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Damage {
@@ -42,13 +64,13 @@ impl fmt::Display for Damage {
             write!(
                 f,
                 "{}: bytes {}..{} skipped: {}",
-                self.file, self.range.start, self.range.end, self.cause
+                self.file, self.range.start, self.range.end, self.message
             )
         } else {
             write!(
                 f,
                 "{}: {} record(s) of the block at offset {} skipped: {}",
-                self.file, self.records, self.range.start, self.cause
+                self.file, self.records, self.range.start, self.message
             )
         }
     }
@@ -125,14 +147,9 @@ pub(crate) fn scan(
         }
     };
     let file_error = |e: FileError| -> Result<Damage> {
-        match e {
-            FileError::Damaged { start, end, cause } => Ok(Damage {
-                file: file.to_string(),
-                range: start..end,
-                records: 0,
-                cause: cause.to_string(),
-            }),
-            other => Err(exec_datafusion_err!("{file}: {other}")),
+        match cobsfile::Damage::of_error(&e) {
+            Some(damage) => Ok(Damage::of(file, &damage)),
+            None => Err(exec_datafusion_err!("{file}: {e}")),
         }
     };
 
@@ -160,7 +177,9 @@ pub(crate) fn scan(
                         file: file.to_string(),
                         range: offset..offset,
                         records: 1,
-                        cause: problem.to_string(),
+                        status: "unreadable",
+                        cause: problem.name(),
+                        message: problem.to_string(),
                     };
                     skipped(sink, damage)?;
                     continue;

@@ -35,6 +35,7 @@ from ._cobsfile import (
     DamagedError,
     Damage,
     Error,
+    Held,
     NotACobsfileError,
     RecordError,
     Recovery,
@@ -53,6 +54,7 @@ __all__ = [
     "DamagedError",
     "Error",
     "Follower",
+    "Held",
     "NotACobsfileError",
     "Reader",
     "RecordError",
@@ -140,10 +142,7 @@ class Reader(_cobsfile.Reader):
             return table
         # Rows lost to damage are never silent: the table says so in its metadata, and (with
         # on_damage="skip") a warning says so as it is made.
-        listed = [
-            {"start": d.start, "end": d.end, "kind": d.kind, "cause": d.cause, "records": d.records}
-            for d in damage
-        ]
+        listed = [dict(d.to_dict(), kind=d.kind) for d in damage]
         metadata = dict(table.schema.metadata or {})
         metadata[b"cobsfile.damage"] = _json.dumps(listed).encode()
         table = table.replace_schema_metadata(metadata)

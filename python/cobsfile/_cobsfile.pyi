@@ -11,19 +11,32 @@ class Error(Exception):
 class DamagedError(Error):
     start: int
     end: int
-    cause: str
+    status: str  # "damaged" or "unreadable"
+    cause: str  # the cause's name (spec 9.8)
+    message: str
+    damage: Damage
 
 class NotACobsfileError(Error): ...
 class RecordError(Error): ...
 
+class Held:
+    blocks: int
+    data_blocks: int
+    metadata_blocks: int
+    records: int
+
 class Damage:
     start: int
     end: int
-    cause: str
+    status: str  # "damaged" or "unreadable"
+    cause: str  # the cause's name: spec 9.8's ("crc", ...) or "schema-unknown"
+    message: str
+    held: Optional[Held]
     kind: str  # "damaged", "unreadable" or "record"
     records: int
     @property
     def size(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 class BlockInfo:
     offset: int
@@ -34,6 +47,7 @@ class BlockInfo:
     payload_size: Optional[int]
     status: str  # "intact", "damaged" or "unreadable"
     cause: Optional[str]
+    message: Optional[str]
 
 class Report:
     len: int

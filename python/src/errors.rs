@@ -49,9 +49,9 @@ pub(crate) fn raise<T: pyo3::PyTypeInfo>(
 /// The library's error as a Python exception.
 pub(crate) fn file_error(py: Python<'_>, e: cobsfile::Error) -> PyErr {
     use cobsfile::Error as E;
-    if let E::Damaged { start, end, cause } = &e {
+    if let Some(d) = crate::reader::Damage::of_error(&e) {
         // In the library's words: `bytes START..END damaged: CAUSE` (or "unreadable").
-        return damaged(py, e.to_string(), *start, *end, cause.to_string());
+        return damaged(py, &d);
     }
     match e {
         E::Io(io) => io.into(),
@@ -85,18 +85,15 @@ pub(crate) fn path_error(py: Python<'_>, path: &std::path::Path, e: cobsfile::Er
 }
 
 /// A `DamagedError` saying `message` about `start..end`, which `cause` gave away.
-pub(crate) fn damaged(
-    py: Python<'_>,
-    message: String,
-    start: u64,
-    end: u64,
-    cause: String,
-) -> PyErr {
-    let err = raise::<DamagedError>(py, message, Some(start));
+pub(crate) fn damaged(py: Python<'_>, d: &crate::reader::Damage) -> PyErr {
+    let err = raise::<DamagedError>(py, d.text(), Some(d.start));
     let value = err.value(py);
-    let _ = value.setattr("start", start);
-    let _ = value.setattr("end", end);
-    let _ = value.setattr("cause", cause);
+    let _ = value.setattr("start", d.start);
+    let _ = value.setattr("end", d.end);
+    let _ = value.setattr("status", &d.status);
+    let _ = value.setattr("cause", &d.cause);
+    let _ = value.setattr("message", &d.message);
+    let _ = value.setattr("damage", d.clone());
     err
 }
 

@@ -89,10 +89,10 @@ impl Follower {
                 Some(Ok(FollowEvent::Truncated { .. })) => Ok(Got::Truncated),
                 Some(Ok(FollowEvent::Replaced)) => Ok(Got::Replaced),
                 Some(Ok(_)) => Ok(Got::Idle),
-                Some(Err(cobsfile::Error::Damaged { start, end, cause })) => {
-                    Ok(Got::Damage(Damage::of(start, end, &cause)))
-                }
-                Some(Err(e)) => Err(e),
+                Some(Err(e)) => match Damage::of_error(&e) {
+                    Some(damage) => Ok(Got::Damage(damage)),
+                    None => Err(e),
+                },
             });
             match got.map_err(|e| file_error(py, e))? {
                 Got::Record(r) => return Ok(Some(PyBytes::new(py, &r).unbind())),

@@ -93,7 +93,9 @@ impl OnDamage {
     }
 }
 
-/// A damaged (or unreadable) byte range a read skipped.
+/// A damaged (or unreadable) byte range a read skipped, in the library's one shape of a
+/// damaged range (`cobsfile::Damage::status`): the fields `verify --json` and `ls --json` give
+/// it, and `records` and `kind` for records a typed read skipped whole.
 #[pyclass(module = "cobsfile", frozen, get_all, eq)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Damage {
@@ -101,36 +103,55 @@ pub(crate) struct Damage {
     pub start: u64,
     /// One past the last byte skipped: the next intact block's sync byte, or the end.
     pub end: u64,
-    /// What gave the damage away.
+    /// "damaged", or "unreadable" for bytes this reader cannot read though they may be intact
+    /// (a zstd dictionary it was not given, a limit it keeps, a record of a schema it does
+    /// not know).
+    pub status: String,
+    /// The cause's name, for scripts: spec 9.8's (`crc`, `truncated`, ...), or the record
+    /// problem's (`schema-unknown`).
     pub cause: String,
-    /// "damaged", or "unreadable" for an intact block this reader cannot read (a zstd
-    /// dictionary it was not given), or "record" for a typed record whose schema is lost.
+    /// What went wrong, as a sentence.
+    pub message: String,
+    /// What the range held as written, when the file's index says; else None.
+    pub held: Option<Held>,
+    /// "damaged", "unreadable", or "record" for typed records skipped whole.
     pub kind: String,
     /// Records skipped whole, when known (a block of records whose schema is unknown).
     pub records: u64,
+}
+
+/// The blocks and records a damaged range held when it was written, as the file's index lists
+/// them.
+#[pyclass(module = "cobsfile", frozen, get_all, eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub blocks: u64,
+    pub data_blocks: u64,
+    pub metadata_blocks: u64,
+    pub records: u64,
+}
+
+#[pymethods]
+impl Held {
+    fn __repr__(&self) -> String {
+        format!(
+            "Held(blocks={}, data_blocks={}, metadata_blocks={}, records={})",
+            self.blocks, self.data_blocks, self.metadata_blocks, self.records
+        )
+    }
 }
 
 #[pymethods]
 impl Damage {
     fn __repr__(&self) -> String {
         format!(
-            "Damage(start={}, end={}, kind={:?}, cause={:?})",
-            self.start, self.end, self.kind, self.cause
+            "Damage(start={}, end={}, status={:?}, cause={:?})",
+            self.start, self.end, self.status, self.cause
         )
     }
 
     fn __str__(&self) -> String {
-        if self.kind == "record" {
-            format!(
-                "{} record(s) of the block at offset {} skipped: {}",
-                self.records, self.start, self.cause
-            )
-        } else {
-            format!(
-                "bytes {}..{} {}: {}",
-                self.start, self.end, self.kind, self.cause
-            )
-        }
+        self.text()
     }
 
     /// Bytes in the range.
@@ -138,27 +159,94 @@ impl Damage {
     fn size(&self) -> u64 {
         self.end - self.start
     }
+
+    /// The range as `verify --json` gives it: `start`, `end`, `status`, `cause`, `message` and
+    /// `held` (a dict, or None), and `records` skipped whole.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("start", self.start)?;
+        d.set_item("end", self.end)?;
+        d.set_item("status", &self.status)?;
+        d.set_item("cause", &self.cause)?;
+        d.set_item("message", &self.message)?;
+        match &self.held {
+            Some(h) => {
+                let held = PyDict::new(py);
+                held.set_item("blocks", h.blocks)?;
+                held.set_item("data_blocks", h.data_blocks)?;
+                held.set_item("metadata_blocks", h.metadata_blocks)?;
+                held.set_item("records", h.records)?;
+                d.set_item("held", held)?;
+            }
+            None => d.set_item("held", py.None())?,
+        }
+        d.set_item("records", self.records)?;
+        Ok(d)
+    }
 }
 
 impl Damage {
-    pub(crate) fn of(start: u64, end: u64, cause: &cobsfile::Cause) -> Self {
+    /// The range as a sentence: `bytes START..END damaged: MESSAGE`, or the records skipped.
+    pub(crate) fn text(&self) -> String {
+        if self.kind == "record" {
+            format!(
+                "{} record(s) of the block at offset {} skipped: {}",
+                self.records, self.start, self.message
+            )
+        } else {
+            format!(
+                "bytes {}..{} {}: {}",
+                self.start, self.end, self.status, self.message
+            )
+        }
+    }
+
+    /// The library's damaged range.
+    pub(crate) fn of(damage: &cobsfile::Damage) -> Self {
         Damage {
-            start,
-            end,
-            cause: cause.to_string(),
-            kind: if cause.is_damage() {
-                "damaged"
-            } else {
-                "unreadable"
-            }
-            .into(),
+            start: damage.range.start,
+            end: damage.range.end,
+            status: damage.status().into(),
+            cause: damage.cause.name().into(),
+            message: damage.cause.to_string(),
+            held: damage.held.as_ref().map(|h| Held {
+                blocks: h.blocks,
+                data_blocks: h.data_blocks,
+                metadata_blocks: h.metadata_blocks,
+                records: h.records,
+            }),
+            kind: damage.status().into(),
             records: 0,
+        }
+    }
+
+    /// The damaged range an error names, if it names one.
+    pub(crate) fn of_error(error: &cobsfile::Error) -> Option<Self> {
+        cobsfile::Damage::of_error(error).map(|d| Damage::of(&d))
+    }
+
+    /// `records` typed records at `offset` skipped whole for `problem`.
+    pub(crate) fn records(
+        offset: u64,
+        records: u64,
+        cause: &str,
+        message: String,
+    ) -> Self {
+        Damage {
+            start: offset,
+            end: offset,
+            status: "unreadable".into(),
+            cause: cause.into(),
+            message,
+            held: None,
+            kind: "record".into(),
+            records,
         }
     }
 
     /// As an exception (for `on_damage="raise"`).
     pub(crate) fn to_err(&self, py: Python<'_>) -> PyErr {
-        errors::damaged(py, self.__str__(), self.start, self.end, self.cause.clone())
+        errors::damaged(py, self)
     }
 }
 
@@ -181,8 +269,10 @@ pub(crate) struct BlockInfo {
     pub payload_size: Option<u64>,
     /// "intact", "damaged" or "unreadable".
     pub status: String,
-    /// Why a range is damaged or unreadable.
+    /// Why a range is damaged or unreadable: the cause's name (spec 9.8), as `Damage.cause`.
     pub cause: Option<String>,
+    /// The cause as a sentence, as `Damage.message`.
+    pub message: Option<String>,
 }
 
 #[pymethods]
@@ -258,10 +348,10 @@ impl State {
         self.cursor.with_dependent_mut(|_, reader| loop {
             match reader.next_block() {
                 None => return Ok(Step::End),
-                Some(Err(cobsfile::Error::Damaged { start, end, cause })) => {
-                    return Ok(Step::Damage(Damage::of(start, end, &cause)))
-                }
-                Some(Err(e)) => return Err(e),
+                Some(Err(e)) => match Damage::of_error(&e) {
+                    Some(damage) => return Ok(Step::Damage(damage)),
+                    None => return Err(e),
+                },
                 Some(Ok(block)) => {
                     if block.info().block_type != BlockType::Data {
                         continue;
@@ -337,7 +427,11 @@ pub(crate) fn reader_options(
     threads: usize,
     max_body_size: Option<usize>,
 ) -> ReaderBuilder {
-    let mut options = ReaderBuilder::new().threads(threads);
+    // Clones of one set of options share their decoding buffers and worker threads: a
+    // Python program that opens file after file reuses them, as one that kept its options
+    // would. The library keeps none for the process; the package does, for its callers.
+    static BASE: std::sync::OnceLock<ReaderBuilder> = std::sync::OnceLock::new();
+    let mut options = BASE.get_or_init(ReaderBuilder::new).clone().threads(threads);
     for d in dictionaries.unwrap_or_default() {
         options = options.dictionary(Dictionary::new(d));
     }
@@ -511,22 +605,23 @@ impl Reader {
                             payload_size: Some(info.payload_size),
                             status: "intact".into(),
                             cause: None,
+                            message: None,
                         });
                     }
-                    Err(cobsfile::Error::Damaged { start, end, cause }) => {
-                        let d = Damage::of(start, end, &cause);
-                        out.push(BlockInfo {
-                            offset: start,
+                    Err(e) => match Damage::of_error(&e) {
+                        Some(d) => out.push(BlockInfo {
+                            offset: d.start,
                             r#type: None,
-                            size: end - start,
+                            size: d.end - d.start,
                             records: None,
                             codec: None,
                             payload_size: None,
-                            status: d.kind,
+                            status: d.status,
                             cause: Some(d.cause),
-                        });
-                    }
-                    Err(e) => return Err(e),
+                            message: Some(d.message),
+                        }),
+                        None => return Err(e),
+                    },
                 }
             }
             Ok(out)
@@ -635,8 +730,11 @@ impl Reader {
             let damage = Damage {
                 start: d.range.start,
                 end: d.range.end,
-                kind: if d.records > 0 { "record" } else { "damaged" }.into(),
-                cause: d.cause,
+                status: d.status.into(),
+                cause: d.cause.into(),
+                message: d.message,
+                held: None,
+                kind: if d.records > 0 { "record" } else { d.status }.into(),
                 records: d.records,
             };
             self.damaged(py, damage)?;
@@ -672,8 +770,8 @@ const VALUES_PER_STEP: usize = 256;
 /// (`Some(false)`), or goes on (`None`).
 fn step_error(pending: &mut std::collections::VecDeque<AvroStep>, e: AvroError) -> Option<bool> {
     match e {
-        AvroError::File(cobsfile::Error::Damaged { start, end, cause }) => {
-            pending.push_back(AvroStep::Damage(Damage::of(start, end, &cause)));
+        AvroError::File(e @ cobsfile::Error::Damaged { .. }) => {
+            pending.extend(Damage::of_error(&e).map(AvroStep::Damage));
             Some(false)
         }
         AvroError::Record {
@@ -681,13 +779,12 @@ fn step_error(pending: &mut std::collections::VecDeque<AvroStep>, e: AvroError) 
             problem: problem @ RecordProblem::SchemaUnknown { .. },
             ..
         } => {
-            pending.push_back(AvroStep::Damage(Damage {
-                start: offset,
-                end: offset,
-                cause: problem.to_string(),
-                kind: "record".into(),
-                records: 1,
-            }));
+            pending.push_back(AvroStep::Damage(Damage::records(
+                offset,
+                1,
+                problem.name(),
+                problem.to_string(),
+            )));
             Some(false)
         }
         // A metadata block whose schema cannot be used: its records come as SchemaUnknown.
@@ -843,6 +940,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()?;
     m.add_class::<AvroRecords>()?;
     m.add_class::<Damage>()?;
+    m.add_class::<Held>()?;
     m.add_class::<BlockInfo>()?;
     let _ = PyList::empty(m.py());
     Ok(())

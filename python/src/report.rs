@@ -78,7 +78,7 @@ impl Report {
             damaged: report
                 .damaged
                 .iter()
-                .map(|d| Damage::of(d.range.start, d.range.end, &d.cause))
+                .map(Damage::of)
                 .collect(),
             ending: report.ending.name().to_string(),
             clean: report.is_clean(),

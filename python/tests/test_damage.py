@@ -257,3 +257,41 @@ def test_exceptions_are_named_as_users_import_them(tmp_path):
     # A directory is Python's own IsADirectoryError, as open() raises it.
     with pytest.raises(IsADirectoryError, match="is a directory"):
         cobsfile.open(tmp_path)
+
+
+def test_a_damaged_range_has_one_shape_everywhere(cli, tmp_path):
+    """`verify --json`, `ls --json`, `cobsfile.verify`, a reader's damage and its exception
+    give a damaged range the same fields with the same values."""
+    data = written_file(records(300), block_size=100)
+    middle = [b for b in cobsfile.open(data).blocks() if b.type == "data"][3]
+    path = tmp_path / "damaged.cobs"
+    path.write_bytes(flip(data, middle.offset + 5))
+    keys = ["start", "end", "status", "cause", "message", "held"]
+
+    verify = json.loads(run(cli, "verify", "--json", str(path), check=False).stdout)
+    (range_,) = verify["damaged"]
+    assert range_["status"] == "damaged" and range_["held"]["data_blocks"] == 1
+    rows = [json.loads(line) for line in run(cli, "ls", "--json", str(path), check=False).stdout.splitlines()]
+    (row,) = [r for r in rows if r["status"] != "intact"]
+    assert {k: row[k] for k in keys} == {k: range_[k] for k in keys}
+
+    (reported,) = cobsfile.verify(str(path)).damaged
+    assert {k: reported.to_dict()[k] for k in keys} == {k: range_[k] for k in keys}
+    assert reported.held.records == range_["held"]["records"]
+
+    # A reader going through the file cannot know what the range held; all else agrees.
+    r = cobsfile.open(str(path))
+    list(r)
+    (met,) = r.damage
+    assert {k: met.to_dict()[k] for k in keys if k != "held"} == {
+        k: range_[k] for k in keys if k != "held"
+    }
+    with pytest.raises(cobsfile.DamagedError) as e:
+        list(cobsfile.open(str(path), on_damage="raise"))
+    assert (e.value.start, e.value.end, e.value.status, e.value.cause, e.value.message) == (
+        range_["start"], range_["end"], range_["status"], range_["cause"], range_["message"]
+    )
+    (block,) = [b for b in cobsfile.open(str(path)).blocks() if b.status != "intact"]
+    assert (block.offset, block.cause, block.message) == (
+        range_["start"], range_["cause"], range_["message"]
+    )
