@@ -1307,7 +1307,8 @@ mod tests {
     #[test]
     fn the_calling_thread_shares_the_jobs_and_results_keep_their_order() {
         let caller = thread::current().id();
-        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, true).expect("threads");
+        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, true)
+            .expect("threads");
         assert_eq!(pool.len(), 2);
         let (mut sent, mut results) = (0, Vec::new());
         while results.len() < 40 {
@@ -1322,7 +1323,8 @@ mod tests {
         // Each time the calling thread waits for a worker's job, it runs a queued one.
         assert!(results.iter().any(|&(_, local)| local));
         // A writer's pool leaves every job to its workers.
-        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, false).expect("threads");
+        let mut pool = Pool::spawn(&Kept::default(), vec![caller; 2], 4, slow_on_workers, false)
+            .expect("threads");
         assert_eq!(pool.len(), 2);
         let seqs: Vec<u64> = (0..4).map(|job| pool.send(job)).collect();
         assert!(seqs.into_iter().all(|seq| !pool.recv(seq).1));

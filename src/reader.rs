@@ -420,7 +420,11 @@ impl ReaderBuilder {
     /// A reader over `inner`, whose first byte is at absolute offset `offset` of the input.
     pub(crate) fn stream_reader_at<R: Read>(&self, inner: R, offset: u64) -> StreamReader<R> {
         let decoder = self.equip(Decoder::starting_at(self.limits, offset), false);
-        Reader::with_decoder(StreamSource::new(inner, offset), decoder, Workers::default())
+        Reader::with_decoder(
+            StreamSource::new(inner, offset),
+            decoder,
+            Workers::default(),
+        )
     }
 }
 
@@ -631,7 +635,13 @@ impl<S: Source> Reader<S> {
             let shared = self.shared.clone();
             let Workers { threads, kept } = &self.workers;
             let started = kept.as_ref().map(|kept| {
-                Decoders::new(kept, *threads, &self.decoder, self.decoder.position(), shared)
+                Decoders::new(
+                    kept,
+                    *threads,
+                    &self.decoder,
+                    self.decoder.position(),
+                    shared,
+                )
             });
             match started {
                 Some(Ok(decoders)) => self.decoders = Some(Box::new(decoders)),

@@ -226,12 +226,7 @@ impl Damage {
     }
 
     /// `records` typed records at `offset` skipped whole for `problem`.
-    pub(crate) fn records(
-        offset: u64,
-        records: u64,
-        cause: &str,
-        message: String,
-    ) -> Self {
+    pub(crate) fn records(offset: u64, records: u64, cause: &str, message: String) -> Self {
         Damage {
             start: offset,
             end: offset,
@@ -431,7 +426,10 @@ pub(crate) fn reader_options(
     // Python program that opens file after file reuses them, as one that kept its options
     // would. The library keeps none for the process; the package does, for its callers.
     static BASE: std::sync::OnceLock<ReaderBuilder> = std::sync::OnceLock::new();
-    let mut options = BASE.get_or_init(ReaderBuilder::new).clone().threads(threads);
+    let mut options = BASE
+        .get_or_init(ReaderBuilder::new)
+        .clone()
+        .threads(threads);
     for d in dictionaries.unwrap_or_default() {
         options = options.dictionary(Dictionary::new(d));
     }

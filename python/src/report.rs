@@ -75,11 +75,7 @@ impl Report {
             records: report.records,
             blocks: blocks.unbind(),
             block_bytes: report.block_bytes,
-            damaged: report
-                .damaged
-                .iter()
-                .map(Damage::of)
-                .collect(),
+            damaged: report.damaged.iter().map(Damage::of).collect(),
             ending: report.ending.name().to_string(),
             clean: report.is_clean(),
             damaged_bytes: report.damaged_bytes(),
