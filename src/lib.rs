@@ -111,7 +111,7 @@ pub use limits::{
     DEFAULT_MAX_DICTIONARY_BYTES,
 };
 pub use mapped::{open, MappedFile, MetadataScan};
-pub use range::RangeSink;
+pub use range::{RangeSink, RangeWork};
 pub use reader::{
     Blocks, IntoRecords, Item, Metadata, MetadataBlocks, OwnedRecords, Reader, ReaderBuilder,
     SliceReader, StreamReader,

@@ -41,6 +41,35 @@ const SPLITS_PER_THREAD: u64 = 8;
 /// ranges of 67 MiB).
 const MAX_SPLIT: u64 = 16 << 20;
 
+/// What a [`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges) does with each
+/// intact block, on the thread that reads the block's range: a closure
+/// `Fn(&mut T, &Block)` is one, which puts what it makes of each block in `T`, the part of the
+/// range that goes to the calling thread next.
+pub trait RangeWork<T>: Sync {
+    /// Takes the next intact block of a range, into the range's current part.
+    fn block(&self, part: &mut T, block: &Block<'_>);
+
+    /// Whether `part` is to go to the calling thread now, after the block it just took (rows
+    /// enough for a batch, say), rather than when its blocks hold about a MiB of payload.
+    /// False by default.
+    fn part_full(&self, part: &T) -> bool {
+        let _ = part;
+        false
+    }
+
+    /// Finishes `part` on the range's thread before it goes to the calling thread (what it
+    /// holds made into its final form, say). Does nothing by default.
+    fn end_part(&self, part: &mut T) {
+        let _ = part;
+    }
+}
+
+impl<T, F: Fn(&mut T, &Block<'_>) + Sync> RangeWork<T> for F {
+    fn block(&self, part: &mut T, block: &Block<'_>) {
+        self(part, block);
+    }
+}
+
 /// Where the results of a [`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges) go, on the calling thread and in order.
 pub trait RangeSink<T> {
     /// Takes the result of the next range (its blocks in file order).
@@ -123,7 +152,7 @@ fn read_part<T>(
     value: T,
     reader: &mut RangeRead<'_>,
     first: bool,
-    on_block: &(impl Fn(&mut T, &Block<'_>) + Sync),
+    work: &(impl RangeWork<T> + ?Sized),
 ) -> Part<T> {
     let mut part = Part {
         value,
@@ -141,11 +170,11 @@ fn read_part<T>(
             Ok(block) => {
                 part.report.add_block(block.info());
                 part.tail.block(block.info().block_type);
-                on_block(&mut part.value, &block);
+                work.block(&mut part.value, &block);
                 seen_block = true;
                 part.last_damaged = false;
                 payload += block.info().payload_size;
-                if payload >= PART_BUDGET {
+                if payload >= PART_BUDGET || work.part_full(&part.value) {
                     part.last = false;
                     break;
                 }
@@ -163,21 +192,30 @@ fn read_part<T>(
             },
         }
     }
+    work.end_part(&mut part.value);
     part
 }
 
-/// Ranges a range read of `len` bytes on `threads` threads uses.
-fn splits(len: u64, threads: usize, min_split: u64) -> Vec<std::ops::Range<u64>> {
-    if threads <= 1 {
-        return std::iter::once(0..u64::MAX).collect();
+/// Ranges a range read of the blocks opening in `span` of `len` bytes on `threads` threads
+/// uses: `span` whole on one thread, else cut in pieces of about an eighth of a thread's share.
+fn splits(
+    span: std::ops::Range<u64>,
+    len: u64,
+    threads: usize,
+    min_split: u64,
+) -> Vec<std::ops::Range<u64>> {
+    let end = span.end.min(len);
+    if threads <= 1 || end <= span.start {
+        return vec![span];
     }
-    let size =
-        (len / (threads as u64 * SPLITS_PER_THREAD)).clamp(min_split, min_split.max(MAX_SPLIT));
-    let mut ranges: Vec<_> = (0..len.div_ceil(size).max(1))
-        .map(|i| i * size..(i + 1) * size)
+    let size = ((end - span.start) / (threads as u64 * SPLITS_PER_THREAD))
+        .clamp(min_split, min_split.max(MAX_SPLIT));
+    let mut ranges: Vec<_> = (0..(end - span.start).div_ceil(size).max(1))
+        .map(|i| span.start + i * size..span.start + (i + 1) * size)
         .collect();
     if let Some(last) = ranges.last_mut() {
-        last.end = u64::MAX;
+        // The last piece ends where the span does (past the input: every block after).
+        last.end = span.end;
     }
     ranges
 }
@@ -227,10 +265,12 @@ impl<T> Drop for StopOnUnwind<'_, T> {
     }
 }
 
-/// How a range read reads: on how many threads, in ranges of at least how many bytes, and with
-/// decoders made how (for a range's first sync byte and end), with the reader's limits and
-/// dictionaries.
+/// How a range read reads: the blocks opening in which bytes, on how many threads, in ranges of
+/// at least how many bytes, and with decoders made how (for a range's first sync byte and end),
+/// with the reader's limits and dictionaries.
 pub(crate) struct Plan<'a> {
+    /// The bytes whose blocks are read (`0..u64::MAX`: all).
+    pub span: std::ops::Range<u64>,
     pub threads: usize,
     pub min_split: u64,
     pub decoder: &'a (dyn Fn(u64, u64) -> Decoder + Sync),
@@ -240,18 +280,23 @@ pub(crate) struct Plan<'a> {
 /// [`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges). Returns the report of what was read,
 /// and the error that stopped the read if one did (a header of a newer version): the blocks
 /// before it went to the sink, as with one reader.
-pub(crate) fn read<T, F, K>(
+pub(crate) fn read<T, W, K>(
     plan: &Plan<'_>,
     bytes: &[u8],
-    on_block: F,
+    work: &W,
     sink: &mut K,
 ) -> Result<(Report, Option<Error>)>
 where
     T: Default + Send,
-    F: Fn(&mut T, &Block<'_>) + Sync,
+    W: RangeWork<T> + ?Sized,
     K: RangeSink<T> + ?Sized,
 {
-    let ranges = splits(bytes.len() as u64, plan.threads, plan.min_split);
+    let ranges = splits(
+        plan.span.clone(),
+        bytes.len() as u64,
+        plan.threads,
+        plan.min_split,
+    );
     let threads = plan.threads.clamp(1, ranges.len());
     let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, bytes, range);
     let mut merged = Merged::default();
@@ -262,7 +307,7 @@ where
             let mut first = true;
             loop {
                 let value = spare.take().unwrap_or_default();
-                let part = read_part(value, &mut reader, first, &on_block);
+                let part = read_part(value, &mut reader, first, work);
                 first = false;
                 let last = part.last;
                 match merged.take(part, sink) {
@@ -313,7 +358,7 @@ where
                         let mut reader = range_read(ranges[index].clone());
                         for seq in 0.. {
                             let value = lock().spare.pop().unwrap_or_default();
-                            let part = read_part(value, &mut reader, seq == 0, &on_block);
+                            let part = read_part(value, &mut reader, seq == 0, work);
                             let last = part.last;
                             let mut s = lock();
                             while s.must_wait(index, bound) {

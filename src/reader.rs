@@ -20,7 +20,7 @@ use crate::frame;
 use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::{Decoders, Kept};
-use crate::range::{self, RangeSink};
+use crate::range::{self, RangeSink, RangeWork};
 use crate::report::Report;
 use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
 use crate::varint;
@@ -338,7 +338,28 @@ impl ReaderBuilder {
         F: Fn(&mut T, &Block<'_>) + Sync,
         K: RangeSink<T> + ?Sized,
     {
-        match self.read_ranges_until_stopped(bytes, on_block, sink)? {
+        self.read_ranges_within(bytes, 0..u64::MAX, &on_block, sink)
+    }
+
+    /// [`read_ranges`](Self::read_ranges) of the blocks that open in `range` of `bytes` (spec
+    /// 9.4, as [`from_slice_range`](Self::from_slice_range) reads them), cut among the
+    /// [`threads`](Self::threads) the same way, with `work` done on each block: what one
+    /// partition of a query reads. The ranges `0..a`, `a..b`, ... `z..u64::MAX` of one input
+    /// together read each intact block once. The report covers the blocks of `range` and the
+    /// damage they meet.
+    pub fn read_ranges_within<T, W, K>(
+        &self,
+        bytes: &[u8],
+        range: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<Report>
+    where
+        T: Default + Send,
+        W: RangeWork<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
+    {
+        match self.read_span(bytes, range, work, sink)? {
             (report, None) => Ok(report),
             (_, Some(stopped)) => Err(stopped),
         }
@@ -357,13 +378,30 @@ impl ReaderBuilder {
         F: Fn(&mut T, &Block<'_>) + Sync,
         K: RangeSink<T> + ?Sized,
     {
+        self.read_span(bytes, 0..u64::MAX, &on_block, sink)
+    }
+
+    /// The range read of the blocks opening in `span` of `bytes`.
+    fn read_span<T, W, K>(
+        &self,
+        bytes: &[u8],
+        span: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<(Report, Option<Error>)>
+    where
+        T: Default + Send,
+        W: RangeWork<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
+    {
         let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
         let plan = range::Plan {
+            span,
             threads: self.threads,
             min_split: self.min_split,
             decoder: &decoder,
         };
-        range::read(&plan, bytes, on_block, sink)
+        range::read(&plan, bytes, work, sink)
     }
 
     /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see

@@ -363,3 +363,62 @@ fn scan_returns_after_its_workers_exit() {
         "scan returned before its workers' thread-local destructors ran"
     );
 }
+
+/// Records of each block, in parts of at most `most` records: a [`cobsfile::RangeWork`] that
+/// ends parts early and finishes them on the range's thread.
+struct Parts {
+    most: usize,
+}
+
+impl cobsfile::RangeWork<Vec<Vec<u8>>> for Parts {
+    fn block(&self, part: &mut Vec<Vec<u8>>, block: &cobsfile::Block<'_>) {
+        part.extend(block.records().map(<[u8]>::to_vec));
+    }
+    fn part_full(&self, part: &Vec<Vec<u8>>) -> bool {
+        part.len() >= self.most
+    }
+    fn end_part(&self, part: &mut Vec<Vec<u8>>) {
+        // Runs once per part, before the part is handed over: marks it.
+        part.push(b"\xffend of part".to_vec());
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The spans `0..a`, `a..b`, `b..` of an input, each read by `read_ranges_within` on any
+    /// number of threads and cut into parts anywhere, give the records of one reader over the
+    /// whole input, each once and in order, and the damage it reports.
+    #[test]
+    fn spans_read_within_give_one_readers_records(
+        mut file in file_strategy(),
+        edits in prop::collection::vec((any::<u64>(), any::<u8>(), any::<u8>()), 0..4),
+        points in prop::collection::vec(any::<u64>(), 0..3),
+        threads in prop_oneof![Just(0usize), Just(2), Just(3)],
+        min_split in 1u64..300,
+        most in 1usize..20,
+    ) {
+        damage(&mut file, &edits);
+        let (records, errors) = ReaderBuilder::new().from_slice(&file).read_all();
+        let options = ReaderBuilder::new().threads(threads).min_split(min_split);
+        let mut sink = Collect::default();
+        let mut damaged = 0;
+        let cuts = cuts(file.len(), &points);
+        for pair in cuts.windows(2) {
+            let report = options
+                .read_ranges_within(&file, pair[0]..pair[1], &Parts { most }, &mut sink)
+                .expect("read");
+            damaged += report.damaged.len();
+        }
+        let parts = sink.records.iter().filter(|r| r.as_slice() == b"\xffend of part").count();
+        let got: Vec<Vec<u8>> = sink
+            .records
+            .into_iter()
+            .filter(|r| r.as_slice() != b"\xffend of part")
+            .collect();
+        prop_assert_eq!(got, records.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
+        prop_assert!(parts >= cuts.len() - 1);
+        // Damage seen from both sides of a cut may count twice; never less than one reader's.
+        prop_assert!(damaged >= errors.len());
+    }
+}

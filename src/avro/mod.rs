@@ -64,7 +64,7 @@ mod writer;
 pub use apache_avro;
 pub use check::{DatumLimits, Names as NamedTypes, Visit, MAX_DEPTH_CEILING};
 pub use error::{Error, RecordProblem, Result, SchemaProblem};
-pub use reader::{AvroReader, AvroReaderBuilder, Datum};
+pub use reader::{AvroReader, AvroReaderBuilder, Datum, RecordCheck};
 pub use schema::{
     SchemaLimits, Schemas, WriterSchema, DEFAULT_MAX_SCHEMAS, DEFAULT_MAX_SCHEMA_BYTES,
 };

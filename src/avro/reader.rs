@@ -70,13 +70,11 @@ impl AvroReaderBuilder {
     pub fn build<S: Source>(&self, reader: Reader<S>) -> AvroReader<S> {
         AvroReader {
             reader,
-            schemas: self.schemas.clone(),
+            check: RecordCheck::new(self.schemas.clone(), self.limits),
             reader_schema: self.reader_schema.clone(),
-            limits: self.limits,
             block: None,
             index: 0,
             ordinal: 0,
-            last: None,
             builder: ValueBuilder::default(),
         }
     }
@@ -140,6 +138,118 @@ impl<'a> Datum<'a> {
     }
 }
 
+/// The check every typed record passes before it is decoded (spec 15.3, checks 1 to 5): it
+/// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum, walked
+/// as that schema says without allocating, ends exactly at the end of the record, declares no
+/// length past it, stays within the [`DatumLimits`] and holds only valid values.
+///
+/// An [`AvroReader`] checks each record it meets with one. For records met some other way (the
+/// blocks of a [`read_ranges`](crate::ReaderBuilder::read_ranges), each range on its own
+/// thread), make one from the file's schemas ([`Schemas::scan`]) per thread: it is the same
+/// check, so what passes decodes, and nothing else is handed on.
+#[derive(Debug, Clone)]
+pub struct RecordCheck {
+    schemas: Schemas,
+    limits: DatumLimits,
+    /// The schema of the last record checked, while no schema block follows it.
+    last: Option<WriterSchema>,
+}
+
+impl RecordCheck {
+    /// A check of records written with `schemas`, within `limits`.
+    pub fn new(schemas: Schemas, limits: DatumLimits) -> Self {
+        RecordCheck {
+            schemas,
+            limits,
+            last: None,
+        }
+    }
+
+    /// The schemas it knows.
+    pub fn schemas(&self) -> &Schemas {
+        &self.schemas
+    }
+
+    /// Checks `record`, of the data block at offset `block`: its writer schema, or what is
+    /// wrong with it.
+    pub fn check(
+        &mut self,
+        record: &[u8],
+        block: u64,
+    ) -> std::result::Result<WriterSchema, RecordProblem> {
+        self.check_with(record, block, &mut ())
+    }
+
+    /// Checks `record` as [`check`](Self::check) does, handing each of its values to `visit`
+    /// as the check meets them (see [`AvroReader::next_datum_with`]).
+    pub fn check_with<V: Visit>(
+        &mut self,
+        record: &[u8],
+        block: u64,
+        visit: &mut V,
+    ) -> std::result::Result<WriterSchema, RecordProblem> {
+        let schema = self.walk(record, block, visit)?;
+        if self.last.as_ref().map(WriterSchema::fingerprint) != Some(schema.fingerprint()) {
+            self.last = Some(schema.clone());
+        }
+        Ok(schema)
+    }
+
+    fn walk<V: Visit>(
+        &self,
+        record: &[u8],
+        block: u64,
+        visit: &mut V,
+    ) -> std::result::Result<WriterSchema, RecordProblem> {
+        if record.len() < PREFIX_LEN || record[..2] != MARKER {
+            return Err(RecordProblem::NoMarker {
+                found: record[..record.len().min(PREFIX_LEN)].to_vec(),
+            });
+        }
+        let mut fingerprint = [0u8; 8];
+        fingerprint.copy_from_slice(&record[2..PREFIX_LEN]);
+        let fingerprint = u64::from_le_bytes(fingerprint);
+        // Records of one schema usually follow one another.
+        let schema = match &self.last {
+            Some(last) if last.fingerprint() == fingerprint => last,
+            _ => match self.schemas.named(fingerprint, block) {
+                Named::Schema(schema) => schema,
+                Named::Unknown => return Err(RecordProblem::SchemaUnknown { fingerprint }),
+                Named::Conflict { first, second } => {
+                    return Err(RecordProblem::SchemaConflict {
+                        fingerprint,
+                        first,
+                        second,
+                    })
+                }
+            },
+        };
+        let datum = &record[PREFIX_LEN..];
+        match check::walk(schema.schema(), schema.names(), datum, &self.limits, visit) {
+            Ok(walked) if walked.end != datum.len() => Err(RecordProblem::TrailingBytes {
+                fingerprint,
+                left: (datum.len() - walked.end) as u64,
+                len: datum.len() as u64,
+            }),
+            Ok(Walked {
+                invalid: Some(Failure::Invalid { at, what }),
+                ..
+            }) => Err(RecordProblem::Undecodable {
+                fingerprint,
+                at: at as u64,
+                what,
+            }),
+            Ok(_) => Ok(schema.clone()),
+            Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
+                fingerprint,
+                at: at as u64,
+                what,
+            }),
+            Err(Failure::Limit { what, limit }) => Err(RecordProblem::Limit { what, limit }),
+        }
+    }
+}
+
 /// Reads typed records: the values of records written by an
 /// [`AvroWriter`](super::AvroWriter), or anything else that writes Avro's single-object
 /// encoding and announces its schemas in metadata blocks (spec 15).
@@ -157,16 +267,14 @@ impl<'a> Datum<'a> {
 #[derive(Debug)]
 pub struct AvroReader<S> {
     reader: Reader<S>,
-    schemas: Schemas,
+    /// The schemas known so far, and the check each record passes.
+    check: RecordCheck,
     reader_schema: Option<ReaderSchema>,
-    limits: DatumLimits,
     /// The block of the last record, and that record's index in it.
     block: Option<u64>,
     index: u64,
     /// Records met so far.
     ordinal: u64,
-    /// The schema of the last record decoded, while no schema block follows it.
-    last: Option<WriterSchema>,
     /// What builds values in the walk that checks them (its stack kept between records).
     builder: ValueBuilder,
 }
@@ -201,7 +309,7 @@ impl<S: Source> AvroReader<S> {
             offset,
             index,
             ordinal,
-            limits: self.limits,
+            limits: self.check.limits,
         }))
     }
 
@@ -276,7 +384,7 @@ impl<S: Source> AvroReader<S> {
 
     /// The schemas known so far: those given, and those of the metadata blocks read.
     pub fn schemas(&self) -> &Schemas {
-        &self.schemas
+        &self.check.schemas
     }
 
     /// The reader of the file's blocks, e.g. for its [`stats`](Reader::stats) or
@@ -290,65 +398,7 @@ impl<S: Source> AvroReader<S> {
         self.reader
     }
 
-    /// The check each record passes before it is decoded (spec 15.3, checks 1 to 4): it
-    /// starts with the marker `c3 01`, its fingerprint names a known schema, and its datum,
-    /// walked as that schema says without allocating, ends exactly at the end of the record,
-    /// declares no length past it and stays within the [`DatumLimits`].
-    fn datum_check<V: Visit>(
-        &self,
-        record: &[u8],
-        block: u64,
-        visit: &mut V,
-    ) -> std::result::Result<WriterSchema, RecordProblem> {
-        if record.len() < PREFIX_LEN || record[..2] != MARKER {
-            return Err(RecordProblem::NoMarker {
-                found: record[..record.len().min(PREFIX_LEN)].to_vec(),
-            });
-        }
-        let mut fingerprint = [0u8; 8];
-        fingerprint.copy_from_slice(&record[2..PREFIX_LEN]);
-        let fingerprint = u64::from_le_bytes(fingerprint);
-        // Records of one schema usually follow one another.
-        let schema = match &self.last {
-            Some(last) if last.fingerprint() == fingerprint => last,
-            _ => match self.schemas.named(fingerprint, block) {
-                Named::Schema(schema) => schema,
-                Named::Unknown => return Err(RecordProblem::SchemaUnknown { fingerprint }),
-                Named::Conflict { first, second } => {
-                    return Err(RecordProblem::SchemaConflict {
-                        fingerprint,
-                        first,
-                        second,
-                    })
-                }
-            },
-        };
-        let datum = &record[PREFIX_LEN..];
-        match check::walk(schema.schema(), schema.names(), datum, &self.limits, visit) {
-            Ok(walked) if walked.end != datum.len() => Err(RecordProblem::TrailingBytes {
-                fingerprint,
-                left: (datum.len() - walked.end) as u64,
-                len: datum.len() as u64,
-            }),
-            Ok(Walked {
-                invalid: Some(Failure::Invalid { at, what }),
-                ..
-            }) => Err(RecordProblem::Undecodable {
-                fingerprint,
-                at: at as u64,
-                what,
-            }),
-            Ok(_) => Ok(schema.clone()),
-            Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
-                fingerprint,
-                at: at as u64,
-                what,
-            }),
-            Err(Failure::Limit { what, limit }) => Err(RecordProblem::Limit { what, limit }),
-        }
-    }
-
-    /// The next record that passes [`datum_check`](Self::datum_check): its range in the
+    /// The next record that passes its [`RecordCheck`]: its range in the
     /// reader's buffer, block offset, index, ordinal and schema. Metadata blocks met on the
     /// way add their schemas (or are reported).
     #[allow(clippy::type_complexity)]
@@ -361,16 +411,16 @@ impl<S: Source> AvroReader<S> {
                 Err(e) => return Some(Err(e.into())),
                 Ok(ItemAt::Metadata) => {
                     let block = self.reader.current_block().expect("the block just read");
-                    match self.schemas.add_from_block(&block) {
+                    match self.check.schemas.add_from_block(&block) {
                         Err(e) => {
                             // It may put the last fingerprint in conflict.
-                            self.last = None;
+                            self.check.last = None;
                             return Some(Err(e));
                         }
                         Ok(None) => continue,
                         Ok(Some(_)) => {
                             // It may replace the schema of the last fingerprint.
-                            self.last = None;
+                            self.check.last = None;
                             continue;
                         }
                     }
@@ -386,11 +436,11 @@ impl<S: Source> AvroReader<S> {
             let ordinal = self.ordinal;
             self.ordinal += 1;
             return Some(
-                match self.datum_check(self.reader.record(range.clone()), block, visit) {
-                    Ok(schema) => {
-                        self.last = Some(schema.clone());
-                        Ok((range, block, self.index, ordinal, schema))
-                    }
+                match self
+                    .check
+                    .check_with(self.reader.record(range.clone()), block, visit)
+                {
+                    Ok(schema) => Ok((range, block, self.index, ordinal, schema)),
                     Err(problem) => Err(Error::Record {
                         offset: block,
                         index: self.index,
