@@ -10,7 +10,7 @@ use datafusion::common::{plan_datafusion_err, Result};
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink};
-use crate::schema::{infer, mode_of, panic_message, sample};
+use crate::schema::{infer, mode_of, sample};
 
 /// Rows of one file, and what its read skipped.
 #[derive(Debug, Clone)]
@@ -31,9 +31,9 @@ pub struct FileBatches {
 /// limits and any zstd dictionaries). Damage is skipped and returned, or with `on_damage`
 /// `error` fails the read, as in a query.
 ///
-/// With `threads` > 1 the file is cut into that many byte ranges, read at once as a query's
-/// partitions read them (the library's range reads, spec 9.4: each intact record once,
-/// whatever the cut), and the batches put back in file order.
+/// With `threads` > 1 the file is read in byte ranges on that many threads (the library's
+/// range reads, spec 9.4: each intact record once, whatever the cut), each range's rows made
+/// into batches on its thread, and the batches come back in file order.
 pub fn read_file(
     bytes: &[u8],
     file: &str,
@@ -71,68 +71,20 @@ pub fn read_file(
         batch_size: batch_size.max(1),
         limit: None,
         options: options.clone(),
-        reader: reader.clone(),
+        reader: reader.clone().threads(threads),
     };
-    let parts = (threads.max(1) as u64)
-        .min(bytes.len() as u64 / MIN_RANGE)
-        .max(1);
-    read_in(bytes, file, spec, parts)
+    read_all(bytes, file, spec)
 }
 
-/// The smallest byte range worth a thread of its own.
-const MIN_RANGE: u64 = 1 << 20;
-
-/// Reads `bytes` in `parts` byte ranges at once, and puts the rows back in file order.
-fn read_in(bytes: &[u8], file: &str, spec: ScanSpec, parts: u64) -> Result<FileBatches> {
-    let len = bytes.len() as u64;
-    let sinks = if parts <= 1 {
-        let mut sink = Gather::default();
-        scan(bytes, file, None, &spec, &mut sink)?;
-        vec![sink]
-    } else {
-        // Each range reads on its own thread; the library's decoder threads would only
-        // compete with them.
-        let spec = ScanSpec {
-            reader: spec.reader.clone().threads(1),
-            ..spec.clone()
-        };
-        let ranges: Vec<_> = (0..parts)
-            .map(|i| len * i / parts..len * (i + 1) / parts)
-            .collect();
-        std::thread::scope(|scope| {
-            let running: Vec<_> = ranges
-                .into_iter()
-                .map(|range| {
-                    let spec = &spec;
-                    scope.spawn(move || {
-                        let mut sink = Gather::default();
-                        scan(bytes, file, Some(range), spec, &mut sink).map(|()| sink)
-                    })
-                })
-                .collect();
-            running
-                .into_iter()
-                .map(|t| {
-                    t.join().unwrap_or_else(|panic| {
-                        Err(datafusion::common::exec_datafusion_err!(
-                            "{file}: a range read failed: {}",
-                            panic_message(&*panic)
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<Gather>>>()
-        })?
-    };
-    let mut out = FileBatches {
+/// Reads all of `bytes` as `spec` says, on the threads of `spec.reader`.
+fn read_all(bytes: &[u8], file: &str, spec: ScanSpec) -> Result<FileBatches> {
+    let mut sink = Gather::default();
+    scan(bytes, file, None, &spec, &mut sink)?;
+    Ok(FileBatches {
         schema: spec.projected,
-        batches: Vec::new(),
-        damage: Vec::new(),
-    };
-    for sink in sinks {
-        out.batches.extend(sink.batches);
-        out.damage.extend(sink.damage);
-    }
-    Ok(out)
+        batches: sink.batches,
+        damage: sink.damage,
+    })
 }
 
 #[derive(Default)]
@@ -183,7 +135,8 @@ mod tests {
             zstd in any::<bool>(),
             flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..4),
             cut in proptest::option::of(any::<prop::sample::Index>()),
-            parts in 1u64..7,
+            parts in 1usize..7,
+            min_split in 1u64..2000,
         ) {
             let compression = if zstd {
                 cobsfile::Compression::Zstd { level: 1 }
@@ -230,9 +183,9 @@ mod tests {
                         batch_size: 7,
                         limit: None,
                         options: options.clone(),
-                        reader: reader.clone(),
+                        reader: reader.clone().threads(parts).min_split(min_split),
                     };
-                    let split = read_in(&bytes, "f", spec, parts).unwrap();
+                    let split = read_all(&bytes, "f", spec).unwrap();
                     prop_assert_eq!(rows(&split), library);
                 }
             }

@@ -5,7 +5,7 @@
 //! spec 9.4), so the ranges of a file together yield each intact record exactly once.
 
 use std::fmt;
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 use std::sync::Arc;
 
 use arrow_avro::reader::{Decoder as AvroDecoder, ReaderBuilder as AvroArrowBuilder};
@@ -17,8 +17,8 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::json::reader::{Decoder as JsonDecoder, ReaderBuilder as JsonBuilder};
 use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
 
-use cobsfile::avro::{AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas};
-use cobsfile::{BlockType, Error as FileError};
+use cobsfile::avro::{DatumLimits, Error as AvroError, RecordCheck, RecordProblem, Schemas};
+use cobsfile::BlockType;
 
 use crate::options::{CobsfileOptions, OnDamage};
 use crate::schema::{guard, not_a_cobsfile, store_of, Mode, RAW_COLUMNS};
@@ -105,7 +105,9 @@ pub(crate) trait Sink {
     fn damage(&mut self, damage: Damage);
 }
 
-/// Reads `bytes` (a whole file named `file`), only the blocks opening in `range` if given.
+/// Reads `bytes` (a whole file named `file`), only the blocks opening in `range` if given,
+/// through the library's range reads (spec 9.4) on the threads `spec.reader` says: each range
+/// makes its rows into batches on its own thread, and they come to `sink` in file order.
 pub(crate) fn scan(
     bytes: &[u8],
     file: &str,
@@ -113,127 +115,225 @@ pub(crate) fn scan(
     spec: &ScanSpec,
     sink: &mut dyn Sink,
 ) -> Result<()> {
-    let options = &spec.reader;
     let from_start = range.as_ref().is_none_or(|r| r.start == 0);
-    let reader = match range {
-        Some(range) => options.from_slice_range(bytes, range),
-        None => options.from_slice(bytes),
-    };
     let schemas = match spec.mode {
         Mode::Avro(_) => Schemas::scan_limited(bytes, &spec.reader, spec.options.schema_limits()),
         _ => Schemas::new(),
     };
-    let mut rows = Rows::new(spec, file, &schemas)?;
-    let mut left = spec.limit.unwrap_or(usize::MAX);
-    // Record bytes in the rows not yet emitted.
-    let mut pending = 0usize;
-    let emit = |rows: &mut Rows, sink: &mut dyn Sink, left: &mut usize| -> Result<bool> {
-        match rows.flush()? {
-            Some(batch) => {
-                *left = left.saturating_sub(batch.num_rows());
-                Ok(sink.batch(batch) && *left > 0)
-            }
-            None => Ok(*left > 0),
-        }
+    // A table the file's schemas do not resolve to fails here, once, before any thread.
+    let rows = Rows::new(spec, file, &schemas)?;
+    let work = Work {
+        spec,
+        file,
+        schemas: &schemas,
+        rows_per_batch: spec.batch_size.min(spec.limit.unwrap_or(usize::MAX)).max(1),
     };
-    let skipped = |sink: &mut dyn Sink, damage: Damage| -> Result<()> {
-        match spec.options.on_damage {
-            OnDamage::Skip => {
-                log::warn!("{damage}");
-                sink.damage(damage);
-                Ok(())
-            }
-            OnDamage::Error => Err(DataFusionError::Execution(damage.to_string())),
-        }
+    let mut out = Out {
+        sink,
+        file,
+        on_damage: spec.options.on_damage,
+        left: spec.limit.unwrap_or(usize::MAX),
+        error: None,
+        spare: Some(Batches {
+            rows: Some(rows),
+            ..Batches::default()
+        }),
     };
-    let file_error = |e: FileError| -> Result<Damage> {
-        match cobsfile::Damage::of_error(&e) {
-            Some(damage) => Ok(Damage::of(file, &damage)),
-            None => Err(exec_datafusion_err!("{file}: {e}")),
-        }
-    };
+    let report = spec
+        .reader
+        .read_ranges_within(bytes, range.unwrap_or(0..u64::MAX), &work, &mut out)
+        .map_err(|e| exec_datafusion_err!("{file}: {e}"))?;
+    if let Some(e) = out.error {
+        return Err(e);
+    }
+    if from_start && report.blocks.total() == 0 {
+        not_a_cobsfile(bytes, file, &spec.reader)?;
+    }
+    Ok(())
+}
 
-    if let Mode::Avro(_) = spec.mode {
-        let mut reader = AvroReaderBuilder::new()
-            .schema_limits(spec.options.schema_limits())
-            .schemas(&schemas)
-            .build(reader);
-        loop {
-            let datum = match reader.next_datum() {
-                None => break,
-                Some(Ok(datum)) => datum,
-                Some(Err(AvroError::File(e))) => {
-                    skipped(sink, file_error(e)?)?;
-                    continue;
-                }
-                Some(Err(AvroError::Record {
-                    offset,
-                    problem:
+/// What a range's thread makes of its blocks: rows, in batches.
+struct Work<'a> {
+    spec: &'a ScanSpec,
+    file: &'a str,
+    schemas: &'a Schemas,
+    /// Rows a batch holds at most (fewer under a small `LIMIT`).
+    rows_per_batch: usize,
+}
+
+/// A part of a range's rows, made on the range's thread. Its row builder and typed record
+/// check come back to make later parts ([`RangeSink::recycle`](cobsfile::RangeSink::recycle)).
+#[derive(Default)]
+struct Batches {
+    rows: Option<Rows>,
+    check: Option<RecordCheck>,
+    /// Record bytes in the rows not yet made a batch.
+    pending: usize,
+    batches: Vec<RecordBatch>,
+    /// Records skipped whole (typed records of a schema this reader does not know).
+    skipped: Vec<Damage>,
+    /// What ends the scan: a record the table cannot hold, or (with `on_damage` `error`)
+    /// records skipped.
+    error: Option<DataFusionError>,
+}
+
+impl Work<'_> {
+    fn rows<'p>(&self, part: &'p mut Batches) -> Result<&'p mut Rows> {
+        if part.rows.is_none() {
+            part.rows = Some(Rows::new(self.spec, self.file, self.schemas)?);
+        }
+        Ok(part.rows.as_mut().expect("made"))
+    }
+
+    /// The block's records into `part`'s rows, a batch made whenever enough are.
+    fn records(&self, part: &mut Batches, block: &cobsfile::Block<'_>) -> Result<()> {
+        let offset = block.info().offset;
+        let typed = matches!(self.spec.mode, Mode::Avro(_));
+        for (index, record) in block.records().enumerate() {
+            if typed {
+                let check = part.check.get_or_insert_with(|| {
+                    RecordCheck::new(self.schemas.clone(), DatumLimits::default())
+                });
+                match check.check(record, offset) {
+                    Ok(_) => {}
+                    Err(
                         problem @ (RecordProblem::SchemaUnknown { .. }
                         | RecordProblem::SchemaConflict { .. }),
-                    ..
-                })) => {
-                    let damage = Damage {
-                        file: file.to_string(),
-                        range: offset..offset,
-                        records: 1,
-                        status: "unreadable",
-                        cause: problem.name(),
-                        message: problem.to_string(),
-                    };
-                    skipped(sink, damage)?;
-                    continue;
-                }
-                Some(Err(e @ AvroError::Schema { .. })) => {
-                    log::warn!("{file}: {e}");
-                    continue;
-                }
-                Some(Err(e)) => return Err(exec_datafusion_err!("{file}: {e}")),
-            };
-            rows.push(datum.record, datum.offset, datum.index)?;
-            pending += datum.record.len();
-            if rows.len() >= spec.batch_size.min(left) || pending >= MAX_BATCH_BYTES {
-                if !emit(&mut rows, sink, &mut left)? {
-                    return Ok(());
-                }
-                pending = 0;
-            }
-        }
-        if from_start && reader.reader().stats().blocks == 0 {
-            not_a_cobsfile(bytes, file, options)?;
-        }
-    } else {
-        let mut reader = reader;
-        loop {
-            let block = match reader.next_block() {
-                None => break,
-                Some(Ok(block)) => block,
-                Some(Err(e)) => {
-                    skipped(sink, file_error(e)?)?;
-                    continue;
-                }
-            };
-            if block.info().block_type != BlockType::Data {
-                continue;
-            }
-            let offset = block.info().offset;
-            for (index, record) in block.records().enumerate() {
-                rows.push(record, offset, index as u64)?;
-                pending += record.len();
-                if rows.len() >= spec.batch_size.min(left) || pending >= MAX_BATCH_BYTES {
-                    if !emit(&mut rows, sink, &mut left)? {
-                        return Ok(());
+                    ) => {
+                        let damage = Damage {
+                            file: self.file.to_string(),
+                            range: offset..offset,
+                            records: 1,
+                            status: "unreadable",
+                            cause: problem.name(),
+                            message: problem.to_string(),
+                        };
+                        if self.spec.options.on_damage == OnDamage::Error {
+                            return Err(DataFusionError::Execution(damage.to_string()));
+                        }
+                        part.skipped.push(damage);
+                        continue;
                     }
-                    pending = 0;
+                    Err(problem) => {
+                        let e = AvroError::Record {
+                            offset,
+                            index: index as u64,
+                            ordinal: 0,
+                            problem,
+                        };
+                        return Err(exec_datafusion_err!("{}: {e}", self.file));
+                    }
                 }
             }
+            let rows = self.rows(part)?;
+            rows.push(record, offset, index as u64)?;
+            let full = rows.len() >= self.rows_per_batch;
+            part.pending += record.len();
+            if full || part.pending >= MAX_BATCH_BYTES {
+                self.flush(part)?;
+            }
         }
-        if from_start && reader.stats().blocks == 0 {
-            not_a_cobsfile(bytes, file, options)?;
+        Ok(())
+    }
+
+    fn flush(&self, part: &mut Batches) -> Result<()> {
+        part.pending = 0;
+        if let Some(batch) = self.rows(part)?.flush()? {
+            part.batches.push(batch);
+        }
+        Ok(())
+    }
+}
+
+impl cobsfile::RangeWork<Batches> for Work<'_> {
+    fn block(&self, part: &mut Batches, block: &cobsfile::Block<'_>) {
+        if part.error.is_some() || block.info().block_type != BlockType::Data {
+            return;
+        }
+        if let Err(e) = self.records(part, block) {
+            part.error = Some(e);
         }
     }
-    emit(&mut rows, sink, &mut left)?;
-    Ok(())
+
+    /// A part ends at its first batch under a `LIMIT` (which it may meet), or at an error.
+    fn part_full(&self, part: &Batches) -> bool {
+        part.error.is_some() || (self.spec.limit.is_some() && !part.batches.is_empty())
+    }
+
+    fn end_part(&self, part: &mut Batches) {
+        if part.error.is_none() {
+            if let Err(e) = self.flush(part) {
+                part.error = Some(e);
+            }
+        }
+    }
+}
+
+/// The calling thread's end of a scan: batches and damage in file order to the scan's sink.
+struct Out<'a> {
+    sink: &'a mut dyn Sink,
+    file: &'a str,
+    on_damage: OnDamage,
+    /// Rows still wanted (`LIMIT`).
+    left: usize,
+    error: Option<DataFusionError>,
+    /// A part handed over and emptied, to make the next one with.
+    spare: Option<Batches>,
+}
+
+impl Out<'_> {
+    /// Damage skipped as `on_damage` says: reported and skipped, or the end of the scan.
+    fn skipped(&mut self, damage: Damage) -> ControlFlow<()> {
+        match self.on_damage {
+            OnDamage::Skip => {
+                log::warn!("{damage}");
+                self.sink.damage(damage);
+                ControlFlow::Continue(())
+            }
+            OnDamage::Error => {
+                self.error = Some(DataFusionError::Execution(damage.to_string()));
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+impl cobsfile::RangeSink<Batches> for Out<'_> {
+    fn part(&mut self, mut part: Batches) -> ControlFlow<()> {
+        for damage in std::mem::take(&mut part.skipped) {
+            self.skipped(damage)?;
+        }
+        for batch in part.batches.drain(..) {
+            if self.left == 0 {
+                break;
+            }
+            let batch = match batch.num_rows() > self.left {
+                true => batch.slice(0, self.left),
+                false => batch,
+            };
+            self.left -= batch.num_rows();
+            if !self.sink.batch(batch) {
+                return ControlFlow::Break(());
+            }
+        }
+        if let Some(e) = part.error.take() {
+            self.error = Some(e);
+            return ControlFlow::Break(());
+        }
+        self.spare = Some(part);
+        match self.left {
+            0 => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    fn recycle(&mut self) -> Option<Batches> {
+        self.spare.take()
+    }
+
+    fn damage(&mut self, damage: &cobsfile::Damage) -> ControlFlow<()> {
+        self.skipped(Damage::of(self.file, damage))
+    }
 }
 
 /// Rows being gathered into a batch.

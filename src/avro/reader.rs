@@ -151,8 +151,8 @@ impl<'a> Datum<'a> {
 pub struct RecordCheck {
     schemas: Schemas,
     limits: DatumLimits,
-    /// The schema of the last record checked, while no schema block follows it.
-    last: Option<WriterSchema>,
+    /// The schema of the last record checked, and its block's offset.
+    last: Option<(u64, WriterSchema)>,
 }
 
 impl RecordCheck {
@@ -189,8 +189,9 @@ impl RecordCheck {
         visit: &mut V,
     ) -> std::result::Result<WriterSchema, RecordProblem> {
         let schema = self.walk(record, block, visit)?;
-        if self.last.as_ref().map(WriterSchema::fingerprint) != Some(schema.fingerprint()) {
-            self.last = Some(schema.clone());
+        match &self.last {
+            Some((at, last)) if *at == block && last.fingerprint() == schema.fingerprint() => {}
+            _ => self.last = Some((block, schema.clone())),
         }
         Ok(schema)
     }
@@ -209,9 +210,11 @@ impl RecordCheck {
         let mut fingerprint = [0u8; 8];
         fingerprint.copy_from_slice(&record[2..PREFIX_LEN]);
         let fingerprint = u64::from_le_bytes(fingerprint);
-        // Records of one schema usually follow one another.
+        // Records of one schema usually follow one another. What a fingerprint names may
+        // change from block to block (a later claim to it puts it in conflict), never within
+        // one.
         let schema = match &self.last {
-            Some(last) if last.fingerprint() == fingerprint => last,
+            Some((at, last)) if *at == block && last.fingerprint() == fingerprint => last,
             _ => match self.schemas.named(fingerprint, block) {
                 Named::Schema(schema) => schema,
                 Named::Unknown => return Err(RecordProblem::SchemaUnknown { fingerprint }),
