@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use cobsfile_datafusion::{
-    listing_table, register_format, CobsfileFormat, CobsfileFormatFactory, CobsfileOptions, Damage,
-    DamageHook, OnDamage, RecordFormat,
+    listing_table, register_format, register_store, CobsfileFormat, CobsfileFormatFactory,
+    CobsfileOptions, Damage, DamageHook, OnDamage, RecordFormat,
 };
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -96,6 +96,7 @@ fn failure(e: DataFusionError) -> Failure {
     // nothing to them.
     let message = message
         .strip_prefix("Execution error: ")
+        .or_else(|| message.strip_prefix("Error during planning: "))
         .unwrap_or(&message);
     Failure::new(message.split_whitespace().collect::<Vec<_>>().join(" "))
 }
@@ -164,12 +165,26 @@ impl Session {
             if !glob && !path.contains("://") {
                 std::fs::metadata(path).map_err(|e| Failure::at(path, e))?;
             }
+            register_store(&self.ctx, path).map_err(failure)?;
         }
         let format = CobsfileFormat::new(self.options.clone()).with_damage_hook(self.hook.clone());
         let table = self
             .runtime
             .block_on(listing_table(&self.ctx.state(), paths, format))
-            .map_err(failure)?;
+            .map_err(|e| match e {
+                // A store's error names the request, not the table: say which.
+                DataFusionError::ObjectStore(e) => {
+                    let message = e.to_string();
+                    let message = message
+                        .strip_prefix("Generic S3 error: ")
+                        .unwrap_or(&message);
+                    failure(DataFusionError::Plan(format!(
+                        "{}: {message}",
+                        paths.join(", ")
+                    )))
+                }
+                e => failure(e),
+            })?;
         self.ctx
             .register_table(TableReference::bare(name), table)
             .map_err(failure)?;

@@ -27,6 +27,10 @@
 //! opening sync byte lies in it (the library's range reads), so every intact record is read
 //! once whatever the cut.
 //!
+//! **Object storage.** Tables may be at `s3://bucket/key` or `s3://bucket/prefix/` in any
+//! S3-compatible store, configured by the standard `AWS_*` environment variables
+//! ([`register_store`]).
+//!
 //! **Damage.** Damaged bytes never become rows. They are skipped, counted in the scan's
 //! metrics (`damaged_ranges`, `damaged_bytes`, `skipped_records`) and logged as warnings
 //! naming the file and byte range; with option `on_damage` `error` they fail the query.
@@ -40,6 +44,7 @@ mod read;
 mod scan;
 mod schema;
 mod source;
+mod store;
 
 pub use context::{listing_table, register_format, CobsfileContext};
 pub use format::{CobsfileFormat, CobsfileFormatFactory, FORMAT_NAME};
@@ -51,3 +56,4 @@ pub use read::{read_file, FileBatches};
 pub use scan::Damage;
 pub use schema::{avro_schema, raw_schema, AVRO_SCHEMA_KEY, RAW_COLUMNS, RECORDS_KEY};
 pub use source::{CobsfileSource, DamageHook};
+pub use store::register_store;

@@ -1,0 +1,67 @@
+//! Object storage: tables at `s3://bucket/key` (a file) or `s3://bucket/prefix/` (a directory)
+//! read from any S3-compatible store, configured as the AWS tools are, by the environment:
+//! `AWS_ENDPOINT_URL` (a store other than AWS), `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_SESSION_TOKEN`, `AWS_REGION`, and `AWS_ALLOW_HTTP=true` for a plain-HTTP endpoint.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::common::{plan_datafusion_err, Result};
+use datafusion::prelude::SessionContext;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
+use url::Url;
+
+/// How long a connection to the store may take to open: a wrong endpoint fails in seconds,
+/// not after minutes of retries.
+const CONNECT_TIMEOUT: &str = "5s";
+
+/// Makes the store of `location` known to `ctx`, if it names one: for `s3://BUCKET/...`, an
+/// S3 client of `BUCKET` configured by the environment (see the module documentation). Local
+/// paths need nothing. Fails with one line for a URL this crate cannot read, or an S3
+/// location without credentials.
+pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
+    let Some((scheme, _)) = location.split_once("://") else {
+        return Ok(());
+    };
+    let url = Url::parse(location).map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
+    match scheme {
+        "file" => Ok(()),
+        "s3" | "s3a" => {
+            let bucket = url
+                .host_str()
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| plan_datafusion_err!("{location}: no bucket in the URL"))?;
+            if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+                && std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE").is_none()
+                && std::env::var_os("AWS_CONTAINER_CREDENTIALS_FULL_URI").is_none()
+                && std::env::var_os("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").is_none()
+            {
+                return Err(plan_datafusion_err!(
+                    "{location}: no credentials for S3: set AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL for a store other than AWS)"
+                ));
+            }
+            let store = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_config(
+                    AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                    CONNECT_TIMEOUT,
+                )
+                .with_retry(RetryConfig {
+                    backoff: BackoffConfig::default(),
+                    max_retries: 3,
+                    retry_timeout: Duration::from_secs(30),
+                })
+                .build()
+                .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
+            let mut root = url.clone();
+            root.set_path("");
+            ctx.register_object_store(&root, Arc::new(store));
+            Ok(())
+        }
+        other => Err(plan_datafusion_err!(
+            "{location}: '{other}://' is not a store this tool reads (local paths and s3:// are)"
+        )),
+    }
+}
