@@ -60,12 +60,61 @@ pub fn open(path: &Path) -> Result<Input, Failure> {
     if is_stdio(path) {
         return Ok(Input::Stream(Box::new(io::stdin().lock())));
     }
+    if let Some(url) = object_url(path) {
+        return fetched(url);
+    }
     let (file, meta) = open_file(path)?;
     if !meta.is_file() {
         return Ok(Input::Stream(Box::new(file)));
     }
     Ok(Input::Mapped(
         MappedFile::open_file(&file).map_err(|e| Failure::at(&name(path), e))?,
+    ))
+}
+
+/// The object storage URL `path` is (`s3://bucket/key`), if it is one.
+pub fn object_url(path: &Path) -> Option<&str> {
+    path.to_str()
+        .filter(|p| p.starts_with("s3://") || p.starts_with("s3a://"))
+}
+
+/// The object at `url`, fetched whole into an unnamed temporary file and mapped, so that it
+/// is read as a local file is, on every thread. (Reading only the byte ranges a command needs
+/// is to come.)
+#[cfg(not(unix))]
+fn fetched(url: &str) -> Result<Input, Failure> {
+    Err(Failure::at(
+        url,
+        "object storage is read on Unix systems only",
+    ))
+}
+
+/// The object at `url`, fetched whole into an unnamed temporary file and mapped, so that it
+/// is read as a local file is, on every thread. (Reading only the byte ranges a command needs
+/// is to come.)
+#[cfg(unix)]
+fn fetched(url: &str) -> Result<Input, Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bytes = cobsfile_datafusion::fetch(url).map_err(|e| {
+        let message = e.strip_backtrace();
+        Failure::new(
+            message
+                .strip_prefix("Error during planning: ")
+                .unwrap_or(&message)
+                .to_string(),
+        )
+    })?;
+    let fail = |e: io::Error| Failure::at(url, format!("keeping the fetched object: {e}"));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(std::env::temp_dir())
+        .map_err(fail)?;
+    file.write_all(&bytes).map_err(fail)?;
+    Ok(Input::Mapped(
+        MappedFile::open_file(&file).map_err(|e| Failure::at(url, e))?,
     ))
 }
 

@@ -210,6 +210,50 @@ fn sql_over_s3_answers_as_over_local_files() {
         assert_eq!(as_local, local_err);
     }
 
+    // The commands that read one file read an object as they read a local file.
+    for (key, local) in [
+        ("events/typed.cobs", "typed.cobs"),
+        ("bad/damaged.cobs", "damaged.cobs"),
+    ] {
+        let url = format!("s3://logs/{key}");
+        for args in [
+            &["cat", "--json"][..],
+            &["cat", "--json", "--threads", "2"],
+            &["cat", "--json", "--skip", "100", "--limit", "5"],
+            &["ls", "--json"],
+            &["verify", "--json"],
+            &["verify"],
+            &["meta"],
+        ] {
+            let on_disk = server.cobsfile(&[args, &[local]].concat(), &dir);
+            let remote = server.cobsfile(&[args, &[url.as_str()]].concat(), &dir);
+            assert_eq!(
+                stdout(&remote).replace(&url, local),
+                stdout(&on_disk),
+                "{args:?} {key}: {}",
+                stderr(&remote)
+            );
+            assert_eq!(
+                remote.status.code(),
+                on_disk.status.code(),
+                "{args:?} {key}"
+            );
+            assert_eq!(
+                stderr(&remote).replace(&url, local),
+                stderr(&on_disk),
+                "{args:?} {key}"
+            );
+        }
+    }
+    let out = server.cobsfile(&["cat", "s3://logs/events/none.cobs"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("s3://logs/events/none.cobs: not found"),
+        "{}",
+        stderr(&out)
+    );
+
     // A prefix is a directory: its cobsfiles, not its other objects.
     let out = server.cobsfile(
         &[

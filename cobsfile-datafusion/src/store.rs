@@ -9,7 +9,8 @@ use std::time::Duration;
 use datafusion::common::{plan_datafusion_err, Result};
 use datafusion::prelude::SessionContext;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, RetryConfig};
 use url::Url;
 
 /// How long a connection to the store may take to open: a wrong endpoint fails in seconds,
@@ -21,12 +22,58 @@ const CONNECT_TIMEOUT: &str = "5s";
 /// paths need nothing. Fails with one line for a URL this crate cannot read, or an S3
 /// location without credentials.
 pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
+    if let Some((store, url, _)) = store_of(location)? {
+        let mut root = url;
+        root.set_path("");
+        ctx.register_object_store(&root, store);
+    }
+    Ok(())
+}
+
+/// The whole object at `location` (`s3://BUCKET/KEY`), fetched: what a command that reads one
+/// file reads from object storage. Fails with one line naming `location`.
+pub fn fetch(location: &str) -> Result<bytes::Bytes> {
+    let Some((store, _, key)) = store_of(location)? else {
+        return Err(plan_datafusion_err!(
+            "{location}: not an object storage URL"
+        ));
+    };
+    if key.as_ref().is_empty() {
+        return Err(plan_datafusion_err!(
+            "{location}: names a bucket, not an object"
+        ));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
+    runtime
+        .block_on(async { store.get(&key).await?.bytes().await })
+        .map_err(|e| match e {
+            object_store::Error::NotFound { .. } => {
+                plan_datafusion_err!("{location}: not found (no such object or bucket)")
+            }
+            e => {
+                let message = e.to_string();
+                let message = message
+                    .strip_prefix("Generic S3 error: ")
+                    .unwrap_or(&message);
+                // One line, however the server words its answer.
+                let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+                plan_datafusion_err!("{location}: {message}")
+            }
+        })
+}
+
+/// The store `location` names, its URL and the object's key in it; `None` for a local path.
+#[allow(clippy::type_complexity)]
+fn store_of(location: &str) -> Result<Option<(Arc<dyn ObjectStore>, Url, ObjectPath)>> {
     let Some((scheme, _)) = location.split_once("://") else {
-        return Ok(());
+        return Ok(None);
     };
     let url = Url::parse(location).map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
     match scheme {
-        "file" => Ok(()),
+        "file" => Ok(None),
         "s3" | "s3a" => {
             let bucket = url
                 .host_str()
@@ -55,10 +102,9 @@ pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
                 })
                 .build()
                 .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
-            let mut root = url.clone();
-            root.set_path("");
-            ctx.register_object_store(&root, Arc::new(store));
-            Ok(())
+            let key = ObjectPath::from_url_path(url.path())
+                .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
+            Ok(Some((Arc::new(store), url, key)))
         }
         other => Err(plan_datafusion_err!(
             "{location}: '{other}://' is not a store this tool reads (local paths and s3:// are)"
