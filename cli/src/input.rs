@@ -96,15 +96,7 @@ fn fetched(url: &str) -> Result<Input, Failure> {
 fn fetched(url: &str) -> Result<Input, Failure> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let bytes = cobsfile_datafusion::fetch(url).map_err(|e| {
-        let message = e.strip_backtrace();
-        Failure::new(
-            message
-                .strip_prefix("Error during planning: ")
-                .unwrap_or(&message)
-                .to_string(),
-        )
-    })?;
+    let bytes = cobsfile_datafusion::fetch(url).map_err(|e| Failure::new(e.to_string()))?;
     let fail = |e: io::Error| Failure::at(url, format!("keeping the fetched object: {e}"));
     let mut file = std::fs::OpenOptions::new()
         .read(true)

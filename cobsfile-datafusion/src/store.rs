@@ -31,28 +31,36 @@ pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
 }
 
 /// The whole object at `location` (`s3://BUCKET/KEY`), fetched: what a command that reads one
-/// file reads from object storage. Fails with one line naming `location`.
-pub fn fetch(location: &str) -> Result<bytes::Bytes> {
-    let Some((store, _, key)) = store_of(location)? else {
-        return Err(plan_datafusion_err!(
+/// file reads from object storage. Fails with one line naming `location`: an error of kind
+/// [`NotFound`](std::io::ErrorKind::NotFound) for a missing object or bucket.
+pub fn fetch(location: &str) -> std::io::Result<bytes::Bytes> {
+    let other = |e: datafusion::common::DataFusionError| {
+        let message = e.strip_backtrace();
+        let message = message
+            .strip_prefix("Error during planning: ")
+            .unwrap_or(&message);
+        std::io::Error::other(message.to_string())
+    };
+    let Some((store, _, key)) = store_of(location).map_err(other)? else {
+        return Err(std::io::Error::other(format!(
             "{location}: not an object storage URL"
-        ));
+        )));
     };
     if key.as_ref().is_empty() {
-        return Err(plan_datafusion_err!(
+        return Err(std::io::Error::other(format!(
             "{location}: names a bucket, not an object"
-        ));
+        )));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-        .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
+        .build()?;
     runtime
         .block_on(async { store.get(&key).await?.bytes().await })
         .map_err(|e| match e {
-            object_store::Error::NotFound { .. } => {
-                plan_datafusion_err!("{location}: not found (no such object or bucket)")
-            }
+            object_store::Error::NotFound { .. } => std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{location}: not found (no such object or bucket)"),
+            ),
             e => {
                 let message = e.to_string();
                 let message = message
@@ -60,7 +68,7 @@ pub fn fetch(location: &str) -> Result<bytes::Bytes> {
                     .unwrap_or(&message);
                 // One line, however the server words its answer.
                 let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-                plan_datafusion_err!("{location}: {message}")
+                std::io::Error::other(format!("{location}: {message}"))
             }
         })
 }

@@ -172,8 +172,10 @@ def open(
     threads: int = 1,
     max_body_size: Optional[int] = None,
 ) -> Reader:
-    """Opens a cobsfile for reading: a path (mapped, not read into memory), bytes, or a binary
-    file object (read whole).
+    """Opens a cobsfile for reading: a path (mapped, not read into memory), bytes, a binary
+    file object (read whole), or an object in S3-compatible storage, "s3://bucket/key"
+    (fetched whole; configured by AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    AWS_REGION and AWS_ALLOW_HTTP; a missing object is FileNotFoundError).
 
     on_damage: "skip" (the default: go on, listed in `reader.damage`), "raise"
     (`DamagedError`), or a callable given each `Damage` (reading goes on unless it raises).

@@ -406,6 +406,14 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
             .unwrap_or_else(|_| "<file>".into());
         return Ok((Bytes::Owned(bytes.into()), name));
     }
+    if let Ok(url) = source.extract::<String>() {
+        if url.starts_with("s3://") || url.starts_with("s3a://") {
+            // Fetched whole, with the GIL released, configured by the AWS_* environment
+            // variables as the command line's object storage is.
+            let bytes = py.detach(|| cobsfile_datafusion::fetch(&url))?;
+            return Ok((Bytes::Owned(Arc::from(&bytes[..])), url));
+        }
+    }
     let path: std::path::PathBuf = source
         .extract()
         .map_err(|_| PyTypeError::new_err("expected a path, bytes or a binary file object"))?;

@@ -73,3 +73,77 @@ def is_subsequence(part: list, whole: list) -> bool:
 
 def which(name: str) -> bool:
     return shutil.which(name) is not None
+
+
+class S3:
+    """An S3-compatible server on loopback (moto's, started by tests/s3/server), and a bucket
+    in it; `put` stores an object (moto takes unsigned requests)."""
+
+    def __init__(self, port: int, bucket: str):
+        self.port, self.bucket = port, bucket
+
+    def put(self, key: str, body: bytes) -> str:
+        import http.client
+
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("PUT", f"/{self.bucket}/{key}", body=body)
+        r = c.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+        return f"s3://{self.bucket}/{key}"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"cobsfile-s3-{port}.log"), "wb")
+    server = subprocess.Popen(
+        ["bash", str(REPO / "tests" / "s3" / "server"), str(port)],
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600  # the first run installs the server
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, f"tests/s3/server exited {server.returncode}"
+                assert time.monotonic() < deadline, "no S3 server"
+                time.sleep(0.1)
+        yield port
+    finally:
+        os.killpg(server.pid, 9)
+        server.wait()
+        log.close()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """The server, with the AWS_* variables that point the package at it, and a new bucket."""
+    import http.client
+    import uuid
+
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{s3_server}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    bucket = f"b{uuid.uuid4().hex[:12]}"
+    c = http.client.HTTPConnection("127.0.0.1", s3_server, timeout=30)
+    c.request("PUT", f"/{bucket}")
+    assert c.getresponse().status == 200
+    return S3(s3_server, bucket)

@@ -217,3 +217,31 @@ def test_a_writer_killed_mid_write_leaves_the_old_file(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(fresh)])
     assert done.returncode == -9
     assert not fresh.exists()
+
+
+def test_s3_objects_read_as_local_files(tmp_path, s3, events, events_schema, monkeypatch):
+    """`open`, `read_table` and `verify` take s3:// URLs, configured by the AWS_* variables,
+    and read an object as they read the same file on disk; a missing object is
+    FileNotFoundError, no credentials one clear error."""
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "events.cobs"
+    with cobsfile.Writer(path, schema=events_schema, block_size=4096) as w:
+        w.write_many(events)
+    url = s3.put("logs/events.cobs", path.read_bytes())
+    assert list(cobsfile.open(url).records(decode=True)) == events
+    assert list(cobsfile.open(url, threads=2)) == list(cobsfile.open(path))
+    assert cobsfile.read_table(url).to_pylist() == cobsfile.read_table(path).to_pylist()
+    assert cobsfile.verify(url).records == len(events)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    bad = s3.put("logs/damaged.cobs", bytes(data))
+    local = tmp_path / "damaged.cobs"
+    local.write_bytes(bytes(data))
+    assert [d.to_dict() for d in cobsfile.verify(bad).damaged] == [
+        d.to_dict() for d in cobsfile.verify(local).damaged
+    ]
+    with pytest.raises(FileNotFoundError, match=f"s3://{s3.bucket}/logs/none.cobs"):
+        cobsfile.open(f"s3://{s3.bucket}/logs/none.cobs")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    with pytest.raises(OSError, match="AWS_ACCESS_KEY_ID"):
+        cobsfile.open(url)
