@@ -14,7 +14,6 @@ class DamagedError(Error):
     status: str  # "damaged" or "unreadable"
     cause: str  # the cause's name (spec 9.8)
     message: str
-    damage: Damage
 
 class NotACobsfileError(Error): ...
 class RecordError(Error): ...

@@ -49,9 +49,16 @@ pub(crate) fn raise<T: pyo3::PyTypeInfo>(
 /// The library's error as a Python exception.
 pub(crate) fn file_error(py: Python<'_>, e: cobsfile::Error) -> PyErr {
     use cobsfile::Error as E;
-    if let Some(d) = crate::reader::Damage::of_error(&e) {
+    if let Some(d) = cobsfile::Damage::of_error(&e) {
         // In the library's words: `bytes START..END damaged: CAUSE` (or "unreadable").
-        return damaged(py, &d);
+        return damaged(
+            py,
+            e.to_string(),
+            (d.range.start, d.range.end),
+            d.status(),
+            d.cause.name(),
+            &d.cause.to_string(),
+        );
     }
     match e {
         E::Io(io) => io.into(),
@@ -84,16 +91,22 @@ pub(crate) fn path_error(py: Python<'_>, path: &std::path::Path, e: cobsfile::Er
     }
 }
 
-/// A `DamagedError` saying `message` about `start..end`, which `cause` gave away.
-pub(crate) fn damaged(py: Python<'_>, d: &crate::reader::Damage) -> PyErr {
-    let err = raise::<DamagedError>(py, d.text(), Some(d.start));
+/// A `DamagedError` saying `text` about `start..end`: the fields of a `Damage` besides.
+pub(crate) fn damaged(
+    py: Python<'_>,
+    text: String,
+    (start, end): (u64, u64),
+    status: &str,
+    cause: &str,
+    message: &str,
+) -> PyErr {
+    let err = raise::<DamagedError>(py, text, Some(start));
     let value = err.value(py);
-    let _ = value.setattr("start", d.start);
-    let _ = value.setattr("end", d.end);
-    let _ = value.setattr("status", &d.status);
-    let _ = value.setattr("cause", &d.cause);
-    let _ = value.setattr("message", &d.message);
-    let _ = value.setattr("damage", d.clone());
+    let _ = value.setattr("start", start);
+    let _ = value.setattr("end", end);
+    let _ = value.setattr("status", status);
+    let _ = value.setattr("cause", cause);
+    let _ = value.setattr("message", message);
     err
 }
 

@@ -241,7 +241,14 @@ impl Damage {
 
     /// As an exception (for `on_damage="raise"`).
     pub(crate) fn to_err(&self, py: Python<'_>) -> PyErr {
-        errors::damaged(py, self)
+        errors::damaged(
+            py,
+            self.text(),
+            (self.start, self.end),
+            &self.status,
+            &self.cause,
+            &self.message,
+        )
     }
 }
 
