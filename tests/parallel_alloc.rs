@@ -48,6 +48,12 @@ fn builder(compression: Compression, dictionary: Option<&Dictionary>) -> WriterB
 /// per block, not scheduling.
 const MOST: u64 = 24;
 
+/// Readers (and writers) measured in turn, the fewest allocations of them checked. An
+/// allocation per block costs each of them 800 and fails the test every time; what timing
+/// adds (a loaded machine, CI running beside a build: 35 seen once) does not come back in
+/// every one of them.
+const TRIES: usize = 3;
+
 #[test]
 fn steady_state_allocates_nothing_per_block_with_threads() {
     let records: Vec<Vec<u8>> = (0..RECORDS).map(record).collect();
@@ -58,18 +64,25 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
         (Compression::zstd(3).unwrap(), Some(&dictionary)),
     ] {
         for threads in [2, 3] {
-            // Writing: ~800 blocks after the warm-up.
-            let mut writer = builder(compression, dictionary)
-                .threads(threads)
-                .build(Discard)
+            // Writing: ~800 blocks after the warm-up; the fewest of a few writers (see
+            // `TRIES`).
+            let during = (0..TRIES)
+                .map(|_| {
+                    let mut writer = builder(compression, dictionary)
+                        .threads(threads)
+                        .build(Discard)
+                        .unwrap();
+                    let during = allocations_writing(&mut writer, &records);
+                    writer.finish().unwrap();
+                    during
+                })
+                .min()
                 .unwrap();
-            let during = allocations_writing(&mut writer, &records);
             assert!(
                 during <= MOST,
                 "{compression:?}, {threads} threads: {during} allocations writing {} records",
                 RECORDS - WARM_UP
             );
-            writer.finish().unwrap();
 
             // Reading.
             let mut writer = builder(compression, dictionary).build(Vec::new()).unwrap();
@@ -80,9 +93,15 @@ fn steady_state_allocates_nothing_per_block_with_threads() {
             let options = ReaderBuilder::new().threads(threads);
             let (earlier, _) = options.from_slice(&file).read_all();
             assert_eq!(earlier.len(), RECORDS);
-            let mut reader = options.from_slice(&file);
-            let (count, during) = allocations_reading(&mut reader);
-            assert_eq!(count, RECORDS);
+            let during = (0..TRIES)
+                .map(|_| {
+                    let mut reader = options.from_slice(&file);
+                    let (count, during) = allocations_reading(&mut reader);
+                    assert_eq!(count, RECORDS);
+                    during
+                })
+                .min()
+                .unwrap();
             assert!(
                 during <= MOST,
                 "{compression:?}, {threads} threads: {during} allocations reading {} records",
