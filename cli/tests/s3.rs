@@ -3,128 +3,20 @@
 //! AWS_* environment variables. Answers and damage reports equal those of the same files read
 //! locally; every mistake (no credentials, a wrong endpoint, a missing object) is one line.
 
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 mod common;
 use common::{bin, root, run, scratch, stderr, stdout};
 
-use object_store::aws::AmazonS3Builder;
-use object_store::ObjectStoreExt;
+#[path = "../../tests/s3/server.rs"]
+mod s3;
+use s3::{clean_env, Server};
 
-/// An S3-compatible server on a free loopback port, stopped (with its process group) on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::File::create(dir.join("server.log")).unwrap();
-        let mut child = Command::new("bash")
-            .arg(root().join("tests/s3/server"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .expect("tests/s3/server");
-        // The first run installs the server into target/s3-venv.
-        let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "tests/s3/server exited {status}: {}",
-                    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-                );
-            }
-            assert!(t0.elapsed() < Duration::from_secs(600), "no S3 server");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Server { child, port }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Creates `bucket` (moto takes an unsigned request for it).
-    fn bucket(&self, bucket: &str) {
-        use std::io::{Read, Write};
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            s,
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    }
-
-    /// Puts `bytes` at `bucket/key`, through the same S3 client the tool uses.
-    fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
-        let store = AmazonS3Builder::new()
-            .with_endpoint(self.endpoint())
-            .with_allow_http(true)
-            .with_bucket_name(bucket)
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_region("us-east-1")
-            .build()
-            .unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(store.put(&object_store::path::Path::from(key), bytes.into()))
-            .unwrap();
-    }
-
-    /// `cobsfile ARGS` configured for this server by the environment alone.
-    fn cobsfile(&self, args: &[&str], dir: &Path) -> Output {
-        run(
-            clean_env(bin().current_dir(dir).args(args))
-                .env("AWS_ENDPOINT_URL", self.endpoint())
-                .env("AWS_ACCESS_KEY_ID", "test")
-                .env("AWS_SECRET_ACCESS_KEY", "test")
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ALLOW_HTTP", "true"),
-            b"",
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) with the negated id of the process group the server leads; no memory
-        // is involved.
-        unsafe {
-            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-/// `cmd` without any AWS_* variable of the environment the tests run in.
-fn clean_env(cmd: &mut Command) -> &mut Command {
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
+/// `cobsfile ARGS` in `dir`, configured for `server` by the environment alone.
+fn cobsfile(server: &Server, args: &[&str], dir: &Path) -> Output {
+    run(server.configure(bin().current_dir(dir).args(args)), b"")
 }
 
 fn samples() -> PathBuf {
@@ -191,12 +83,12 @@ fn sql_over_s3_answers_as_over_local_files() {
             "SELECT service, count(*) FROM damaged GROUP BY service ORDER BY service",
         ),
     ] {
-        let local = server.cobsfile(&["sql", query, &format!("{table}.cobs")], &dir);
+        let local = cobsfile(&server, &["sql", query, &format!("{table}.cobs")], &dir);
         let url = match table {
             "damaged" => "s3://logs/bad/damaged.cobs".to_string(),
             _ => format!("s3://logs/events/{table}.cobs"),
         };
-        let remote = server.cobsfile(&["sql", query, &url], &dir);
+        let remote = cobsfile(&server, &["sql", query, &url], &dir);
         assert_eq!(stdout(&remote), stdout(&local), "{table}: {}", stderr(&remote));
         assert!(stdout(&local).lines().count() > 4, "{}", stdout(&local));
         assert_eq!(remote.status.code(), local.status.code(), "{}", stderr(&remote));
@@ -225,8 +117,8 @@ fn sql_over_s3_answers_as_over_local_files() {
             &["verify"],
             &["meta"],
         ] {
-            let on_disk = server.cobsfile(&[args, &[local]].concat(), &dir);
-            let remote = server.cobsfile(&[args, &[url.as_str()]].concat(), &dir);
+            let on_disk = cobsfile(&server, &[args, &[local]].concat(), &dir);
+            let remote = cobsfile(&server, &[args, &[url.as_str()]].concat(), &dir);
             assert_eq!(
                 stdout(&remote).replace(&url, local),
                 stdout(&on_disk),
@@ -245,7 +137,7 @@ fn sql_over_s3_answers_as_over_local_files() {
             );
         }
     }
-    let out = server.cobsfile(&["cat", "s3://logs/events/none.cobs"], &dir);
+    let out = cobsfile(&server, &["cat", "s3://logs/events/none.cobs"], &dir);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert!(
@@ -255,7 +147,8 @@ fn sql_over_s3_answers_as_over_local_files() {
     );
 
     // A prefix is a directory: its cobsfiles, not its other objects.
-    let out = server.cobsfile(
+    let out = cobsfile(
+        &server,
         &[
             "sql",
             "SELECT count(*) AS n FROM events",
@@ -292,9 +185,10 @@ fn s3_mistakes_end_with_one_line() {
     let out = run(clean_env(bin().current_dir(&dir).args(query)), b"");
     one_line(&out, "AWS_ACCESS_KEY_ID");
     // No such object, and no such bucket.
-    one_line(&server.cobsfile(&query, &dir), "s3://logs/t.cobs");
+    one_line(&cobsfile(&server, &query, &dir), "s3://logs/t.cobs");
     one_line(
-        &server.cobsfile(
+        &cobsfile(
+            &server,
             &[
                 "sql",
                 "SELECT 1 FROM t",
@@ -307,7 +201,8 @@ fn s3_mistakes_end_with_one_line() {
     );
     // A store this tool does not read.
     one_line(
-        &server.cobsfile(
+        &cobsfile(
+            &server,
             &["sql", "SELECT 1 FROM t", "--table", "t=gs://logs/t.cobs"],
             &dir,
         ),

@@ -25,13 +25,15 @@ use std::sync::Arc;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::error::Result as BallistaResult;
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+use ballista_core::RuntimeProducer;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
 use cobsfile_datafusion::codec::{CobsfileLogicalCodec, CobsfilePhysicalCodec, WrapCobsfileTables};
-use cobsfile_datafusion::{register_format, CobsfileFormatFactory};
+use cobsfile_datafusion::{register_format, CobsfileFormatFactory, ObjectStores};
 use datafusion::common::Result;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
@@ -68,6 +70,7 @@ pub fn client_state(config: SessionConfig) -> Result<SessionState> {
     let mut state = SessionStateBuilder::new()
         .with_config(with_codecs(config))
         .with_default_features()
+        .with_runtime_env(ObjectStores::runtime_env()?)
         .build();
     state.add_analyzer_rule(Arc::new(WrapCobsfileTables));
     register_format(&mut state, CobsfileFormatFactory::new())?;
@@ -100,9 +103,19 @@ pub fn scheduler_config() -> SchedulerConfig {
     SchedulerConfig {
         override_logical_codec: Some(logical_codec()),
         override_physical_codec: Some(physical_codec()),
+        override_session_builder: Some(Arc::new(scheduler_session)),
         task_distribution: TaskDistributionPolicy::RoundRobin,
         ..SchedulerConfig::default()
     }
+}
+
+/// Ballista's session of a scheduler, with object stores for `s3://` tables
+/// ([`ObjectStores`]): the scheduler lists a table's files to plan its scans.
+fn scheduler_session(config: SessionConfig) -> Result<SessionState> {
+    let state = ballista_core::utils::default_session_builder(config)?;
+    Ok(SessionStateBuilder::new_from_existing(state)
+        .with_runtime_env(ObjectStores::runtime_env()?)
+        .build())
 }
 
 /// Runs a scheduler on `listener` until it fails: its gRPC service, Arrow Flight and the
@@ -138,6 +151,19 @@ pub fn executor_config() -> ExecutorProcessConfig {
     }
 }
 
+/// The runtime of an executor's tasks: object stores for `s3://` tables ([`ObjectStores`]),
+/// and files DataFusion spills to in `work_dir` (else the system's temporary directory).
+fn executor_runtime(work_dir: Option<String>) -> RuntimeProducer {
+    Arc::new(move |_| {
+        let mut runtime =
+            RuntimeEnvBuilder::new().with_object_store_registry(Arc::new(ObjectStores::default()));
+        if let Some(dir) = &work_dir {
+            runtime = runtime.with_temp_file_path(dir.clone());
+        }
+        runtime.build_arc()
+    })
+}
+
 /// Runs an executor until it stops (Ctrl-C, or a stop request from the scheduler): it registers
 /// with the scheduler of `config` and runs the tasks it is given. Codecs it lacks are the
 /// cluster's.
@@ -148,6 +174,9 @@ pub async fn run_executor(mut config: ExecutorProcessConfig) -> BallistaResult<(
     config
         .override_physical_codec
         .get_or_insert_with(physical_codec);
+    if config.override_runtime_producer.is_none() {
+        config.override_runtime_producer = Some(executor_runtime(config.work_dir.clone()));
+    }
     start_executor_process(Arc::new(config)).await
 }
 

@@ -15,6 +15,9 @@ use cobsfile_datafusion::{CobsfileContext, CobsfileOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
 
+#[path = "../../tests/s3/server.rs"]
+mod s3;
+
 const BIN: &str = env!("CARGO_BIN_EXE_cobsfile-ballista");
 const EVENTS: &str = include_str!("../../samples/events.jsonl");
 const SCHEMA: &str = include_str!("../../samples/events.avsc");
@@ -69,6 +72,16 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 
 impl Cluster {
     fn start(dir: &Path, executors: usize) -> Cluster {
+        Cluster::start_with(dir, executors, None)
+    }
+
+    /// A cluster whose processes are configured for `store` by the environment alone.
+    fn start_with(dir: &Path, executors: usize, store: Option<&s3::Server>) -> Cluster {
+        let configure = |cmd: &mut Command| {
+            if let Some(server) = store {
+                server.configure(cmd);
+            }
+        };
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).unwrap();
         let mut cluster = Cluster {
@@ -79,7 +92,9 @@ impl Cluster {
         };
 
         // The scheduler picks a free port and prints it.
-        let mut scheduler = Command::new(BIN)
+        let mut scheduler = Command::new(BIN);
+        configure(&mut scheduler);
+        let mut scheduler = scheduler
             .args(["scheduler", "--bind", "127.0.0.1", "--port", "0"])
             .stdout(Stdio::piped())
             .stderr(cluster.log_file("scheduler"))
@@ -106,7 +121,9 @@ impl Cluster {
         for i in 0..executors {
             let name = format!("executor-{i}");
             let work_dir = dir.join(&name);
-            let child = Command::new(BIN)
+            let mut child = Command::new(BIN);
+            configure(&mut child);
+            let child = child
                 .arg("executor")
                 .args([
                     "--scheduler",
@@ -310,4 +327,72 @@ async fn a_cluster_answers_as_a_local_session_does() {
         }
     }
     eprintln!("cluster test: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Tables in an S3-compatible server (started on loopback): the scheduler lists them and the
+/// executors read them from the bucket, configured by the environment alone, and the cluster
+/// answers as a local session over the same files on disk, which are gone by the time it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_reads_tables_in_object_storage() {
+    use object_store::ObjectStoreExt;
+    let dir = tempfile::tempdir().unwrap();
+    let json_dir = dir.path().join("json");
+    let avro_dir = dir.path().join("avro");
+    json_files(&json_dir);
+    avro_files(&avro_dir);
+    let server = s3::Server::start(dir.path());
+    server.bucket("lake");
+    let bucket = std::sync::Arc::new(server.store("lake"));
+    for (local, prefix) in [(&json_dir, "events"), (&avro_dir, "typed")] {
+        for entry in std::fs::read_dir(local).unwrap() {
+            let path = entry.unwrap().path();
+            let key = format!("{prefix}/{}", path.file_name().unwrap().to_str().unwrap());
+            bucket
+                .put(&key.as_str().into(), std::fs::read(&path).unwrap().into())
+                .await
+                .unwrap();
+        }
+    }
+
+    let local = SessionContext::new();
+    local
+        .register_cobsfile("events", json_dir.to_str().unwrap(), CobsfileOptions::new())
+        .await
+        .unwrap();
+    local
+        .register_cobsfile("typed", avro_dir.to_str().unwrap(), CobsfileOptions::new())
+        .await
+        .unwrap();
+    let mut expected = Vec::new();
+    for table in ["events", "typed"] {
+        for query in [GROUP_BY, JOIN] {
+            let sql = query.replace("{t}", table);
+            expected.push((sql.clone(), answer(&local, &sql).await));
+        }
+    }
+    // No file on disk is left for the cluster to read.
+    std::fs::remove_dir_all(&json_dir).unwrap();
+    std::fs::remove_dir_all(&avro_dir).unwrap();
+
+    let cluster = Cluster::start_with(dir.path(), 2, Some(&server));
+    let url = format!("df://127.0.0.1:{}", cluster.scheduler_port);
+    let remote = cobsfile_ballista::remote_context(&url).await.unwrap();
+    // The client infers the tables' schemas: it is given the bucket's store (the test's own
+    // environment is not the server's).
+    remote.register_object_store(&url::Url::parse("s3://lake").unwrap(), bucket);
+    remote
+        .register_cobsfile("events", "s3://lake/events/", CobsfileOptions::new())
+        .await
+        .unwrap();
+    remote
+        .sql("CREATE EXTERNAL TABLE typed STORED AS COBSFILE LOCATION 's3://lake/typed/'")
+        .await
+        .unwrap();
+    for (sql, expected) in expected {
+        let got = tokio::time::timeout(Duration::from_secs(60), answer(&remote, &sql))
+            .await
+            .unwrap_or_else(|_| cluster.fail(&format!("no answer in 60 s to {sql}")));
+        assert_eq!(got, expected, "{sql}");
+        assert!(got.contains("| billing"), "{got}");
+    }
 }

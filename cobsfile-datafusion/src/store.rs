@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::common::{plan_datafusion_err, Result};
+use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::SessionContext;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
@@ -28,6 +30,53 @@ pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
         ctx.register_object_store(&root, store);
     }
     Ok(())
+}
+
+/// The object stores of a session: DataFusion's own (the local file system, and stores
+/// registered by hand), and for each bucket an `s3://` URL names, an S3 client made when the
+/// bucket is first asked for, configured by the environment (see the module documentation).
+/// A Ballista scheduler and executor given these read the same tables at `s3://` URLs as the
+/// client that registered them, with no store registered on each.
+#[derive(Debug, Default)]
+pub struct ObjectStores {
+    known: DefaultObjectStoreRegistry,
+}
+
+impl ObjectStores {
+    /// A runtime environment with these object stores (and DataFusion's defaults otherwise).
+    pub fn runtime_env() -> Result<Arc<RuntimeEnv>> {
+        RuntimeEnvBuilder::new()
+            .with_object_store_registry(Arc::new(ObjectStores::default()))
+            .build_arc()
+    }
+}
+
+impl ObjectStoreRegistry for ObjectStores {
+    fn register_store(
+        &self,
+        url: &Url,
+        store: Arc<dyn ObjectStore>,
+    ) -> Option<Arc<dyn ObjectStore>> {
+        self.known.register_store(url, store)
+    }
+
+    fn deregister_store(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
+        self.known.deregister_store(url)
+    }
+
+    fn get_store(&self, url: &Url) -> Result<Arc<dyn ObjectStore>> {
+        if let Ok(store) = self.known.get_store(url) {
+            return Ok(store);
+        }
+        match store_of(url.as_str())? {
+            Some((store, mut root, _)) => {
+                root.set_path("");
+                self.known.register_store(&root, Arc::clone(&store));
+                Ok(store)
+            }
+            None => self.known.get_store(url),
+        }
+    }
 }
 
 /// The whole object at `location` (`s3://BUCKET/KEY`), fetched: what a command that reads one
