@@ -250,9 +250,28 @@ pub(crate) enum FileBytes {
 }
 
 impl FileBytes {
-    /// Maps or fetches the object `meta` names.
+    /// Maps or fetches the object `meta` names. A fetched object that is not the one `meta`
+    /// describes (another ETag or size: replaced, or appended to, since the query listed it)
+    /// is refused rather than read with ranges cut for the other.
     pub(crate) async fn load(store: &Arc<dyn ObjectStore>, meta: &ObjectMeta) -> Result<Self> {
-        let result = store.get(&meta.location).await?;
+        let result = store.get(&meta.location).await.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => DataFusionError::Execution(format!(
+                "{}: the object is gone since the query listed it",
+                meta.location
+            )),
+            e => e.into(),
+        })?;
+        if let GetResultPayload::Stream(_) = &result.payload {
+            let other_tag =
+                matches!((&meta.e_tag, &result.meta.e_tag), (Some(a), Some(b)) if a != b);
+            if other_tag || result.meta.size != meta.size {
+                return Err(DataFusionError::Execution(format!(
+                    "{}: the object changed since the query listed it ({} bytes then, {} now); \
+                     run the query again",
+                    meta.location, meta.size, result.meta.size
+                )));
+            }
+        }
         match result.payload {
             GetResultPayload::File(file, path) => {
                 let mapped = cobsfile::MappedFile::open_file(&file)
