@@ -24,9 +24,7 @@ const CONNECT_TIMEOUT: &str = "5s";
 /// paths need nothing. Fails with one line for a URL this crate cannot read, or an S3
 /// location without credentials.
 pub fn register_store(ctx: &SessionContext, location: &str) -> Result<()> {
-    if let Some((store, url, _)) = store_of(location)? {
-        let mut root = url;
-        root.set_path("");
+    if let Some((store, root, _)) = store_of(location)? {
         ctx.register_object_store(&root, store);
     }
     Ok(())
@@ -69,8 +67,7 @@ impl ObjectStoreRegistry for ObjectStores {
             return Ok(store);
         }
         match store_of(url.as_str())? {
-            Some((store, mut root, _)) => {
-                root.set_path("");
+            Some((store, root, _)) => {
                 self.known.register_store(&root, Arc::clone(&store));
                 Ok(store)
             }
@@ -122,7 +119,8 @@ pub fn fetch(location: &str) -> std::io::Result<bytes::Bytes> {
         })
 }
 
-/// The store `location` names, its URL and the object's key in it; `None` for a local path.
+/// The store `location` names, the URL it is registered under (the bucket's, `s3://BUCKET`)
+/// and the object's key in it; `None` for a local path.
 #[allow(clippy::type_complexity)]
 fn store_of(location: &str) -> Result<Option<(Arc<dyn ObjectStore>, Url, ObjectPath)>> {
     let Some((scheme, _)) = location.split_once("://") else {
@@ -161,7 +159,9 @@ fn store_of(location: &str) -> Result<Option<(Arc<dyn ObjectStore>, Url, ObjectP
                 .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
             let key = ObjectPath::from_url_path(url.path())
                 .map_err(|e| plan_datafusion_err!("{location}: {e}"))?;
-            Ok(Some((Arc::new(store), url, key)))
+            let mut root = url;
+            root.set_path("");
+            Ok(Some((Arc::new(store), root, key)))
         }
         other => Err(plan_datafusion_err!(
             "{location}: '{other}://' is not a store this tool reads (local paths and s3:// are)"
