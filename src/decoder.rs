@@ -578,7 +578,50 @@ impl Decoder {
                 Step::Block(_) | Step::Damaged(_) => {}
             }
         }
-        for (dictionary, offset) in std::mem::take(&mut search.dictionaries) {
+        self.keep_dictionaries(std::mem::take(&mut search.dictionaries));
+    }
+
+    /// [`add_dictionaries_before`](Self::add_dictionaries_before) from pieces of the input
+    /// (absolute offset, bytes) rather than all of it: the frames of the dictionary blocks
+    /// before the range, each whole, as a remote read fetches them from an index (once;
+    /// later calls do nothing). Each piece is searched as the input from its offset to its
+    /// end; pieces are in file order.
+    ///
+    /// Returns false, and adds nothing, if a piece is not an intact dictionary block the
+    /// decoder can keep (an index that no longer matches its file): the caller then searches
+    /// the input before the range instead.
+    pub(crate) fn add_dictionaries_in(&mut self, pieces: &[(u64, &[u8])]) -> bool {
+        if self.prefix.is_none() {
+            return true;
+        }
+        let mut found = Vec::new();
+        for &(offset, bytes) in pieces {
+            let mut search = Decoder::starting_at(self.limits, offset).collecting();
+            let input = Input {
+                bytes,
+                offset,
+                end: true,
+            };
+            loop {
+                match search.step(input, Want::Dictionaries) {
+                    Step::End | Step::Stopped(_) => break,
+                    Step::NeedInput { .. } | Step::NeedDictionaries { .. } => break,
+                    Step::Block(_) | Step::Damaged(_) => {}
+                }
+            }
+            if search.dictionaries.len() != 1 {
+                return false;
+            }
+            found.append(&mut search.dictionaries);
+        }
+        self.prefix = None;
+        self.keep_dictionaries(found);
+        true
+    }
+
+    /// Adds the dictionaries found before a range, in file order, as a full read keeps them.
+    fn keep_dictionaries(&mut self, found: Vec<(Dictionary, Option<u64>)>) {
+        for (dictionary, offset) in found {
             if self.decompressor.add(&dictionary).is_ok() && self.collect {
                 self.dictionaries.push((dictionary, offset));
             }
@@ -619,7 +662,9 @@ impl Decoder {
             // block: not one followed by another 0x00 (padding or zero-filled bytes) or by
             // the end of the input. Damage running into such bytes then ends where it does
             // in a read of the whole input.
-            let opens = window.get(pos + 1).is_some_and(|&b| b != 0);
+            // (After damage that ran to the end of a window, the position may be a byte that
+            // is not a sync byte: the stop waits for the next one.)
+            let opens = window.get(pos) == Some(&0) && window.get(pos + 1).is_some_and(|&b| b != 0);
             if self.at >= self.stop && opens {
                 return Event::End { end: self.at };
             }

@@ -190,6 +190,11 @@ pub(crate) fn read_at(
             needed: (end + 1 - buf.len()) as u64,
         });
     }
+    if found == buf.len() && !eof && ((buf.len() - pos) as u64) <= limit {
+        // Damaged, and the 0x00 it found is past the window: where, a reader of the whole
+        // input says (within the longest frame a reader keeps in its window).
+        return Found::NeedMore;
+    }
     damage(Cause::SyncMismatch {
         expected: at(end),
         found: at(found),

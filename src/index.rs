@@ -89,16 +89,41 @@ impl Index {
     ///
     /// [`Writer::finish`]: crate::Writer::finish
     pub fn find(bytes: &[u8]) -> Option<Index> {
-        let mut scratch = Scratch::default();
-        let (start, body) = match last_block(bytes, &mut scratch)? {
-            (start, BlockType::End, _) => match last_block(&bytes[..=start], &mut scratch)? {
-                (start, BlockType::Index, body) => (start, body),
-                _ => return None,
-            },
-            (start, BlockType::Index, body) => (start, body),
-            _ => return None,
+        Index::find_in_tail(bytes, 0).ok().flatten()
+    }
+
+    /// [`find`](Self::find) in the last bytes of a file, `tail`, whose first byte is at
+    /// offset `offset`: what a reader that fetches byte ranges reads first. `Err(())` when
+    /// `tail` is too short to tell (its last blocks open before it: fetch more of the
+    /// file); offsets in the index found are the file's.
+    pub(crate) fn find_in_tail(tail: &[u8], offset: u64) -> Result<Option<Index>, ()> {
+        // A block opens at the 0x00 before its closing one (a body holds none): with none
+        // in `tail`, the block opens before it.
+        let opens_in = |bytes: &[u8]| {
+            bytes.len() >= 2 && memchr::memrchr(0, &bytes[..bytes.len() - 1]).is_some()
         };
-        Index::parse(&scratch.buffer()[body.payload], start as u64)
+        let cut = offset > 0;
+        if cut && !opens_in(tail) {
+            return Err(());
+        }
+        let mut scratch = Scratch::default();
+        let (start, body) = match last_block(tail, &mut scratch) {
+            Some((start, BlockType::End, _)) => {
+                if cut && !opens_in(&tail[..=start]) {
+                    return Err(());
+                }
+                match last_block(&tail[..=start], &mut scratch) {
+                    Some((start, BlockType::Index, body)) => (start, body),
+                    _ => return Ok(None),
+                }
+            }
+            Some((start, BlockType::Index, body)) => (start, body),
+            _ => return Ok(None),
+        };
+        Ok(Index::parse(
+            &scratch.buffer()[body.payload],
+            offset + start as u64,
+        ))
     }
 
     /// The index an index block holds, as a full read returns it; `None` for other blocks and

@@ -50,7 +50,9 @@
 //! - [`Reader`] drives a decoder over a slice, a [`MappedFile`] or any `io::Read`;
 //!   [`ReaderBuilder::threads`] decodes on worker threads settled by the same decoder, and
 //!   [`ReaderBuilder::read_ranges`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
-//!   each a decoder, on several threads with the result of one reader;
+//!   each a decoder, on several threads with the result of one reader; [`Remote`] reads a
+//!   file by byte ranges ([`Fetch`]: an object in a store), fetching only what each read
+//!   needs, through the same range reads;
 //! - [`verify`] reports a file's intact, damaged and unreadable ranges and how it ends
 //!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty); [`recover`] writes
 //!   every intact block into a new, finished file; [`Index`] finds the index block a writer ends a file
@@ -90,6 +92,7 @@ pub mod pipe;
 mod range;
 mod reader;
 mod recover;
+mod remote;
 mod report;
 #[cfg(target_os = "linux")]
 mod sigbus;
@@ -117,6 +120,7 @@ pub use reader::{
     SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
+pub use remote::{Chunks, Fetch, Remote, FIRST_FETCH, MAX_FETCH};
 pub use report::{BlockCounts, Damage, Held, NotACobsfile, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;

@@ -16,6 +16,7 @@ use crate::decoder::{Decoder, Input, Step, Want};
 use crate::ending::Tail;
 use crate::error::{Error, Result};
 use crate::frame;
+use crate::index::Index;
 use crate::report::{Damage, Report};
 
 /// A sink that keeps nothing (a range read for its report alone).
@@ -107,37 +108,205 @@ struct Part<T> {
     error: Option<Error>,
 }
 
-/// A range read of a slice (spec 9.4): the decoder of the blocks that open in a range, driven
-/// over the whole slice, which it may search before the range for dictionaries.
+/// The bytes a range read reads: a slice of the whole file, or a file it fetches by byte
+/// ranges ([`Remote`](crate::Remote)).
+#[derive(Clone, Copy)]
+pub(crate) enum Bytes<'a> {
+    Slice(&'a [u8]),
+    Fetched(&'a dyn Fetched),
+}
+
+impl Bytes<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Bytes::Slice(bytes) => bytes.len() as u64,
+            Bytes::Fetched(file) => file.len(),
+        }
+    }
+}
+
+/// A file a range read fetches by byte ranges: what a [`Remote`](crate::Remote) offers it.
+pub(crate) trait Fetched: Sync {
+    /// The file's size.
+    fn len(&self) -> u64;
+    /// The bytes of each of `ranges`, in order, each checked to be all of them.
+    fn fetch(&self, ranges: &[std::ops::Range<u64>]) -> std::io::Result<Vec<Vec<u8>>>;
+    /// The file's index, if it ends with a usable one.
+    fn index(&self) -> Option<&Index>;
+    /// The first fetch of a range's bytes, and the largest (each asks for twice the one
+    /// before). The first is also what a range without an index fetches past its end, for
+    /// the block that straddles it; more is fetched if that block is larger.
+    fn fetch_sizes(&self) -> (u64, u64);
+}
+
+/// The bytes of `range` of `file` (which checks that they are all of them).
+fn fetch_one(file: &dyn Fetched, range: std::ops::Range<u64>) -> std::io::Result<Vec<u8>> {
+    Ok(file
+        .fetch(std::slice::from_ref(&range))?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// A range read (spec 9.4): the decoder of the blocks that open in a range, driven over the
+/// whole slice, which it may search before the range for dictionaries; or over a window of a
+/// remote file it fetches as the decoder asks, and the dictionary blocks before the range.
 pub(crate) struct RangeRead<'a> {
-    bytes: &'a [u8],
+    bytes: Bytes<'a>,
     decoder: Decoder,
+    /// A remote file's bytes fetched from `base` on.
+    window: Vec<u8>,
+    base: u64,
+    /// How many bytes the next fetch asks for.
+    chunk: u64,
+    /// Where fetching stops growing the window by whole chunks: the end of the last block
+    /// opening in the range (from the index), or a first fetch's size past the range.
+    cap: u64,
+    /// A failed fetch, reported before anything else.
+    failed: Option<std::io::Error>,
 }
 
 impl<'a> RangeRead<'a> {
     /// The read of the blocks of `bytes` that open in `range`.
-    pub(crate) fn new(plan: &Plan<'_>, bytes: &'a [u8], range: std::ops::Range<u64>) -> Self {
-        let first_sync = frame::range_start(bytes, range.start);
-        RangeRead {
+    pub(crate) fn new(plan: &Plan<'_>, bytes: Bytes<'a>, range: std::ops::Range<u64>) -> Self {
+        let mut read = RangeRead {
             bytes,
-            decoder: (plan.decoder)(first_sync, range.end),
+            decoder: (plan.decoder)(0, range.end),
+            window: Vec::new(),
+            base: range.start.min(bytes.len()),
+            chunk: 1,
+            cap: u64::MAX,
+            failed: None,
+        };
+        let first_sync = match bytes {
+            Bytes::Slice(bytes) => frame::range_start(bytes, range.start),
+            Bytes::Fetched(file) => {
+                let (first, _) = file.fetch_sizes();
+                read.chunk = first.max(1);
+                read.cap = match file.index() {
+                    Some(index) if range.end <= index.offset() => {
+                        let last = index.entries().partition_point(|e| e.offset < range.end);
+                        match last.checked_sub(1).map(|i| &index.entries()[i]) {
+                            // The block's closing sync byte, and the byte after it that says
+                            // whether that can open a block.
+                            Some(e) => e.offset + e.size + 2,
+                            None => range.end.saturating_add(2),
+                        }
+                    }
+                    Some(_) => u64::MAX,
+                    None => range.end.saturating_add(first),
+                };
+                read.first_sync(file, range.start)
+            }
+        };
+        if first_sync > 0 {
+            read.decoder = (plan.decoder)(first_sync, range.end);
         }
+        read
+    }
+
+    /// Fetches from the range's start until a 0x00 (where the range read begins, spec 9.4)
+    /// or the file's end.
+    fn first_sync(&mut self, file: &dyn Fetched, start: u64) -> u64 {
+        if start == 0 {
+            return 0;
+        }
+        loop {
+            if let Some(i) = memchr::memchr(0, &self.window) {
+                return self.base + i as u64;
+            }
+            let have = self.base + self.window.len() as u64;
+            if have >= file.len() {
+                return have;
+            }
+            if let Err(e) = self.more(file, self.base) {
+                self.failed = Some(e);
+                return have;
+            }
+        }
+    }
+
+    /// Keeps the window from `from` on and fetches the next bytes after it.
+    fn more(&mut self, file: &dyn Fetched, from: u64) -> std::io::Result<()> {
+        let have = self.base + self.window.len() as u64;
+        let keep = from.clamp(self.base, have);
+        self.window.drain(..(keep - self.base) as usize);
+        self.base = keep;
+        let mut end = have.saturating_add(self.chunk);
+        if have < self.cap {
+            end = end.min(self.cap);
+        }
+        let end = end.max(have + 1).min(file.len());
+        if end > have {
+            self.window.extend_from_slice(&fetch_one(file, have..end)?);
+            self.chunk = (self.chunk * 2).min(file.fetch_sizes().1.max(1));
+        }
+        Ok(())
+    }
+
+    /// Hands the decoder the dictionaries embedded before the range of a remote file: the
+    /// dictionary blocks its index lists, or without one, all the bytes before the range.
+    fn dictionaries(&mut self, file: &dyn Fetched, before: u64) -> std::io::Result<()> {
+        if let Some(index) = file.index().filter(|index| index.start() == 0) {
+            let ranges: Vec<_> = index
+                .entries()
+                .iter()
+                .take_while(|e| e.offset < before)
+                .filter(|e| e.block_type == crate::BlockType::Dictionary)
+                .map(|e| e.offset..(e.offset + e.size + 1).min(file.len()))
+                .collect();
+            let pieces = match ranges.is_empty() {
+                true => Vec::new(),
+                false => file.fetch(&ranges)?,
+            };
+            let pieces: Vec<_> = ranges
+                .iter()
+                .zip(&pieces)
+                .map(|(r, bytes)| (r.start, bytes.as_slice()))
+                .collect();
+            if self.decoder.add_dictionaries_in(&pieces) {
+                return Ok(());
+            }
+        }
+        let prefix = fetch_one(file, 0..before.min(file.len()))?;
+        self.decoder.add_dictionaries_before(&prefix);
+        Ok(())
     }
 
     /// The next intact block, or the damage before it.
     fn next_block(&mut self) -> Option<Result<Block<'_>>> {
-        let input = Input {
-            bytes: self.bytes,
-            offset: 0,
-            end: true,
-        };
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e.into()));
+        }
         loop {
-            match self.decoder.step(input, Want::Blocks) {
-                Step::Block(_) => return Some(Ok(self.decoder.block().expect("announced"))),
-                Step::Damaged(e) | Step::Stopped(e) => return Some(Err(e)),
-                Step::NeedDictionaries { .. } => self.decoder.add_dictionaries_before(self.bytes),
+            let input = match self.bytes {
+                Bytes::Slice(bytes) => Input {
+                    bytes,
+                    offset: 0,
+                    end: true,
+                },
+                Bytes::Fetched(file) => Input {
+                    bytes: &self.window,
+                    offset: self.base,
+                    end: self.base + self.window.len() as u64 >= file.len(),
+                },
+            };
+            let step = self.decoder.step(input, Want::Blocks);
+            let fetched = match (step, self.bytes) {
+                (Step::Block(_), _) => return Some(Ok(self.decoder.block().expect("announced"))),
+                (Step::Damaged(e) | Step::Stopped(e), _) => return Some(Err(e)),
+                (Step::NeedDictionaries { .. }, Bytes::Slice(bytes)) => {
+                    self.decoder.add_dictionaries_before(bytes);
+                    Ok(())
+                }
+                (Step::NeedDictionaries { before }, Bytes::Fetched(file)) => {
+                    self.dictionaries(file, before)
+                }
+                (Step::NeedInput { from }, Bytes::Fetched(file)) => self.more(file, from),
                 // A slice is the whole input.
-                Step::NeedInput { .. } | Step::End => return None,
+                (Step::NeedInput { .. } | Step::End, _) => return None,
+            };
+            if let Err(e) = fetched {
+                return Some(Err(e.into()));
             }
         }
     }
@@ -220,6 +389,34 @@ fn splits(
     ranges
 }
 
+/// `ranges` (adjacent) with each cut between two moved on to where the next block in `index`
+/// opens, and ranges left empty dropped.
+fn at_blocks(ranges: Vec<std::ops::Range<u64>>, index: &Index) -> Vec<std::ops::Range<u64>> {
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return ranges;
+    };
+    let (start, end) = (first.start, last.end);
+    let mut cuts: Vec<u64> = ranges[1..]
+        .iter()
+        .map(|r| {
+            index
+                .block_at_or_after(r.start)
+                .map_or(end, |e| e.offset.clamp(start, end))
+        })
+        .collect();
+    cuts.dedup();
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut from = start;
+    for cut in cuts {
+        if cut > from && cut < end {
+            out.push(from..cut);
+            from = cut;
+        }
+    }
+    out.push(from..end);
+    out
+}
+
 /// The ranges' results, handed from the workers to the calling thread.
 struct Shared<T> {
     /// The next range to read.
@@ -282,7 +479,7 @@ pub(crate) struct Plan<'a> {
 /// before it went to the sink, as with one reader.
 pub(crate) fn read<T, W, K>(
     plan: &Plan<'_>,
-    bytes: &[u8],
+    bytes: Bytes<'_>,
     work: &W,
     sink: &mut K,
 ) -> Result<(Report, Option<Error>)>
@@ -291,12 +488,15 @@ where
     W: RangeWork<T> + ?Sized,
     K: RangeSink<T> + ?Sized,
 {
-    let ranges = splits(
-        plan.span.clone(),
-        bytes.len() as u64,
-        plan.threads,
-        plan.min_split,
-    );
+    let ranges = splits(plan.span.clone(), bytes.len(), plan.threads, plan.min_split);
+    let ranges = match bytes {
+        // Fetched ranges are cut where blocks open, so that no two fetch the same block.
+        Bytes::Fetched(file) => match file.index() {
+            Some(index) => at_blocks(ranges, index),
+            None => ranges,
+        },
+        Bytes::Slice(_) => ranges,
+    };
     let threads = plan.threads.clamp(1, ranges.len());
     let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, bytes, range);
     let mut merged = Merged::default();
@@ -511,9 +711,9 @@ impl Merged {
     }
 
     /// The report, once every damaged range went to the sink.
-    fn finish<T, K: RangeSink<T> + ?Sized>(mut self, len: usize, sink: &mut K) -> Result<Report> {
+    fn finish<T, K: RangeSink<T> + ?Sized>(mut self, len: u64, sink: &mut K) -> Result<Report> {
         let _ = self.sink_damage(self.report.damaged.len(), sink);
-        self.report.len = len as u64;
+        self.report.len = len;
         self.report.ending = self.tail.ending(self.report.len);
         Ok(self.report)
     }

@@ -401,7 +401,30 @@ impl ReaderBuilder {
             min_split: self.min_split,
             decoder: &decoder,
         };
-        range::read(&plan, bytes, work, sink)
+        range::read(&plan, range::Bytes::Slice(bytes), work, sink)
+    }
+
+    /// The range read of the blocks opening in `span` of a file fetched by byte ranges.
+    pub(crate) fn read_span_fetched<T, W, K>(
+        &self,
+        file: &dyn range::Fetched,
+        span: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<(Report, Option<Error>)>
+    where
+        T: Default + Send,
+        W: RangeWork<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
+    {
+        let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
+        let plan = range::Plan {
+            span,
+            threads: self.threads,
+            min_split: self.min_split,
+            decoder: &decoder,
+        };
+        range::read(&plan, range::Bytes::Fetched(file), work, sink)
     }
 
     /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see
@@ -443,6 +466,8 @@ impl ReaderBuilder {
     /// ```
     pub fn not_a_cobsfile(&self, bytes: &[u8]) -> Option<crate::NotACobsfile> {
         crate::NotACobsfile::of(bytes.len() as u64, &mut self.from_slice(bytes))
+            .ok()
+            .flatten()
     }
 
     /// A reader over `inner`, which it reads in chunks of 256 KiB.

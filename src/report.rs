@@ -245,25 +245,31 @@ impl NotACobsfile {
     }
 
     /// The verdict on `bytes`, read with `reader` up to its first intact block.
+    /// Fails only when `reader`'s source does (a fetch), with that error: no verdict then.
     pub(crate) fn of<S: crate::Source>(
         len: u64,
         reader: &mut crate::Reader<S>,
-    ) -> Option<NotACobsfile> {
+    ) -> Result<Option<NotACobsfile>, Error> {
         // The first cause, and the first over a limit: all the verdict names.
         let (mut first, mut over_limit) = (None, None);
         while let Some(block) = reader.next_block() {
             match block {
-                Ok(_) => return None,
+                Ok(_) => return Ok(None),
                 Err(Error::Damaged { cause, .. }) => {
                     if over_limit.is_none() && cause.is_over_limit() {
                         over_limit = Some(cause.clone());
                     }
                     first.get_or_insert(cause);
                 }
+                Err(Error::Io(e)) => return Err(Error::Io(e)),
                 Err(_) => {}
             }
         }
-        Self::decide(len, false, over_limit.iter().chain(first.iter()))
+        Ok(Self::decide(
+            len,
+            false,
+            over_limit.iter().chain(first.iter()),
+        ))
     }
 }
 
