@@ -120,7 +120,7 @@ pub use reader::{
     SliceReader, StreamReader,
 };
 pub use recover::{recover, NewerVersion, Recovery};
-pub use remote::{Chunks, Fetch, Remote, FIRST_FETCH, MAX_FETCH};
+pub use remote::{Chunks, Fetch, Remote, FIRST_FETCH, MAX_FETCH, TAIL_FETCH};
 pub use report::{BlockCounts, Damage, Held, NotACobsfile, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;

@@ -39,9 +39,11 @@ pub trait Fetch: Sync {
     fn fetch(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Vec<u8>>>;
 }
 
-/// The last bytes of a file fetched first to find its index: enough for the index of a
-/// file of about 10,000 blocks (2.5 GiB of default blocks); a larger one is fetched on.
-const TAIL: u64 = 64 << 10;
+/// The last bytes of a file [`Remote::open`] fetches first to find its index: enough for the
+/// index of a file of about 10,000 blocks (2.5 GiB of default blocks); a larger one is
+/// fetched on.
+pub const TAIL_FETCH: u64 = 64 << 10;
+const TAIL: u64 = TAIL_FETCH;
 
 /// A file read by byte ranges through a [`Fetch`]; see the module documentation.
 ///

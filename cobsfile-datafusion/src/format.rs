@@ -8,8 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::stats::Precision;
-use datafusion::common::{GetExt, Result, Statistics};
+use datafusion::common::{DataFusionError, GetExt, Result, Statistics};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSource};
@@ -19,8 +20,9 @@ use datafusion::physical_plan::ExecutionPlan;
 use object_store::{ObjectMeta, ObjectStore};
 
 use crate::options::{CobsfileOptions, OnDamage};
-use crate::schema::{check_is_cobsfile, infer, sample};
-use crate::source::{CobsfileSource, DamageHook, FileBytes};
+use crate::schema::infer;
+use crate::source::{CobsfileSource, DamageHook};
+use crate::store::FileBytes;
 
 /// The name `STORED AS` takes, and the factory's key: `cobsfile`.
 pub const FORMAT_NAME: &str = "cobsfile";
@@ -91,13 +93,17 @@ impl FileFormat for CobsfileFormat {
         for object in objects {
             let bytes = FileBytes::load(store, object).await?;
             let name = bytes.name(object);
-            check_is_cobsfile(bytes.as_slice(), &name, &self.options)?;
-            let found = sample(
-                bytes.as_slice(),
-                &self.options.reader(),
-                &self.options,
-                budget,
-            );
+            let options = self.options.clone();
+            // Off the runtime: an object in a store is fetched as it is read.
+            let (found, name) = SpawnedTask::spawn_blocking(move || {
+                let reader = options.reader();
+                bytes.whole().check_is_cobsfile(&name, &reader)?;
+                let found = bytes.whole().sample(&name, &reader, &options, budget)?;
+                Ok::<_, DataFusionError>((found, name))
+            })
+            .join()
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
             budget -= found.records.len().min(budget);
             let done = found.records.is_empty() && !found.avro.is_empty() || budget == 0;
             samples.push((name, found));
@@ -120,7 +126,7 @@ impl FileFormat for CobsfileFormat {
         // Strict answers are checked: a count from the index is not.
         if self.options.index_statistics && self.options.on_damage != OnDamage::Error {
             let bytes = FileBytes::load(store, object).await?;
-            if let Some(index) = cobsfile::Index::find(bytes.as_slice()) {
+            if let Some(index) = bytes.whole().index() {
                 if index.start() == 0 {
                     statistics.num_rows = Precision::Exact(index.records() as usize);
                 }

@@ -9,8 +9,8 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{plan_datafusion_err, Result};
 
 use crate::options::CobsfileOptions;
-use crate::scan::{scan, Damage, ScanSpec, Sink};
-use crate::schema::{infer, mode_of, sample};
+use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
+use crate::schema::{infer, mode_of};
 
 /// Rows of one file, and what its read skipped.
 #[derive(Debug, Clone)]
@@ -43,8 +43,9 @@ pub fn read_file(
     batch_size: usize,
     threads: usize,
 ) -> Result<FileBatches> {
-    crate::schema::not_a_cobsfile(bytes, file, reader)?;
-    let found = sample(bytes, reader, options, options.schema_infer_max_records);
+    let whole = Whole::Slice(bytes);
+    whole.check_is_cobsfile(file, reader)?;
+    let found = whole.sample(file, reader, options, options.schema_infer_max_records)?;
     let schema = infer(&[(file.to_string(), found)], options)?;
     let mode = mode_of(&schema, options)?
         .ok_or_else(|| plan_datafusion_err!("{file}: no record format resolved"))?;
@@ -79,7 +80,7 @@ pub fn read_file(
 /// Reads all of `bytes` as `spec` says, on the threads of `spec.reader`.
 fn read_all(bytes: &[u8], file: &str, spec: ScanSpec) -> Result<FileBatches> {
     let mut sink = Gather::default();
-    scan(bytes, file, None, &spec, &mut sink)?;
+    scan(Whole::Slice(bytes), file, None, &spec, &mut sink)?;
     Ok(FileBatches {
         schema: spec.projected,
         batches: sink.batches,

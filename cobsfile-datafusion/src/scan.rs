@@ -21,7 +21,8 @@ use cobsfile::avro::{DatumLimits, Error as AvroError, RecordCheck, RecordProblem
 use cobsfile::BlockType;
 
 use crate::options::{CobsfileOptions, OnDamage};
-use crate::schema::{guard, not_a_cobsfile, store_of, Mode, RAW_COLUMNS};
+use crate::schema::{guard, sample, store_of, Mode, Sample, RAW_COLUMNS};
+use crate::store::StoreFetch;
 
 /// Bytes a scan skipped, or records it could not make rows of, and why: a damaged range in
 /// the library's one shape (`cobsfile::Damage::status`), with the file it is in and the
@@ -105,11 +106,98 @@ pub(crate) trait Sink {
     fn damage(&mut self, damage: Damage);
 }
 
+/// A whole file a scan reads: its bytes (in memory, or mapped), or an object in a store read
+/// by byte ranges. The reads are the same; only where bytes come from differs.
+#[derive(Clone, Copy)]
+pub(crate) enum Whole<'a> {
+    Slice(&'a [u8]),
+    Remote(&'a cobsfile::Remote<StoreFetch>),
+}
+
+impl Whole<'_> {
+    /// The file's Avro schemas, in file order, held within the options' limits.
+    pub(crate) fn schemas(
+        &self,
+        file: &str,
+        reader: &cobsfile::ReaderBuilder,
+        options: &CobsfileOptions,
+    ) -> Result<Schemas> {
+        Ok(match self {
+            Whole::Slice(bytes) => Schemas::scan_limited(bytes, reader, options.schema_limits()),
+            Whole::Remote(remote) => Schemas::of_metadata(
+                remote
+                    .metadata(reader)
+                    .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
+                options.schema_limits(),
+            ),
+        })
+    }
+
+    /// Fails for a file that is not a cobsfile (spec 9.5, as the library decides it).
+    pub(crate) fn check_is_cobsfile(
+        &self,
+        file: &str,
+        reader: &cobsfile::ReaderBuilder,
+    ) -> Result<()> {
+        let verdict = match self {
+            Whole::Slice(bytes) => reader.not_a_cobsfile(bytes),
+            Whole::Remote(remote) => remote
+                .not_a_cobsfile(reader)
+                .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
+        };
+        match verdict {
+            Some(verdict) => Err(exec_datafusion_err!("{file}: {verdict}")),
+            None => Ok(()),
+        }
+    }
+
+    /// The file's index, if it ends with a usable one.
+    pub(crate) fn index(&self) -> Option<cobsfile::Index> {
+        match self {
+            Whole::Slice(bytes) => cobsfile::Index::find(bytes),
+            Whole::Remote(remote) => remote.index().cloned(),
+        }
+    }
+
+    /// A sample of the file: its schemas, and without any, up to `max_records` records.
+    pub(crate) fn sample(
+        &self,
+        file: &str,
+        reader: &cobsfile::ReaderBuilder,
+        options: &CobsfileOptions,
+        max_records: usize,
+    ) -> Result<Sample> {
+        let schemas = self.schemas(file, reader, options)?;
+        Ok(match self {
+            Whole::Slice(bytes) => sample(&schemas, reader.from_slice(bytes), options, max_records),
+            Whole::Remote(remote) => sample(&schemas, remote.reader(reader), options, max_records),
+        })
+    }
+
+    fn read_ranges_within<T, W, K>(
+        &self,
+        reader: &cobsfile::ReaderBuilder,
+        range: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> cobsfile::Result<cobsfile::Report>
+    where
+        T: Default + Send,
+        W: cobsfile::RangeWork<T> + ?Sized,
+        K: cobsfile::RangeSink<T> + ?Sized,
+    {
+        match self {
+            Whole::Slice(bytes) => reader.read_ranges_within(bytes, range, work, sink),
+            Whole::Remote(remote) => remote.read_ranges_within(reader, range, work, sink),
+        }
+    }
+}
+
 /// Reads `bytes` (a whole file named `file`), only the blocks opening in `range` if given,
 /// through the library's range reads (spec 9.4) on the threads `spec.reader` says: each range
 /// makes its rows into batches on its own thread, and they come to `sink` in file order.
 pub(crate) fn scan(
-    bytes: &[u8],
+    bytes: Whole<'_>,
     file: &str,
     range: Option<Range<u64>>,
     spec: &ScanSpec,
@@ -117,7 +205,7 @@ pub(crate) fn scan(
 ) -> Result<()> {
     let from_start = range.as_ref().is_none_or(|r| r.start == 0);
     let schemas = match spec.mode {
-        Mode::Avro(_) => Schemas::scan_limited(bytes, &spec.reader, spec.options.schema_limits()),
+        Mode::Avro(_) => bytes.schemas(file, &spec.reader, &spec.options)?,
         _ => Schemas::new(),
     };
     // A table the file's schemas do not resolve to fails here, once, before any thread.
@@ -139,15 +227,14 @@ pub(crate) fn scan(
             ..Batches::default()
         }),
     };
-    let report = spec
-        .reader
-        .read_ranges_within(bytes, range.unwrap_or(0..u64::MAX), &work, &mut out)
+    let report = bytes
+        .read_ranges_within(&spec.reader, range.unwrap_or(0..u64::MAX), &work, &mut out)
         .map_err(|e| exec_datafusion_err!("{file}: {e}"))?;
     if let Some(e) = out.error {
         return Err(e);
     }
     if from_start && report.blocks.total() == 0 {
-        not_a_cobsfile(bytes, file, &spec.reader)?;
+        bytes.check_is_cobsfile(file, &spec.reader)?;
     }
     Ok(())
 }

@@ -161,15 +161,16 @@ impl<'de> serde::Deserialize<'de> for Keys {
     }
 }
 
-/// Reads a file's Avro schemas and, if it has none, up to `max_records` of its records.
-pub(crate) fn sample(
-    bytes: &[u8],
-    reader: &cobsfile::ReaderBuilder,
+/// A file's Avro schemas (`schemas`) and, if it has none, up to `max_records` of its records,
+/// read by `reader` from its start.
+pub(crate) fn sample<S: cobsfile::Source>(
+    schemas: &Schemas,
+    mut reader: cobsfile::Reader<S>,
     options: &CobsfileOptions,
     max_records: usize,
 ) -> Sample {
-    // The schemas in file order (a skipping scan, spec 9.3): the last announced is the newest.
-    let avro: Vec<(u64, String)> = Schemas::scan_limited(bytes, reader, options.schema_limits())
+    // The schemas in file order: the last announced is the newest.
+    let avro: Vec<(u64, String)> = schemas
         .iter()
         .map(|schema| (schema.fingerprint(), schema.json().to_string()))
         .collect();
@@ -181,7 +182,6 @@ pub(crate) fn sample(
         RecordFormat::Json | RecordFormat::Raw => false,
     };
     if !typed && max_records > 0 {
-        let mut reader = reader.from_slice(bytes);
         while records.len() < max_records {
             match reader.next_block() {
                 None => break,
@@ -210,25 +210,6 @@ pub(crate) fn sample(
         records,
         keys,
     }
-}
-
-/// Fails for an input that is not a cobsfile (spec 9.5, as the library decides it), rather
-/// than a cobsfile all damage. Asked only by the range that starts the file, when it found no
-/// block of its own.
-pub(crate) fn not_a_cobsfile(
-    bytes: &[u8],
-    file: &str,
-    options: &cobsfile::ReaderBuilder,
-) -> Result<()> {
-    match options.not_a_cobsfile(bytes) {
-        Some(verdict) => Err(exec_datafusion_err!("{file}: {verdict}")),
-        None => Ok(()),
-    }
-}
-
-/// Fails for a file that is not a cobsfile (see [`not_a_cobsfile`]).
-pub(crate) fn check_is_cobsfile(bytes: &[u8], file: &str, options: &CobsfileOptions) -> Result<()> {
-    not_a_cobsfile(bytes, file, &options.reader())
 }
 
 /// The table schema of files sampled in order (`name` names each sample's file).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
+use datafusion::common::{exec_datafusion_err, Result};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{
     FileOpenFuture, FileOpener, FileScanConfig, FileSource,
@@ -19,11 +19,12 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 use futures::StreamExt;
-use object_store::{GetResultPayload, ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink};
 use crate::schema::mode_of;
+use crate::store::FileBytes;
 
 /// Called with every damaged range and skipped record a scan meets (besides the metrics and
 /// the log's warning): how the command line reports them.
@@ -231,7 +232,7 @@ impl FileOpener for CobsfileOpener {
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let task = SpawnedTask::spawn_blocking(move || {
                 let mut sink = Sender { tx, metrics, hook };
-                if let Err(e) = scan(bytes.as_slice(), &name, range, &spec, &mut sink) {
+                if let Err(e) = scan(bytes.whole(), &name, range, &spec, &mut sink) {
                     let _ = sink.tx.blocking_send(Err(e));
                 }
             });
@@ -240,60 +241,5 @@ impl FileOpener for CobsfileOpener {
             });
             Ok(stream.boxed())
         }))
-    }
-}
-
-/// A file's bytes: mapped when the store is the local file system, fetched otherwise.
-pub(crate) enum FileBytes {
-    Mapped(cobsfile::MappedFile, std::path::PathBuf),
-    Fetched(bytes::Bytes),
-}
-
-impl FileBytes {
-    /// Maps or fetches the object `meta` names. A fetched object that is not the one `meta`
-    /// describes (another ETag or size: replaced, or appended to, since the query listed it)
-    /// is refused rather than read with ranges cut for the other.
-    pub(crate) async fn load(store: &Arc<dyn ObjectStore>, meta: &ObjectMeta) -> Result<Self> {
-        let result = store.get(&meta.location).await.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => DataFusionError::Execution(format!(
-                "{}: the object is gone since the query listed it",
-                meta.location
-            )),
-            e => e.into(),
-        })?;
-        if let GetResultPayload::Stream(_) = &result.payload {
-            let other_tag =
-                matches!((&meta.e_tag, &result.meta.e_tag), (Some(a), Some(b)) if a != b);
-            if other_tag || result.meta.size != meta.size {
-                return Err(DataFusionError::Execution(format!(
-                    "{}: the object changed since the query listed it ({} bytes then, {} now); \
-                     run the query again",
-                    meta.location, meta.size, result.meta.size
-                )));
-            }
-        }
-        match result.payload {
-            GetResultPayload::File(file, path) => {
-                let mapped = cobsfile::MappedFile::open_file(&file)
-                    .map_err(|e| DataFusionError::Execution(format!("{}: {e}", path.display())))?;
-                Ok(FileBytes::Mapped(mapped, path))
-            }
-            GetResultPayload::Stream(_) => Ok(FileBytes::Fetched(result.bytes().await?)),
-        }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            FileBytes::Mapped(m, _) => m.bytes(),
-            FileBytes::Fetched(b) => b,
-        }
-    }
-
-    /// The file's name for messages: its path when local, its location in the store otherwise.
-    pub(crate) fn name(&self, meta: &ObjectMeta) -> String {
-        match self {
-            FileBytes::Mapped(_, path) => path.display().to_string(),
-            FileBytes::Fetched(_) => meta.location.to_string(),
-        }
     }
 }

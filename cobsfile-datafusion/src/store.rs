@@ -6,13 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::common::{plan_datafusion_err, Result};
+use datafusion::common::{plan_datafusion_err, DataFusionError, Result};
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::SessionContext;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{
+    BackoffConfig, ClientConfigKey, GetOptions, GetResultPayload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, RetryConfig,
+};
 use url::Url;
 
 /// How long a connection to the store may take to open: a wrong endpoint fails in seconds,
@@ -166,5 +169,152 @@ fn store_of(location: &str) -> Result<Option<(Arc<dyn ObjectStore>, Url, ObjectP
         other => Err(plan_datafusion_err!(
             "{location}: '{other}://' is not a store this tool reads (local paths and s3:// are)"
         )),
+    }
+}
+
+/// The bytes the first request for an object asks for: its tail, where a cobsfile's index is
+/// (what [`cobsfile::Remote::open`] reads first).
+const TAIL: u64 = cobsfile::TAIL_FETCH;
+
+/// A file a scan reads: mapped when the store is the local file system, read by byte ranges
+/// otherwise.
+pub(crate) enum FileBytes {
+    Mapped(cobsfile::MappedFile, std::path::PathBuf),
+    Remote(Box<cobsfile::Remote<StoreFetch>>),
+}
+
+impl FileBytes {
+    /// Maps or opens the object `meta` names: the first request asks for its tail (where its
+    /// index is), and a local file answers with the file itself. An object that is not the
+    /// one `meta` describes (another ETag or size: replaced, or appended to, since the query
+    /// listed it) is refused, then and at every later request, rather than read with ranges
+    /// cut for the other.
+    pub(crate) async fn load(store: &Arc<dyn ObjectStore>, meta: &ObjectMeta) -> Result<Self> {
+        let tail = meta.size.saturating_sub(TAIL)..meta.size;
+        let options = GetOptions {
+            range: (meta.size > 0).then(|| tail.clone().into()),
+            ..GetOptions::default()
+        };
+        let result = store
+            .get_opts(&meta.location, options)
+            .await
+            .map_err(|e| DataFusionError::Execution(fetch_error(meta, e).to_string()))?;
+        let payload = match result.payload {
+            GetResultPayload::File(file, path) => {
+                let mapped = cobsfile::MappedFile::open_file(&file)
+                    .map_err(|e| DataFusionError::Execution(format!("{}: {e}", path.display())))?;
+                return Ok(FileBytes::Mapped(mapped, path));
+            }
+            payload => payload,
+        };
+        let result = object_store::GetResult { payload, ..result };
+        same_object(meta, &result.meta).map_err(|e| DataFusionError::Execution(e.to_string()))?;
+        let bytes = result.bytes().await?;
+        let fetch = StoreFetch {
+            store: Arc::clone(store),
+            meta: meta.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            tail: std::sync::Mutex::new(Some((tail, bytes))),
+        };
+        // Opening may fetch more of the tail (an index larger than it): off the runtime.
+        let remote = tokio::task::spawn_blocking(move || cobsfile::Remote::open(fetch))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+        Ok(FileBytes::Remote(Box::new(remote)))
+    }
+
+    /// The file to read.
+    pub(crate) fn whole(&self) -> crate::scan::Whole<'_> {
+        match self {
+            FileBytes::Mapped(m, _) => crate::scan::Whole::Slice(m.bytes()),
+            FileBytes::Remote(r) => crate::scan::Whole::Remote(r),
+        }
+    }
+
+    /// The file's name for messages: its path when local, its location in the store otherwise.
+    pub(crate) fn name(&self, meta: &ObjectMeta) -> String {
+        match self {
+            FileBytes::Mapped(_, path) => path.display().to_string(),
+            FileBytes::Remote(_) => meta.location.to_string(),
+        }
+    }
+}
+
+/// Reads an object by byte ranges for a [`cobsfile::Remote`], as DataFusion's Parquet reader
+/// reads: ranges less than 1 MiB apart coalesced into one request, up to 10 requests at a
+/// time, on the runtime of the query that opened it. Every answer is checked to come from
+/// the object the query listed.
+pub(crate) struct StoreFetch {
+    store: Arc<dyn ObjectStore>,
+    meta: ObjectMeta,
+    runtime: tokio::runtime::Handle,
+    /// The tail fetched when the object was opened, for `Remote::open` to take.
+    tail: std::sync::Mutex<Option<(std::ops::Range<u64>, bytes::Bytes)>>,
+}
+
+impl cobsfile::Fetch for StoreFetch {
+    fn size(&self) -> u64 {
+        self.meta.size
+    }
+
+    fn fetch(&self, ranges: &[std::ops::Range<u64>]) -> std::io::Result<Vec<Vec<u8>>> {
+        if let [range] = ranges {
+            let mut tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.as_ref().is_some_and(|(r, _)| r == range) {
+                let (_, bytes) = tail.take().expect("checked");
+                return Ok(vec![bytes.to_vec()]);
+            }
+        }
+        let get = |range: std::ops::Range<u64>| async move {
+            let options = GetOptions {
+                range: Some(range.into()),
+                ..GetOptions::default()
+            };
+            let result = self
+                .store
+                .get_opts(&self.meta.location, options)
+                .await
+                .map_err(|e| fetch_error(&self.meta, e))?;
+            same_object(&self.meta, &result.meta)?;
+            result.bytes().await.map_err(|e| fetch_error(&self.meta, e))
+        };
+        let fetched = self.runtime.block_on(object_store::coalesce_ranges(
+            ranges,
+            get,
+            object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        ))?;
+        Ok(fetched.into_iter().map(|b| b.to_vec()).collect())
+    }
+}
+
+/// Fails when `now` is not the object `listed` describes.
+fn same_object(listed: &ObjectMeta, now: &ObjectMeta) -> std::io::Result<()> {
+    let other_tag = matches!((&listed.e_tag, &now.e_tag), (Some(a), Some(b)) if a != b);
+    if other_tag || now.size != listed.size {
+        return Err(std::io::Error::other(format!(
+            "{}: the object changed since the query listed it ({} bytes then, {} now); run \
+             the query again",
+            listed.location, listed.size, now.size
+        )));
+    }
+    Ok(())
+}
+
+/// A failed request for `meta`'s object, as one line naming it.
+fn fetch_error(meta: &ObjectMeta, e: object_store::Error) -> std::io::Error {
+    match e {
+        object_store::Error::NotFound { .. } => std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "{}: the object is gone since the query listed it",
+                meta.location
+            ),
+        ),
+        e => {
+            let message = e.to_string();
+            let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+            std::io::Error::other(format!("{}: {message}", meta.location))
+        }
     }
 }

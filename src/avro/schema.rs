@@ -674,9 +674,18 @@ impl Schemas {
         options: &crate::ReaderBuilder,
         limits: SchemaLimits,
     ) -> Self {
+        Self::of_metadata(options.from_slice(bytes).metadata().flatten(), limits)
+    }
+
+    /// The schemas of `blocks`, a file's metadata blocks in file order (from
+    /// [`Remote::metadata`](crate::Remote::metadata), say), held within `limits` as
+    /// [`scan_limited`](Self::scan_limited) holds them.
+    pub fn of_metadata(
+        blocks: impl IntoIterator<Item = crate::Metadata>,
+        limits: SchemaLimits,
+    ) -> Self {
         let mut schemas = Schemas::with_limits(limits);
-        let mut reader = options.from_slice(bytes);
-        for metadata in reader.metadata().flatten() {
+        for metadata in blocks {
             let entries = || {
                 metadata
                     .entries

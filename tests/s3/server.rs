@@ -8,6 +8,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -77,8 +79,77 @@ impl Server {
 
     /// A client of `bucket` on this server: the S3 client the tool uses.
     pub fn store(&self, bucket: &str) -> AmazonS3 {
+        store_at(&self.endpoint(), bucket)
+    }
+
+    /// A proxy to this server that counts the bytes the server sends.
+    pub fn counted(&self) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = Arc::new(AtomicU64::new(0));
+        let (to, counter) = (self.port, Arc::clone(&sent));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let pipe =
+                    |mut from: TcpStream, mut to: TcpStream, count: Option<Arc<AtomicU64>>| {
+                        std::thread::spawn(move || {
+                            use std::io::{Read, Write};
+                            let mut buf = vec![0u8; 64 << 10];
+                            while let Ok(n) = from.read(&mut buf) {
+                                if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                                if let Some(count) = &count {
+                                    count.fetch_add(n as u64, Ordering::SeqCst);
+                                }
+                            }
+                            let _ = to.shutdown(std::net::Shutdown::Write);
+                        });
+                    };
+                pipe(
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    None,
+                );
+                pipe(server, client, Some(Arc::clone(&counter)));
+            }
+        });
+        Proxy { port, sent }
+    }
+}
+
+/// A proxy to a [`Server`] on another loopback port, counting the bytes the server sends
+/// through it (headers included): what a read costs in transfer.
+pub struct Proxy {
+    port: u16,
+    sent: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Bytes the server sent since the last call.
+    pub fn take(&self) -> u64 {
+        self.sent.swap(0, Ordering::SeqCst)
+    }
+
+    /// A client of `bucket` through the proxy.
+    pub fn store(&self, bucket: &str) -> AmazonS3 {
+        store_at(&self.endpoint(), bucket)
+    }
+}
+
+/// A client of `bucket` at `endpoint`.
+fn store_at(endpoint: &str, bucket: &str) -> AmazonS3 {
+    {
         AmazonS3Builder::new()
-            .with_endpoint(self.endpoint())
+            .with_endpoint(endpoint)
             .with_allow_http(true)
             .with_bucket_name(bucket)
             .with_access_key_id("test")
@@ -87,7 +158,9 @@ impl Server {
             .build()
             .unwrap()
     }
+}
 
+impl Server {
     /// Puts `bytes` at `bucket/key`.
     pub fn put(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
         let store = self.store(bucket);
