@@ -83,6 +83,15 @@ impl ObjectStoreRegistry for ObjectStores {
 /// file reads from object storage. Fails with one line naming `location`: an error of kind
 /// [`NotFound`](std::io::ErrorKind::NotFound) for a missing object or bucket.
 pub fn fetch(location: &str) -> std::io::Result<bytes::Bytes> {
+    let mut out = Vec::new();
+    fetch_into(location, &mut out)?;
+    Ok(out.into())
+}
+
+/// [`fetch`], written to `out` as it arrives rather than held whole: an object larger than
+/// memory can be kept in a file. Returns the bytes written.
+pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
+    use futures::StreamExt;
     let other = |e: datafusion::common::DataFusionError| {
         let message = e.strip_backtrace();
         let message = message
@@ -100,26 +109,34 @@ pub fn fetch(location: &str) -> std::io::Result<bytes::Bytes> {
             "{location}: names a bucket, not an object"
         )));
     }
+    let failed = |e: object_store::Error| match e {
+        object_store::Error::NotFound { .. } => std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{location}: not found (no such object or bucket)"),
+        ),
+        e => {
+            let message = e.to_string();
+            let message = message
+                .strip_prefix("Generic S3 error: ")
+                .unwrap_or(&message);
+            // One line, however the server words its answer.
+            let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+            std::io::Error::other(format!("{location}: {message}"))
+        }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime
-        .block_on(async { store.get(&key).await?.bytes().await })
-        .map_err(|e| match e {
-            object_store::Error::NotFound { .. } => std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{location}: not found (no such object or bucket)"),
-            ),
-            e => {
-                let message = e.to_string();
-                let message = message
-                    .strip_prefix("Generic S3 error: ")
-                    .unwrap_or(&message);
-                // One line, however the server words its answer.
-                let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-                std::io::Error::other(format!("{location}: {message}"))
-            }
-        })
+    runtime.block_on(async {
+        let mut body = store.get(&key).await.map_err(failed)?.into_stream();
+        let mut written = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(failed)?;
+            out.write_all(&chunk)?;
+            written += chunk.len() as u64;
+        }
+        Ok(written)
+    })
 }
 
 /// The store `location` names, the URL it is registered under (the bucket's, `s3://BUCKET`)

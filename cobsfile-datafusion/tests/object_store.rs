@@ -94,24 +94,28 @@ fn large(n: usize) -> Vec<u8> {
     writer.finish().unwrap()
 }
 
-/// Counted by a proxy in front of the server, a query fetches only what it reads: the first
-/// blocks for `LIMIT 10`, the index for `count(*)` from statistics, and each byte about once
-/// for a full scan however many partitions cut the file.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_query_fetches_only_what_it_reads() {
-    use datafusion::arrow::array::{Array, Int64Array};
+/// Bytes the server sent, through a counting proxy, for a table of `records` records of
+/// about 90 bytes in one object: registering it (planning), `SELECT record ... LIMIT 10`,
+/// `count(*)` (from the index) and `count(record)` (a full scan), on each of `partitions`.
+async fn fetched(records: usize, partitions: &[usize]) -> (u64, Vec<[u64; 4]>) {
+    use datafusion::arrow::array::Int64Array;
     use datafusion::prelude::SessionConfig;
 
     let dir = tempfile::tempdir().unwrap();
     let server = s3::Server::start(dir.path());
     server.bucket("logs");
-    let bytes = large(400_000);
+    let bytes = large(records);
     let len = bytes.len() as u64;
-    server
+    let mut upload = server
         .store("logs")
-        .put(&"t.cobs".into(), bytes.into())
+        .put_multipart(&"t.cobs".into())
         .await
         .unwrap();
+    for part in bytes.chunks(64 << 20) {
+        upload.put_part(part.to_vec().into()).await.unwrap();
+    }
+    upload.complete().await.unwrap();
+    drop(bytes);
     let proxy = server.counted();
     let count = |batches: &[datafusion::arrow::array::RecordBatch]| {
         batches[0]
@@ -119,9 +123,10 @@ async fn a_query_fetches_only_what_it_reads() {
             .as_any()
             .downcast_ref::<Int64Array>()
             .unwrap()
-            .value(0)
+            .value(0) as usize
     };
-    for partitions in [1usize, 3] {
+    let mut out = Vec::new();
+    for &partitions in partitions {
         let config = SessionConfig::new().with_target_partitions(partitions);
         let ctx = SessionContext::new_with_config(config);
         ctx.register_object_store(
@@ -151,29 +156,66 @@ async fn a_query_fetches_only_what_it_reads() {
         let limit = proxy.take();
 
         let rows = run("SELECT count(*) FROM t").await;
-        assert_eq!(count(&rows), 400_000);
+        assert_eq!(count(&rows), records);
         let counted = proxy.take();
 
         let rows = run("SELECT count(record) FROM t").await;
-        assert_eq!(count(&rows), 400_000);
+        assert_eq!(count(&rows), records);
         let scanned = proxy.take();
-
         eprintln!(
             "{partitions} partition(s), {len} bytes: planning {planned}, LIMIT 10 {limit}, \
              count(*) {counted}, full scan {scanned}"
         );
+        out.push([planned, limit, counted, scanned]);
+    }
+    (len, out)
+}
+
+/// Counted by a proxy in front of the server, a query fetches only what it reads: the first
+/// blocks for `LIMIT 10`, the index for `count(*)` from statistics, and each byte about once
+/// for a full scan however many partitions cut the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_fetches_only_what_it_reads() {
+    let (len, counts) = fetched(400_000, &[1, 3]).await;
+    for (&[planned, limit, counted, scanned], partitions) in counts.iter().zip([1u64, 3]) {
         assert!(planned < len / 50, "planning fetched {planned} of {len}");
         assert!(counted < len / 100, "count(*) fetched {counted} of {len}");
-        // The first fetch of each partition's ranges and the tail, whatever the file's size
-        // (a LIMIT on a 1 GiB file: BENCHMARKS.md).
+        // The first fetches of each partition's ranges and the tail, whatever the file's
+        // size (a LIMIT on 1 GiB: BENCHMARKS.md).
         assert!(
-            limit < (4 << 20) * partitions as u64,
+            limit < (4 << 20) * partitions,
             "LIMIT 10 fetched {limit} of {len}"
         );
         assert!(
             scanned as f64 <= 1.05 * len as f64,
             "a full scan fetched {scanned} of {len}"
         );
-        let _ = Array::len(rows[0].column(0).as_ref());
     }
+}
+
+/// The same on a large object (`COBSFILE_S3_RECORDS` records, 11 million by default: about
+/// 1 GiB), for BENCHMARKS.md: `cargo test --release -p cobsfile-datafusion --test
+/// object_store -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn bytes_fetched_from_a_large_object() {
+    let records = std::env::var("COBSFILE_S3_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(11_000_000);
+    let (len, counts) = fetched(records, &[1, 2, 4, 8]).await;
+    println!("| partitions | planning | LIMIT 10 | count(*) | full scan |");
+    println!("|---|---|---|---|---|");
+    for (&[planned, limit, counted, scanned], partitions) in counts.iter().zip([1, 2, 4, 8]) {
+        let pct = |n: u64| format!("{} ({:.3}%)", n, 100.0 * n as f64 / len as f64);
+        println!(
+            "| {partitions} | {} | {} | {} | {} ({:.4}x) |",
+            pct(planned),
+            pct(limit),
+            pct(counted),
+            scanned,
+            scanned as f64 / len as f64
+        );
+    }
+    println!("object: {len} bytes");
 }
