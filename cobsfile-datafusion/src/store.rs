@@ -283,24 +283,36 @@ impl cobsfile::Fetch for StoreFetch {
                 return Ok(vec![bytes.to_vec()]);
             }
         }
-        let get = |range: std::ops::Range<u64>| async move {
-            let options = GetOptions {
-                range: Some(range.into()),
-                ..GetOptions::default()
+        let (store, meta) = (Arc::clone(&self.store), self.meta.clone());
+        let ranges = ranges.to_vec();
+        // Spawned on the query's runtime and waited for here: a runtime shut down under the
+        // read (a query whose other partitions were done) cancels it, rather than the
+        // client's timers failing in a runtime that is going away.
+        let task = self.runtime.spawn(async move {
+            let get = |range: std::ops::Range<u64>| {
+                let (store, meta) = (&store, &meta);
+                async move {
+                    let options = GetOptions {
+                        range: Some(range.into()),
+                        ..GetOptions::default()
+                    };
+                    let result = store
+                        .get_opts(&meta.location, options)
+                        .await
+                        .map_err(|e| fetch_error(meta, e))?;
+                    same_object(meta, &result.meta)?;
+                    result.bytes().await.map_err(|e| fetch_error(meta, e))
+                }
             };
-            let result = self
-                .store
-                .get_opts(&self.meta.location, options)
+            object_store::coalesce_ranges(&ranges, get, object_store::OBJECT_STORE_COALESCE_DEFAULT)
                 .await
-                .map_err(|e| fetch_error(&self.meta, e))?;
-            same_object(&self.meta, &result.meta)?;
-            result.bytes().await.map_err(|e| fetch_error(&self.meta, e))
-        };
-        let fetched = self.runtime.block_on(object_store::coalesce_ranges(
-            ranges,
-            get,
-            object_store::OBJECT_STORE_COALESCE_DEFAULT,
-        ))?;
+        });
+        let fetched = futures::executor::block_on(task).map_err(|e| {
+            std::io::Error::other(format!(
+                "{}: the read was cancelled ({e})",
+                self.meta.location
+            ))
+        })??;
         Ok(fetched.into_iter().map(|b| b.to_vec()).collect())
     }
 }

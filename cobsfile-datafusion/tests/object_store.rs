@@ -219,3 +219,85 @@ async fn bytes_fetched_from_a_large_object() {
     }
     println!("object: {len} bytes");
 }
+
+/// The first batch of `SELECT record FROM t` over `s3://logs/t.cobs`, and the stream of the
+/// rest: a scan under way.
+async fn scan_under_way(
+    ctx: &SessionContext,
+) -> datafusion::physical_plan::SendableRecordBatchStream {
+    use futures::StreamExt;
+    let options = CobsfileOptions::new().records(cobsfile_datafusion::RecordFormat::Raw);
+    ctx.register_cobsfile("t", "s3://logs/t.cobs", options)
+        .await
+        .unwrap();
+    let mut stream = ctx
+        .sql("SELECT record FROM t")
+        .await
+        .unwrap()
+        .execute_stream()
+        .await
+        .unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(first.num_rows() > 0);
+    stream
+}
+
+/// The rest of `stream`: the rows it gave, or its error.
+async fn rest(
+    mut stream: datafusion::physical_plan::SendableRecordBatchStream,
+) -> Result<usize, String> {
+    use futures::StreamExt;
+    let mut rows = 0;
+    while let Some(batch) = stream.next().await {
+        rows += batch.map_err(|e| e.to_string())?.num_rows();
+    }
+    Ok(rows)
+}
+
+/// An object replaced while a scan is reading it (between two of its range requests): the
+/// scan fails naming it, and never returns rows of the other object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_replaced_during_a_scan_fails_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = s3::Server::start(dir.path());
+    server.bucket("logs");
+    let store = Arc::new(server.store("logs"));
+    let key: object_store::path::Path = "t.cobs".into();
+    store.put(&key, large(200_000).into()).await.unwrap();
+    let ctx = SessionContext::new();
+    ctx.register_object_store(&url::Url::parse("s3://logs").unwrap(), store.clone());
+    let stream = scan_under_way(&ctx).await;
+    // The same size, other bytes: only the ETag tells.
+    let mut other = large(200_000);
+    let at = other.len() / 2;
+    other[at] ^= 1;
+    store.put(&key, other.into()).await.unwrap();
+    let e = rest(stream).await.unwrap_err();
+    assert!(
+        e.contains("t.cobs: the object changed since the query listed it"),
+        "{e}"
+    );
+}
+
+/// A server that goes away while a scan reads from it: the scan fails with one message
+/// naming the object, after the client's retries, and does not hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gone_during_a_scan_fails_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = s3::Server::start(dir.path());
+    server.bucket("logs");
+    let store = Arc::new(server.store("logs"));
+    store
+        .put(&"t.cobs".into(), large(200_000).into())
+        .await
+        .unwrap();
+    let ctx = SessionContext::new();
+    ctx.register_object_store(&url::Url::parse("s3://logs").unwrap(), store.clone());
+    let stream = scan_under_way(&ctx).await;
+    drop(server);
+    let started = std::time::Instant::now();
+    let e = rest(stream).await.unwrap_err();
+    assert!(e.contains("t.cobs"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
+}
