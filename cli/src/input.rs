@@ -79,42 +79,11 @@ pub fn object_url(path: &Path) -> Option<&str> {
 }
 
 /// The object at `url`, fetched whole into an unnamed temporary file and mapped, so that it
-/// is read as a local file is, on every thread. (Reading only the byte ranges a command needs
-/// is to come.)
-#[cfg(not(unix))]
-fn fetched(url: &str) -> Result<Input, Failure> {
-    Err(Failure::at(
-        url,
-        "object storage is read on Unix systems only",
-    ))
-}
-
-/// The object at `url`, fetched whole into an unnamed temporary file and mapped, so that it
 /// is read as a local file is, on every thread. (`sql` reads only the byte ranges a query
 /// needs; these commands read every block, or list them.)
-#[cfg(unix)]
 fn fetched(url: &str) -> Result<Input, Failure> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let fail = |e: io::Error| Failure::at(url, format!("keeping the fetched object: {e}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE)
-        .open(std::env::temp_dir())
-        .map_err(fail)?;
-    // Written as it arrives: an object larger than memory is kept on disk alone.
-    let mut out = io::BufWriter::with_capacity(1 << 20, &file);
-    cobsfile_datafusion::fetch_into(url, &mut out).map_err(|e| match e.kind() {
-        // The server's answers name the URL; the disk's do not.
-        io::ErrorKind::NotFound | io::ErrorKind::Other => Failure::new(e.to_string()),
-        _ => fail(e),
-    })?;
-    out.flush().map_err(fail)?;
-    drop(out);
-    Ok(Input::Mapped(
-        MappedFile::open_file(&file).map_err(|e| Failure::at(url, e))?,
-    ))
+    let file = cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
+    Ok(Input::Mapped(file))
 }
 
 /// Opens records to pack or train on at `path` (stdin for `-`), with the file's size when

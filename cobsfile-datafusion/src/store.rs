@@ -139,6 +139,53 @@ pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Resu
     })
 }
 
+/// The whole object at `location` (`s3://BUCKET/KEY`), streamed into an unnamed temporary
+/// file as it arrives and mapped: what a command or a Python reader that reads every block
+/// reads, in the page cache and on disk rather than in its own memory. The file is gone
+/// once the map is dropped. Fails as [`fetch`] does; a local disk that fails (full, say)
+/// is named as such.
+pub fn fetch_mapped(location: &str) -> std::io::Result<cobsfile::MappedFile> {
+    use std::io::Write;
+    let kept = |e: std::io::Error| {
+        std::io::Error::new(
+            e.kind(),
+            format!("{location}: keeping the fetched object in a temporary file: {e}"),
+        )
+    };
+    let file = tempfile::tempfile().map_err(kept)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
+    let mut disk = None;
+    let mut sink = Recorded {
+        inner: &mut out,
+        failed: &mut disk,
+    };
+    match fetch_into(location, &mut sink) {
+        Ok(_) => {}
+        Err(e) => return Err(disk.map_or(e, kept)),
+    }
+    out.flush().map_err(kept)?;
+    drop(out);
+    cobsfile::MappedFile::open_file(&file).map_err(|e| kept(std::io::Error::other(e.to_string())))
+}
+
+/// A writer that keeps the error its inner writer failed with, to tell a disk's failure
+/// from the server's.
+struct Recorded<'a, W> {
+    inner: &'a mut W,
+    failed: &'a mut Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> std::io::Write for Recorded<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            *self.failed = Some(std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// The store `location` names, the URL it is registered under (the bucket's, `s3://BUCKET`)
 /// and the object's key in it; `None` for a local path.
 #[allow(clippy::type_complexity)]

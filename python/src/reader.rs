@@ -415,10 +415,11 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
     }
     if let Ok(url) = source.extract::<String>() {
         if url.starts_with("s3://") || url.starts_with("s3a://") {
-            // Fetched whole, with the GIL released, configured by the AWS_* environment
-            // variables as the command line's object storage is.
-            let bytes = py.detach(|| cobsfile_datafusion::fetch(&url))?;
-            return Ok((Bytes::Owned(Arc::from(&bytes[..])), url));
+            // Fetched whole into an unnamed temporary file and mapped (the page cache holds
+            // it, not the process), with the GIL released, configured by the AWS_*
+            // environment variables as the command line's object storage is.
+            let map = py.detach(|| cobsfile_datafusion::fetch_mapped(&url))?;
+            return Ok((Bytes::Mapped(map), url));
         }
     }
     let path: std::path::PathBuf = source
