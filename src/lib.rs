@@ -121,7 +121,7 @@ pub use reader::{
 };
 pub use recover::{recover, NewerVersion, Recovery};
 pub use remote::{Chunks, Fetch, Remote, FIRST_FETCH, MAX_FETCH, TAIL_FETCH};
-pub use report::{BlockCounts, Damage, Held, NotACobsfile, Report};
+pub use report::{BlockCounts, Damage, DamageFn, Held, NotACobsfile, OnDamage, Report};
 pub use source::{SliceSource, Source, StreamSource};
 pub use verify::verify;
 pub use writer::{Writer, WriterBuilder, DEFAULT_BLOCK_TARGET, DEFAULT_COMPRESSED_BLOCK_TARGET};

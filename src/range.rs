@@ -17,7 +17,7 @@ use crate::ending::Tail;
 use crate::error::{Error, Result};
 use crate::frame;
 use crate::index::Index;
-use crate::report::{Damage, Report};
+use crate::report::{Damage, OnDamage, Report};
 
 /// A sink that keeps nothing (a range read for its report alone).
 pub(crate) struct Discard;
@@ -471,6 +471,8 @@ pub(crate) struct Plan<'a> {
     pub threads: usize,
     pub min_split: u64,
     pub decoder: &'a (dyn Fn(u64, u64) -> Decoder + Sync),
+    /// What is done with each damaged range once it went to the sink.
+    pub on_damage: &'a OnDamage,
 }
 
 /// Reads every block of `bytes` as `plan` says; see
@@ -499,7 +501,7 @@ where
     };
     let threads = plan.threads.clamp(1, ranges.len());
     let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, bytes, range);
-    let mut merged = Merged::default();
+    let mut merged = Merged::new(plan.on_damage);
     if threads == 1 {
         let mut spare = None;
         for range in ranges {
@@ -637,8 +639,8 @@ where
 }
 
 /// The report of the ranges taken so far.
-#[derive(Default)]
-struct Merged {
+struct Merged<'a> {
+    on_damage: &'a OnDamage,
     report: Report,
     /// What decides how the input ends, for the ranges taken so far.
     tail: Tail,
@@ -646,9 +648,22 @@ struct Merged {
     open: bool,
     /// Damaged ranges already given to the sink.
     sunk: usize,
+    /// The damage policy ended the read.
+    ended: bool,
 }
 
-impl Merged {
+impl<'a> Merged<'a> {
+    fn new(on_damage: &'a OnDamage) -> Self {
+        Merged {
+            on_damage,
+            report: Report::default(),
+            tail: Tail::default(),
+            open: false,
+            sunk: 0,
+            ended: false,
+        }
+    }
+
     /// Adds the next range's result; stops at an error that ends the range read.
     fn take<T, K: RangeSink<T> + ?Sized>(
         &mut self,
@@ -688,7 +703,7 @@ impl Merged {
         }
         let flow = sink.part(value);
         let settled = self.report.damaged.len() - usize::from(self.open);
-        if self.sink_damage(settled, sink).is_break() || flow.is_break() {
+        if self.sink_damage(settled, sink)?.is_break() || flow.is_break() {
             return Ok(ControlFlow::Break(()));
         }
         match error {
@@ -697,22 +712,38 @@ impl Merged {
         }
     }
 
-    /// Gives the sink the damaged ranges up to `settled` it has not had.
+    /// Gives the sink the damaged ranges up to `settled` it has not had, each then met as
+    /// the damage policy says.
     fn sink_damage<T, K: RangeSink<T> + ?Sized>(
         &mut self,
         settled: usize,
         sink: &mut K,
-    ) -> ControlFlow<()> {
-        while self.sunk < settled {
+    ) -> Result<ControlFlow<()>> {
+        while self.sunk < settled && !self.ended {
             self.sunk += 1;
-            sink.damage(&self.report.damaged[self.sunk - 1])?;
+            let damage = &self.report.damaged[self.sunk - 1];
+            if sink.damage(damage).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+            match self.on_damage.meet(damage) {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(())) => {
+                    // The read ends here: no later range goes to the sink or the policy.
+                    self.ended = true;
+                    return Ok(ControlFlow::Break(()));
+                }
+                Err(e) => {
+                    self.ended = true;
+                    return Err(e);
+                }
+            }
         }
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 
     /// The report, once every damaged range went to the sink.
     fn finish<T, K: RangeSink<T> + ?Sized>(mut self, len: u64, sink: &mut K) -> Result<Report> {
-        let _ = self.sink_damage(self.report.damaged.len(), sink);
+        let _ = self.sink_damage(self.report.damaged.len(), sink)?;
         self.report.len = len;
         self.report.ending = self.tail.ending(self.report.len);
         Ok(self.report)

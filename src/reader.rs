@@ -21,7 +21,7 @@ use crate::index::Index;
 use crate::limits::Limits;
 use crate::parallel::{Decoders, Kept};
 use crate::range::{self, RangeSink, RangeWork};
-use crate::report::Report;
+use crate::report::{OnDamage, Report};
 use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
 use crate::varint;
 
@@ -50,6 +50,8 @@ pub struct ReaderBuilder {
     pub(crate) spares: Arc<Spares>,
     /// Worker threads its readers leave to one another (shared by clones).
     pub(crate) kept: Kept,
+    /// What range reads do with damage.
+    pub(crate) on_damage: OnDamage,
 }
 
 impl Default for ReaderBuilder {
@@ -68,6 +70,7 @@ impl ReaderBuilder {
             min_split: 1 << 20,
             spares: Arc::default(),
             kept: Kept::default(),
+            on_damage: OnDamage::Skip,
         }
     }
 
@@ -139,6 +142,21 @@ impl ReaderBuilder {
     pub fn min_split(mut self, bytes: u64) -> Self {
         self.min_split = bytes.max(1);
         self
+    }
+
+    /// What [`read_ranges`](Self::read_ranges) and its kin (and
+    /// [`Remote`](crate::Remote)'s reads) do with each damaged or unreadable range, once it
+    /// is known whole and has gone to the sink: skip it (the default), end the read with it,
+    /// or ask a function ([`OnDamage`]). Readers that yield damage as items
+    /// ([`Reader::next_block`](crate::Reader::next_block)) leave it to their caller.
+    pub fn on_damage(mut self, on_damage: OnDamage) -> Self {
+        self.on_damage = on_damage;
+        self
+    }
+
+    /// The damage policy set.
+    pub fn get_on_damage(&self) -> &OnDamage {
+        &self.on_damage
     }
 
     /// A [`Decoder`] with these limits and dictionaries, to drive by hand (sans-I/O).
@@ -400,6 +418,7 @@ impl ReaderBuilder {
             threads: self.threads,
             min_split: self.min_split,
             decoder: &decoder,
+            on_damage: &self.on_damage,
         };
         range::read(&plan, range::Bytes::Slice(bytes), work, sink)
     }
@@ -423,6 +442,7 @@ impl ReaderBuilder {
             threads: self.threads,
             min_split: self.min_split,
             decoder: &decoder,
+            on_damage: &self.on_damage,
         };
         range::read(&plan, range::Bytes::Fetched(file), work, sink)
     }

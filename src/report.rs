@@ -11,6 +11,119 @@ use crate::ending::Ending;
 use crate::error::{Cause, Error, Result};
 use crate::index::Index;
 
+/// What a read does with each damaged or unreadable range it meets (spec 9.8), decided in
+/// one place for every reader: the command line, SQL tables and the Python package take it
+/// from their own settings (`sql --strict`, the table option `on_damage`, the keyword
+/// `on_damage=`) and the library applies it ([`ReaderBuilder::on_damage`](crate::ReaderBuilder::on_damage)).
+///
+/// ```
+/// let mut writer = cobsfile::WriterBuilder::new().block_target(100).build(Vec::new())?;
+/// for i in 0..1000 {
+///     writer.write_record(format!("event {i}").as_bytes())?;
+/// }
+/// let mut file = writer.finish()?;
+/// let middle = file.len() / 2;
+/// file[middle] ^= 1;
+///
+/// let count = |options: &cobsfile::ReaderBuilder| {
+///     let mut n = 0u64;
+///     struct Sum<'a>(&'a mut u64);
+///     impl cobsfile::RangeSink<u64> for Sum<'_> {
+///         fn part(&mut self, n: u64) -> std::ops::ControlFlow<()> {
+///             *self.0 += n;
+///             std::ops::ControlFlow::Continue(())
+///         }
+///     }
+///     options
+///         .read_ranges(&file, |n: &mut u64, block| *n += block.records().count() as u64, &mut Sum(&mut n))
+///         .map(|_| n)
+/// };
+/// let skipped = count(&cobsfile::ReaderBuilder::new())?;
+/// assert!(skipped < 1000);
+/// let failed = count(&cobsfile::ReaderBuilder::new().on_damage(cobsfile::OnDamage::Fail));
+/// assert!(matches!(failed, Err(cobsfile::Error::Damaged { .. })));
+/// # Ok::<(), cobsfile::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub enum OnDamage {
+    /// Go on after it; it is in the read's report. The default.
+    #[default]
+    Skip,
+    /// End the read with it ([`Error::Damaged`]).
+    Fail,
+    /// Give it to the function, which says whether the read goes on.
+    Call(DamageFn),
+}
+
+/// The function of [`OnDamage::Call`]: `Break` stops the read where it is.
+pub type DamageFn = std::sync::Arc<dyn Fn(&Damage) -> std::ops::ControlFlow<()> + Send + Sync>;
+
+impl OnDamage {
+    /// What the read does next after `damage`: goes on, stops where it is (the function
+    /// said so), or fails with the damage.
+    pub fn meet(&self, damage: &Damage) -> Result<std::ops::ControlFlow<()>> {
+        match self {
+            OnDamage::Skip => Ok(std::ops::ControlFlow::Continue(())),
+            OnDamage::Fail => Err(Error::Damaged {
+                start: damage.range.start,
+                end: damage.range.end,
+                cause: damage.cause.clone(),
+            }),
+            OnDamage::Call(f) => Ok(f(damage)),
+        }
+    }
+
+    /// Whether damage ends the read.
+    pub fn fails(&self) -> bool {
+        matches!(self, OnDamage::Fail)
+    }
+}
+
+impl fmt::Debug for OnDamage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnDamage::Skip => "Skip",
+            OnDamage::Fail => "Fail",
+            OnDamage::Call(_) => "Call(..)",
+        })
+    }
+}
+
+impl fmt::Display for OnDamage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnDamage::Skip => "skip",
+            OnDamage::Fail => "error",
+            OnDamage::Call(_) => "call",
+        })
+    }
+}
+
+impl PartialEq for OnDamage {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (OnDamage::Skip, OnDamage::Skip) | (OnDamage::Fail, OnDamage::Fail) => true,
+            (OnDamage::Call(a), OnDamage::Call(b)) => std::sync::Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for OnDamage {}
+
+impl std::str::FromStr for OnDamage {
+    type Err = String;
+
+    /// `skip`, or `error` (also `fail`, `raise`), in any case.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "skip" => Ok(OnDamage::Skip),
+            "error" | "fail" | "raise" => Ok(OnDamage::Fail),
+            _ => Err(format!("'{s}': expected skip or error")),
+        }
+    }
+}
+
 /// A damaged (or unreadable) byte range, as a full read reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damage {

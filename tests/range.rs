@@ -422,3 +422,78 @@ proptest! {
         prop_assert!(damaged >= errors.len());
     }
 }
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// The library's damage policy, on any number of threads: `Fail` ends the read with the
+    /// first damaged range one reader reports; `Call` is given each range one reader reports,
+    /// in order, and stops the read when it says so.
+    #[test]
+    fn the_damage_policy_is_applied_once_in_order(
+        mut file in file_strategy(),
+        edits in prop::collection::vec((any::<u64>(), any::<u8>(), any::<u8>()), 1..4),
+        threads in prop_oneof![Just(0usize), Just(2), Just(3)],
+        min_split in 1u64..200,
+    ) {
+        damage(&mut file, &edits);
+        let expected = cobsfile::verify(&mut ReaderBuilder::new().from_slice(&file)).unwrap();
+        let options = ReaderBuilder::new().threads(threads).min_split(min_split);
+        let on_block = |_: &mut (), _: &cobsfile::Block<'_>| {};
+        let sink = || Collect::default();
+
+        let failed = options
+            .clone()
+            .on_damage(cobsfile::OnDamage::Fail)
+            .read_ranges(&file, |_: &mut Vec<Vec<u8>>, _: &cobsfile::Block<'_>| {}, &mut sink());
+        match expected.damaged.first() {
+            None => prop_assert!(failed.is_ok()),
+            Some(first) => match failed {
+                Err(cobsfile::Error::Damaged { start, end, cause }) => {
+                    prop_assert_eq!(start..end, first.range.clone());
+                    prop_assert_eq!(&cause, &first.cause);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            },
+        }
+
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let call = cobsfile::OnDamage::Call(std::sync::Arc::new(move |d: &cobsfile::Damage| {
+            log.lock().unwrap().push(d.range.clone());
+            std::ops::ControlFlow::Continue(())
+        }));
+        let report = options
+            .clone()
+            .on_damage(call)
+            .read_ranges(&file, on_block, &mut range_discard())
+            .unwrap();
+        let ranges: Vec<_> = expected.damaged.iter().map(|d| d.range.clone()).collect();
+        prop_assert_eq!(&*seen.lock().unwrap(), &ranges);
+        prop_assert_eq!(report, expected.clone());
+
+        // Stopped at the first: the read ends without error, having met no more.
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let stop = cobsfile::OnDamage::Call(std::sync::Arc::new(move |_: &cobsfile::Damage| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::ops::ControlFlow::Break(())
+        }));
+        options
+            .on_damage(stop)
+            .read_ranges(&file, on_block, &mut range_discard())
+            .unwrap();
+        prop_assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), usize::from(!ranges.is_empty()));
+    }
+}
+
+/// A sink that keeps nothing.
+fn range_discard() -> impl cobsfile::RangeSink<()> {
+    struct Nothing;
+    impl cobsfile::RangeSink<()> for Nothing {
+        fn part(&mut self, (): ()) -> std::ops::ControlFlow<()> {
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    Nothing
+}

@@ -140,7 +140,7 @@ impl Session {
         let mut options = CobsfileOptions::new()
             .records(args.records)
             .on_damage(if args.strict {
-                OnDamage::Error
+                OnDamage::Fail
             } else {
                 OnDamage::Skip
             });

@@ -959,7 +959,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         json_files(dir.path());
         let ctx = context();
-        let options = CobsfileOptions::new().on_damage(crate::OnDamage::Error);
+        let options = CobsfileOptions::new().on_damage(crate::OnDamage::Fail);
         ctx.register_cobsfile("t", dir.path().to_str().unwrap(), options.clone())
             .await
             .unwrap();

@@ -19,7 +19,7 @@ use datafusion::datasource::table_schema::TableSchema;
 use datafusion::physical_plan::ExecutionPlan;
 use object_store::{ObjectMeta, ObjectStore};
 
-use crate::options::{CobsfileOptions, OnDamage};
+use crate::options::CobsfileOptions;
 use crate::schema::infer;
 use crate::source::{CobsfileSource, DamageHook};
 use crate::store::FileBytes;
@@ -124,7 +124,7 @@ impl FileFormat for CobsfileFormat {
         let mut statistics = Statistics::new_unknown(&table_schema);
         statistics.total_byte_size = Precision::Inexact(object.size as usize);
         // Strict answers are checked: a count from the index is not.
-        if self.options.index_statistics && self.options.on_damage != OnDamage::Error {
+        if self.options.index_statistics && !self.options.on_damage.fails() {
             let bytes = FileBytes::load(store, object).await?;
             if let Some(index) = bytes.whole().index() {
                 if index.start() == 0 {

@@ -59,37 +59,10 @@ impl fmt::Display for RecordFormat {
 }
 
 /// What a scan does with damaged bytes and with records it cannot place in a row because
-/// damage took what they need (their schema's metadata block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnDamage {
-    /// Skip them, count them in the scan's metrics and warn, naming the file and byte range.
-    #[default]
-    Skip,
-    /// Fail the query with an error naming the file and byte range.
-    Error,
-}
-
-impl FromStr for OnDamage {
-    type Err = DataFusionError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "skip" => Ok(OnDamage::Skip),
-            "error" => Ok(OnDamage::Error),
-            _ => Err(plan_datafusion_err!(
-                "cobsfile option 'on_damage' is '{s}': expected skip or error"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for OnDamage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            OnDamage::Skip => "skip",
-            OnDamage::Error => "error",
-        })
-    }
-}
+/// damage took what they need (their schema's metadata block): the library's policy
+/// (`skip`, or `error`: fail the query naming the file and byte range). A table's option
+/// `on_damage` sets it; the library applies it.
+pub use cobsfile::OnDamage;
 
 /// The default number of JSON records sampled to infer a table's schema.
 pub const DEFAULT_SCHEMA_INFER_MAX_RECORDS: usize = 1000;
@@ -199,7 +172,11 @@ impl CobsfileOptions {
         };
         match key {
             "records" => self.records = value.parse()?,
-            "on_damage" => self.on_damage = value.parse()?,
+            "on_damage" => {
+                self.on_damage = value
+                    .parse()
+                    .map_err(|e| plan_datafusion_err!("cobsfile option 'on_damage' is {e}"))?
+            }
             "schema_infer_max_records" => self.schema_infer_max_records = number(value)?,
             "index_statistics" => {
                 self.index_statistics = match value.to_ascii_lowercase().as_str() {
@@ -282,7 +259,7 @@ impl CobsfileOptions {
 
     /// The library's reader options these select.
     pub(crate) fn reader(&self) -> cobsfile::ReaderBuilder {
-        let builder = cobsfile::ReaderBuilder::new();
+        let builder = cobsfile::ReaderBuilder::new().on_damage(self.on_damage.clone());
         match self.max_body_size {
             Some(size) => builder.max_body_size(size),
             None => builder,
@@ -298,7 +275,7 @@ mod tests {
     fn options_survive_their_map() {
         let options = CobsfileOptions::new()
             .records(RecordFormat::Json)
-            .on_damage(OnDamage::Error)
+            .on_damage(OnDamage::Fail)
             .index_statistics(false)
             .reader_schema("\"long\"")
             .file_extension(".log")
@@ -318,6 +295,6 @@ mod tests {
             "{e}"
         );
         options.set("format.on_damage", "ERROR").unwrap();
-        assert_eq!(options.on_damage, OnDamage::Error);
+        assert_eq!(options.on_damage, OnDamage::Fail);
     }
 }

@@ -219,7 +219,7 @@ pub(crate) fn scan(
     let mut out = Out {
         sink,
         file,
-        on_damage: spec.options.on_damage,
+        on_damage: spec.options.on_damage.clone(),
         left: spec.limit.unwrap_or(usize::MAX),
         error: None,
         spare: Some(Batches {
@@ -227,9 +227,20 @@ pub(crate) fn scan(
             ..Batches::default()
         }),
     };
-    let report = bytes
-        .read_ranges_within(&spec.reader, range.unwrap_or(0..u64::MAX), &work, &mut out)
-        .map_err(|e| exec_datafusion_err!("{file}: {e}"))?;
+    let read =
+        bytes.read_ranges_within(&spec.reader, range.unwrap_or(0..u64::MAX), &work, &mut out);
+    let report = match read {
+        Ok(report) => report,
+        // The library's damage policy ended the read (`on_damage` `error`).
+        Err(e) => match cobsfile::Damage::of_error(&e) {
+            Some(damage) => {
+                return Err(DataFusionError::Execution(
+                    Damage::of(file, &damage).to_string(),
+                ))
+            }
+            None => return Err(exec_datafusion_err!("{file}: {e}")),
+        },
+    };
     if let Some(e) = out.error {
         return Err(e);
     }
@@ -295,7 +306,7 @@ impl Work<'_> {
                             cause: problem.name(),
                             message: problem.to_string(),
                         };
-                        if self.spec.options.on_damage == OnDamage::Error {
+                        if self.spec.options.on_damage.fails() {
                             return Err(DataFusionError::Execution(damage.to_string()));
                         }
                         part.skipped.push(damage);
@@ -369,19 +380,21 @@ struct Out<'a> {
 }
 
 impl Out<'_> {
-    /// Damage skipped as `on_damage` says: reported and skipped, or the end of the scan.
+    /// Records skipped (typed records of a schema this reader does not know): reported, or
+    /// with `on_damage` `error` the end of the scan.
     fn skipped(&mut self, damage: Damage) -> ControlFlow<()> {
-        match self.on_damage {
-            OnDamage::Skip => {
-                log::warn!("{damage}");
-                self.sink.damage(damage);
-                ControlFlow::Continue(())
-            }
-            OnDamage::Error => {
-                self.error = Some(DataFusionError::Execution(damage.to_string()));
-                ControlFlow::Break(())
-            }
+        if self.on_damage.fails() {
+            self.error = Some(DataFusionError::Execution(damage.to_string()));
+            return ControlFlow::Break(());
         }
+        self.report(damage);
+        ControlFlow::Continue(())
+    }
+
+    /// Skipped bytes or records to the scan's sink (metrics, the damage hook) and the log.
+    fn report(&mut self, damage: Damage) {
+        log::warn!("{damage}");
+        self.sink.damage(damage);
     }
 }
 
@@ -418,8 +431,14 @@ impl cobsfile::RangeSink<Batches> for Out<'_> {
         self.spare.take()
     }
 
+    /// A damaged range, reported; the library's policy then says whether the scan goes on
+    /// (with `on_damage` `error` it fails with this range, which is reported once, as the
+    /// error).
     fn damage(&mut self, damage: &cobsfile::Damage) -> ControlFlow<()> {
-        self.skipped(Damage::of(self.file, damage))
+        if !self.on_damage.fails() {
+            self.report(Damage::of(self.file, damage));
+        }
+        ControlFlow::Continue(())
     }
 }
 

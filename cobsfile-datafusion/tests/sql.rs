@@ -215,7 +215,7 @@ async fn count_star_reads_only_the_index_when_allowed() {
     let strict = |index| {
         CobsfileOptions::new()
             .index_statistics(index)
-            .on_damage(OnDamage::Error)
+            .on_damage(OnDamage::Fail)
     };
     for (options, reads) in [
         (CobsfileOptions::new(), true),
@@ -316,7 +316,7 @@ async fn damage_is_skipped_counted_and_never_a_wrong_row() {
     ctx.register_cobsfile(
         "strict",
         &path,
-        CobsfileOptions::new().on_damage(OnDamage::Error),
+        CobsfileOptions::new().on_damage(OnDamage::Fail),
     )
     .await
     .unwrap();
