@@ -153,8 +153,14 @@ fn fetch_one(file: &dyn Fetched, range: std::ops::Range<u64>) -> std::io::Result
 pub(crate) struct RangeRead<'a> {
     bytes: Bytes<'a>,
     decoder: Decoder,
-    /// A remote file's bytes fetched from `base` on.
-    window: Vec<u8>,
+    /// What has been fetched of a remote file.
+    window: Window,
+}
+
+/// A remote file's bytes a range read has fetched and still needs.
+struct Window {
+    /// The bytes from `base` on.
+    bytes: Vec<u8>,
     base: u64,
     /// How many bytes the next fetch asks for.
     chunk: u64,
@@ -168,10 +174,8 @@ pub(crate) struct RangeRead<'a> {
 impl<'a> RangeRead<'a> {
     /// The read of the blocks of `bytes` that open in `range`.
     pub(crate) fn new(plan: &Plan<'_>, bytes: Bytes<'a>, range: std::ops::Range<u64>) -> Self {
-        let mut read = RangeRead {
-            bytes,
-            decoder: (plan.decoder)(0, range.end),
-            window: Vec::new(),
+        let mut window = Window {
+            bytes: Vec::new(),
             base: range.start.min(bytes.len()),
             chunk: 1,
             cap: u64::MAX,
@@ -181,8 +185,8 @@ impl<'a> RangeRead<'a> {
             Bytes::Slice(bytes) => frame::range_start(bytes, range.start),
             Bytes::Fetched(file) => {
                 let (first, _) = file.fetch_sizes();
-                read.chunk = first.max(1);
-                read.cap = match file.index() {
+                window.chunk = first.max(1);
+                window.cap = match file.index() {
                     Some(index) if range.end <= index.offset() => {
                         let last = index.entries().partition_point(|e| e.offset < range.end);
                         match last.checked_sub(1).map(|i| &index.entries()[i]) {
@@ -195,15 +199,18 @@ impl<'a> RangeRead<'a> {
                     Some(_) => u64::MAX,
                     None => range.end.saturating_add(first),
                 };
-                read.first_sync(file, range.start)
+                window.first_sync(file, range.start)
             }
         };
-        if first_sync > 0 {
-            read.decoder = (plan.decoder)(first_sync, range.end);
+        RangeRead {
+            bytes,
+            decoder: (plan.decoder)(first_sync, range.end),
+            window,
         }
-        read
     }
+}
 
+impl Window {
     /// Fetches from the range's start until a 0x00 (where the range read begins, spec 9.4)
     /// or the file's end.
     fn first_sync(&mut self, file: &dyn Fetched, start: u64) -> u64 {
@@ -211,10 +218,10 @@ impl<'a> RangeRead<'a> {
             return 0;
         }
         loop {
-            if let Some(i) = memchr::memchr(0, &self.window) {
+            if let Some(i) = memchr::memchr(0, &self.bytes) {
                 return self.base + i as u64;
             }
-            let have = self.base + self.window.len() as u64;
+            let have = self.base + self.bytes.len() as u64;
             if have >= file.len() {
                 return have;
             }
@@ -227,9 +234,9 @@ impl<'a> RangeRead<'a> {
 
     /// Keeps the window from `from` on and fetches the next bytes after it.
     fn more(&mut self, file: &dyn Fetched, from: u64) -> std::io::Result<()> {
-        let have = self.base + self.window.len() as u64;
+        let have = self.base + self.bytes.len() as u64;
         let keep = from.clamp(self.base, have);
-        self.window.drain(..(keep - self.base) as usize);
+        self.bytes.drain(..(keep - self.base) as usize);
         self.base = keep;
         let mut end = have.saturating_add(self.chunk);
         if have < self.cap {
@@ -237,12 +244,14 @@ impl<'a> RangeRead<'a> {
         }
         let end = end.max(have + 1).min(file.len());
         if end > have {
-            self.window.extend_from_slice(&fetch_one(file, have..end)?);
+            self.bytes.extend_from_slice(&fetch_one(file, have..end)?);
             self.chunk = (self.chunk * 2).min(file.fetch_sizes().1.max(1));
         }
         Ok(())
     }
+}
 
+impl RangeRead<'_> {
     /// Hands the decoder the dictionaries embedded before the range of a remote file: the
     /// dictionary blocks its index lists, or without one, all the bytes before the range.
     fn dictionaries(&mut self, file: &dyn Fetched, before: u64) -> std::io::Result<()> {
@@ -274,7 +283,7 @@ impl<'a> RangeRead<'a> {
 
     /// The next intact block, or the damage before it.
     fn next_block(&mut self) -> Option<Result<Block<'_>>> {
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.window.failed.take() {
             return Some(Err(e.into()));
         }
         loop {
@@ -285,9 +294,9 @@ impl<'a> RangeRead<'a> {
                     end: true,
                 },
                 Bytes::Fetched(file) => Input {
-                    bytes: &self.window,
-                    offset: self.base,
-                    end: self.base + self.window.len() as u64 >= file.len(),
+                    bytes: &self.window.bytes,
+                    offset: self.window.base,
+                    end: self.window.base + self.window.bytes.len() as u64 >= file.len(),
                 },
             };
             let step = self.decoder.step(input, Want::Blocks);
@@ -301,7 +310,7 @@ impl<'a> RangeRead<'a> {
                 (Step::NeedDictionaries { before }, Bytes::Fetched(file)) => {
                     self.dictionaries(file, before)
                 }
-                (Step::NeedInput { from }, Bytes::Fetched(file)) => self.more(file, from),
+                (Step::NeedInput { from }, Bytes::Fetched(file)) => self.window.more(file, from),
                 // A slice is the whole input.
                 (Step::NeedInput { .. } | Step::End, _) => return None,
             };
