@@ -609,6 +609,47 @@ pub fn scan(data: &[u8]) {
         reported, expected,
         "the sink was given other damage than reported"
     );
+
+    // The same range read by byte ranges, fetched in pieces as small as the input says:
+    // the same records, damage and report.
+    let first = 1 + split % 97;
+    let remote = cobsfile::Remote::open(InMemory(bytes))
+        .expect("an in-memory fetch")
+        .fetch_sizes(first, first * 3);
+    let mut fetched = Collect::default();
+    let got = remote
+        .read_ranges(
+            &threaded,
+            |records: &mut Vec<Vec<u8>>, block| records.extend(block.records().map(<[u8]>::to_vec)),
+            &mut fetched,
+        )
+        .expect("a remote scan");
+    assert_eq!(got, report, "a remote scan reported otherwise");
+    assert_eq!(fetched.records, sink.records, "a remote scan read other records");
+    assert_eq!(
+        remote.metadata(&single).expect("metadata"),
+        single
+            .from_slice(bytes)
+            .metadata()
+            .filter_map(Result::ok)
+            .collect::<Vec<_>>(),
+        "a remote file's metadata differs"
+    );
+}
+
+/// A file in memory, served by byte ranges.
+struct InMemory<'a>(&'a [u8]);
+
+impl cobsfile::Fetch for InMemory<'_> {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn fetch(&self, ranges: &[std::ops::Range<u64>]) -> std::io::Result<Vec<Vec<u8>>> {
+        Ok(ranges
+            .iter()
+            .map(|r| self.0[r.start as usize..r.end as usize].to_vec())
+            .collect())
+    }
 }
 
 /// The promise under damage, on a file written from the input's choices (records, metadata
