@@ -625,7 +625,10 @@ pub fn scan(data: &[u8]) {
         )
         .expect("a remote scan");
     assert_eq!(got, report, "a remote scan reported otherwise");
-    assert_eq!(fetched.records, sink.records, "a remote scan read other records");
+    assert_eq!(
+        fetched.records, sink.records,
+        "a remote scan read other records"
+    );
     assert_eq!(
         remote.metadata(&single).expect("metadata"),
         single

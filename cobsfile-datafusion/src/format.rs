@@ -20,6 +20,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use object_store::{ObjectMeta, ObjectStore};
 
 use crate::options::CobsfileOptions;
+use crate::scan::Whole;
 use crate::schema::infer;
 use crate::source::{CobsfileSource, DamageHook};
 use crate::store::FileBytes;
@@ -97,8 +98,8 @@ impl FileFormat for CobsfileFormat {
             // Off the runtime: an object in a store is fetched as it is read.
             let (found, name) = SpawnedTask::spawn_blocking(move || {
                 let reader = options.reader();
-                bytes.whole().check_is_cobsfile(&name, &reader)?;
-                let found = bytes.whole().sample(&name, &reader, &options, budget)?;
+                Whole::of(&bytes).check_is_cobsfile(&name, &reader)?;
+                let found = Whole::of(&bytes).sample(&name, &reader, &options, budget)?;
                 Ok::<_, DataFusionError>((found, name))
             })
             .join()
@@ -126,7 +127,7 @@ impl FileFormat for CobsfileFormat {
         // Strict answers are checked: a count from the index is not.
         if self.options.index_statistics && !self.options.on_damage.fails() {
             let bytes = FileBytes::load(store, object).await?;
-            if let Some(index) = bytes.whole().index() {
+            if let Some(index) = Whole::of(&bytes).index() {
                 if index.start() == 0 {
                     statistics.num_rows = Precision::Exact(index.records() as usize);
                 }

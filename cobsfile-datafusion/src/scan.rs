@@ -22,7 +22,7 @@ use cobsfile::BlockType;
 
 use crate::options::{CobsfileOptions, OnDamage};
 use crate::schema::{guard, sample, store_of, Mode, Sample, RAW_COLUMNS};
-use crate::store::StoreFetch;
+use crate::store::{FileBytes, StoreFetch};
 
 /// Bytes a scan skipped, or records it could not make rows of, and why: a damaged range in
 /// the library's one shape (`cobsfile::Damage::status`), with the file it is in and the
@@ -114,7 +114,15 @@ pub(crate) enum Whole<'a> {
     Remote(&'a cobsfile::Remote<StoreFetch>),
 }
 
-impl Whole<'_> {
+impl<'a> Whole<'a> {
+    /// The file `bytes` holds.
+    pub(crate) fn of(bytes: &'a FileBytes) -> Self {
+        match bytes {
+            FileBytes::Mapped(m, _) => Whole::Slice(m.bytes()),
+            FileBytes::Remote(r) => Whole::Remote(r),
+        }
+    }
+
     /// The file's Avro schemas, in file order, held within the options' limits.
     pub(crate) fn schemas(
         &self,

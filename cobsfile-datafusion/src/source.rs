@@ -22,7 +22,7 @@ use futures::StreamExt;
 use object_store::ObjectStore;
 
 use crate::options::CobsfileOptions;
-use crate::scan::{scan, Damage, ScanSpec, Sink};
+use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
 use crate::schema::mode_of;
 use crate::store::FileBytes;
 
@@ -232,7 +232,7 @@ impl FileOpener for CobsfileOpener {
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let task = SpawnedTask::spawn_blocking(move || {
                 let mut sink = Sender { tx, metrics, hook };
-                if let Err(e) = scan(bytes.whole(), &name, range, &spec, &mut sink) {
+                if let Err(e) = scan(Whole::of(&bytes), &name, range, &spec, &mut sink) {
                     let _ = sink.tx.blocking_send(Err(e));
                 }
             });

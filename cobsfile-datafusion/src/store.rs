@@ -288,14 +288,6 @@ impl FileBytes {
         Ok(FileBytes::Remote(Box::new(remote)))
     }
 
-    /// The file to read.
-    pub(crate) fn whole(&self) -> crate::scan::Whole<'_> {
-        match self {
-            FileBytes::Mapped(m, _) => crate::scan::Whole::Slice(m.bytes()),
-            FileBytes::Remote(r) => crate::scan::Whole::Remote(r),
-        }
-    }
-
     /// The file's name for messages: its path when local, its location in the store otherwise.
     pub(crate) fn name(&self, meta: &ObjectMeta) -> String {
         match self {
