@@ -225,3 +225,36 @@ fn s3_mistakes_end_with_one_line() {
     );
     one_line(&out, "s3://logs/t.cobs");
 }
+
+/// A `LIMIT` over a large object cut into partitions: the rows, and nothing else on stderr,
+/// though the other partitions are still fetching when the answer is complete (they are
+/// cancelled with the query, not left to fail in a runtime that is shutting down).
+#[test]
+fn a_limit_over_a_large_object_ends_cleanly() {
+    let dir = scratch("s3-limit");
+    let server = Server::start(&dir);
+    server.bucket("logs");
+    let mut writer = cobsfile::WriterBuilder::new().build(Vec::new()).unwrap();
+    for i in 0..300_000 {
+        let record = format!("{{\"n\":{i},\"pad\":\"{:0>80}\"}}", i as u64 * 7919);
+        writer.write_record(record.as_bytes()).unwrap();
+    }
+    server.put("logs", "big.cobs", writer.finish().unwrap());
+    for _ in 0..3 {
+        let out = cobsfile(
+            &server,
+            &[
+                "sql",
+                "SELECT n FROM t LIMIT 3",
+                "--table",
+                "t=s3://logs/big.cobs",
+                "--format",
+                "csv",
+            ],
+            &dir,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out).lines().count(), 4, "{}", stdout(&out));
+        assert_eq!(stderr(&out), "", "stderr");
+    }
+}
