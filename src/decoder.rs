@@ -619,6 +619,15 @@ impl Decoder {
         true
     }
 
+    /// Adds the dictionaries that `search` (a collecting decoder of the input before the
+    /// range, driven by the caller as [`add_dictionaries_before`](Self::add_dictionaries_before)
+    /// drives one over a slice) found, as a full read keeps them (once).
+    pub(crate) fn keep_dictionaries_found(&mut self, mut search: Decoder) {
+        if self.prefix.take().is_some() {
+            self.keep_dictionaries(std::mem::take(&mut search.dictionaries));
+        }
+    }
+
     /// Adds the dictionaries found before a range, in file order, as a full read keeps them.
     fn keep_dictionaries(&mut self, found: Vec<(Dictionary, Option<u64>)>) {
         for (dictionary, offset) in found {

@@ -256,28 +256,71 @@ impl RangeRead<'_> {
     /// dictionary blocks its index lists, or without one, all the bytes before the range.
     fn dictionaries(&mut self, file: &dyn Fetched, before: u64) -> std::io::Result<()> {
         if let Some(index) = file.index().filter(|index| index.start() == 0) {
-            let ranges: Vec<_> = index
+            let limits = *self.decoder.limits();
+            let listed: Vec<_> = index
                 .entries()
                 .iter()
                 .take_while(|e| e.offset < before)
                 .filter(|e| e.block_type == crate::BlockType::Dictionary)
-                .map(|e| e.offset..(e.offset + e.size + 1).min(file.len()))
                 .collect();
-            let pieces = match ranges.is_empty() {
-                true => Vec::new(),
-                false => file.fetch(&ranges)?,
-            };
-            let pieces: Vec<_> = ranges
-                .iter()
-                .zip(&pieces)
-                .map(|(r, bytes)| (r.start, bytes.as_slice()))
-                .collect();
-            if self.decoder.add_dictionaries_in(&pieces) {
-                return Ok(());
+            // Only as many as a reader keeps, each no larger than a frame it reads: an index
+            // that lists more, or larger, is no reason to fetch them (the read of the bytes
+            // before the range then decides).
+            let frame = self.decoder.max_window() as u64;
+            if listed.len() <= limits.max_dictionaries && listed.iter().all(|e| e.size < frame) {
+                let ranges: Vec<_> = listed
+                    .iter()
+                    .map(|e| e.offset..(e.offset + e.size + 1).min(file.len()))
+                    .collect();
+                let pieces = match ranges.is_empty() {
+                    true => Vec::new(),
+                    false => file.fetch(&ranges)?,
+                };
+                let pieces: Vec<_> = ranges
+                    .iter()
+                    .zip(&pieces)
+                    .map(|(r, bytes)| (r.start, bytes.as_slice()))
+                    .collect();
+                if self.decoder.add_dictionaries_in(&pieces) {
+                    return Ok(());
+                }
             }
         }
-        let prefix = fetch_one(file, 0..before.min(file.len()))?;
-        self.decoder.add_dictionaries_before(&prefix);
+        // The bytes before the range, read as a stream reads them (a window of about a frame
+        // at a time), for their dictionary blocks.
+        let (first, largest) = file.fetch_sizes();
+        let end = before.min(file.len());
+        let mut search = Decoder::new(*self.decoder.limits()).collecting();
+        let mut window = Window {
+            bytes: Vec::new(),
+            base: 0,
+            chunk: first.max(1),
+            cap: end,
+            failed: None,
+        };
+        loop {
+            let have = window.base + window.bytes.len() as u64;
+            let input = Input {
+                bytes: &window.bytes,
+                offset: window.base,
+                end: have >= end,
+            };
+            match search.step(input, Want::Dictionaries) {
+                Step::NeedInput { from } => {
+                    let keep = from.clamp(window.base, have);
+                    window.bytes.drain(..(keep - window.base) as usize);
+                    window.base = keep;
+                    let next = have.saturating_add(window.chunk).min(end).max(have + 1);
+                    window
+                        .bytes
+                        .extend_from_slice(&fetch_one(file, have..next)?);
+                    window.chunk = (window.chunk * 2).min(largest.max(1));
+                }
+                Step::Block(_) | Step::Damaged(_) => {}
+                _ => break,
+            }
+        }
+        self.decoder.keep_dictionaries_found(search);
         Ok(())
     }
 

@@ -45,6 +45,16 @@ pub trait Fetch: Sync {
 pub const TAIL_FETCH: u64 = 64 << 10;
 const TAIL: u64 = TAIL_FETCH;
 
+/// The most of a file's end [`Remote::open`] fetches looking for its index: the longest
+/// index block a reader accepts (spec 10) and an end block after it. Bytes without a sync
+/// byte for longer than that hold no index.
+const MOST_TAIL: u64 =
+    crate::cobs::max_encoded_len(crate::limits::DEFAULT_MAX_BODY_SIZE) as u64 + 2 * TAIL;
+
+/// The most bytes [`Remote::metadata`] fetches at once: the blocks an index lists are
+/// fetched in batches of about this much.
+const METADATA_BATCH: u64 = 16 << 20;
+
 /// A file read by byte ranges through a [`Fetch`]; see the module documentation.
 ///
 /// ```
@@ -111,7 +121,9 @@ impl<F: Fetch> Remote<F> {
             let bytes = fetch_one(&fetch, start..size)?;
             match Index::find_in_tail(&bytes, start) {
                 Ok(index) => break index,
-                Err(()) => tail = tail.saturating_mul(16),
+                // No index and end block a reader accepts are that long: no index.
+                Err(()) if tail >= MOST_TAIL => break None,
+                Err(()) => tail = tail.saturating_mul(16).min(MOST_TAIL),
             }
         };
         Ok(Remote {
@@ -166,26 +178,7 @@ impl<F: Fetch> Remote<F> {
     /// left out, as [`Reader::metadata`](crate::Reader::metadata) reports and skips them.
     pub fn metadata(&self, options: &ReaderBuilder) -> Result<Vec<Metadata>> {
         if let Some(index) = self.index.as_ref().filter(|index| index.start() == 0) {
-            let ranges: Vec<_> = index
-                .entries()
-                .iter()
-                .filter(|e| e.block_type == BlockType::Metadata)
-                .map(|e| e.offset..(e.offset + e.size + 1).min(self.size))
-                .collect();
-            let pieces = match ranges.is_empty() {
-                true => Vec::new(),
-                false => range::Fetched::fetch(self, &ranges)?,
-            };
-            let mut found = Vec::new();
-            for (range, piece) in ranges.iter().zip(pieces) {
-                let mut reader = options.stream_reader_at(io::Cursor::new(piece), range.start);
-                found.extend(reader.metadata().filter_map(Result::ok));
-            }
-            // Each listed block intact where the index says: else the index no longer
-            // matches the file (bytes inserted or removed before it), and it is read whole.
-            if found.len() == ranges.len()
-                && found.iter().zip(&ranges).all(|(m, r)| m.offset == r.start)
-            {
+            if let Some(found) = self.listed_metadata(index, options)? {
                 return Ok(found);
             }
         }
@@ -199,6 +192,46 @@ impl<F: Fetch> Remote<F> {
             }
         }
         Ok(found)
+    }
+
+    /// The metadata blocks `index` lists, fetched in batches; `None` if one is not an
+    /// intact metadata block where the index says (it no longer matches the file), or is
+    /// larger than a reader reads.
+    fn listed_metadata(
+        &self,
+        index: &Index,
+        options: &ReaderBuilder,
+    ) -> Result<Option<Vec<Metadata>>> {
+        let frame = options.decoder().max_window() as u64;
+        let listed: Vec<_> = index
+            .entries()
+            .iter()
+            .filter(|e| e.block_type == BlockType::Metadata)
+            .collect();
+        if listed.iter().any(|e| e.size >= frame) {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        let mut batch = Vec::new();
+        let mut batched = 0;
+        for (i, e) in listed.iter().enumerate() {
+            batch.push(e.offset..(e.offset + e.size + 1).min(self.size));
+            batched += e.size + 1;
+            if batched < METADATA_BATCH && i + 1 < listed.len() {
+                continue;
+            }
+            let pieces = range::Fetched::fetch(self, &batch)?;
+            for (range, piece) in batch.iter().zip(pieces) {
+                let mut reader = options.stream_reader_at(io::Cursor::new(piece), range.start);
+                match reader.metadata().next() {
+                    Some(Ok(metadata)) if metadata.offset == range.start => found.push(metadata),
+                    _ => return Ok(None),
+                }
+            }
+            batch.clear();
+            batched = 0;
+        }
+        Ok(Some(found))
     }
 
     /// Whether the file is not a cobsfile at all

@@ -388,3 +388,19 @@ fn a_file_that_shrinks_under_the_reader_is_an_error() {
         .unwrap_err();
     assert!(e.to_string().contains("changed while it was read"), "{e}");
 }
+
+/// A file whose end holds no sync byte for longer than any index a reader accepts (garbage,
+/// or a huge last block): opening it fetches at most that much of its end, however large it
+/// is, and finds no index.
+#[test]
+fn opening_a_file_without_an_index_fetches_a_bounded_tail() {
+    let mut bytes = vec![0x01u8; 200 << 20];
+    bytes[0] = 0;
+    let remote = Remote::open(Served::new(bytes)).unwrap();
+    assert!(remote.index().is_none());
+    let served = remote.fetcher().served.load(Ordering::SeqCst);
+    let most =
+        cobsfile::cobs::max_encoded_len(cobsfile::DEFAULT_MAX_BODY_SIZE) as u64 + (128 << 10);
+    assert!(served <= 2 * most, "{served} bytes fetched for the tail");
+    assert!(served < 100 << 20, "{served}");
+}
