@@ -225,7 +225,9 @@ impl Window {
             if have >= file.len() {
                 return have;
             }
-            if let Err(e) = self.more(file, self.base) {
+            // The bytes searched hold no 0x00: dropped, so that a long run without one is
+            // never held whole.
+            if let Err(e) = self.more(file, have) {
                 self.failed = Some(e);
                 return have;
             }
