@@ -173,16 +173,11 @@ impl Session {
             .block_on(listing_table(&self.ctx.state(), paths, format))
             .map_err(|e| match e {
                 // A store's error names the request, not the table: say which.
-                DataFusionError::ObjectStore(e) => {
-                    let message = e.to_string();
-                    let message = message
-                        .strip_prefix("Generic S3 error: ")
-                        .unwrap_or(&message);
-                    failure(DataFusionError::Plan(format!(
-                        "{}: {message}",
-                        paths.join(", ")
-                    )))
-                }
+                DataFusionError::ObjectStore(e) => failure(DataFusionError::Plan(format!(
+                    "{}: {}",
+                    paths.join(", "),
+                    cobsfile_datafusion::store_error_line(&e)
+                ))),
                 e => failure(e),
             })?;
         self.ctx

@@ -109,20 +109,8 @@ pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Resu
             "{location}: names a bucket, not an object"
         )));
     }
-    let failed = |e: object_store::Error| match e {
-        object_store::Error::NotFound { .. } => std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("{location}: not found (no such object or bucket)"),
-        ),
-        e => {
-            let message = e.to_string();
-            let message = message
-                .strip_prefix("Generic S3 error: ")
-                .unwrap_or(&message);
-            // One line, however the server words its answer.
-            let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-            std::io::Error::other(format!("{location}: {message}"))
-        }
+    let failed = |e: object_store::Error| {
+        request_error(&location, e, "not found (no such object or bucket)")
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -371,18 +359,34 @@ fn same_object(listed: &ObjectMeta, now: &ObjectMeta) -> std::io::Result<()> {
 
 /// A failed request for `meta`'s object, as one line naming it.
 fn fetch_error(meta: &ObjectMeta, e: object_store::Error) -> std::io::Error {
+    request_error(
+        &meta.location,
+        e,
+        "the object is gone since the query listed it",
+    )
+}
+
+/// A failed request for the object `name`, as one line naming it; `gone` says what a missing
+/// object means to the caller.
+fn request_error(
+    name: &dyn std::fmt::Display,
+    e: object_store::Error,
+    gone: &str,
+) -> std::io::Error {
     match e {
-        object_store::Error::NotFound { .. } => std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!(
-                "{}: the object is gone since the query listed it",
-                meta.location
-            ),
-        ),
-        e => {
-            let message = e.to_string();
-            let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
-            std::io::Error::other(format!("{}: {message}", meta.location))
+        object_store::Error::NotFound { .. } => {
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("{name}: {gone}"))
         }
+        e => std::io::Error::other(format!("{name}: {}", store_error_line(&e))),
     }
+}
+
+/// An object store's error on one line, however the server words its answer, and without
+/// the client's category ("Generic S3 error"), which says nothing to the user.
+pub fn store_error_line(e: &object_store::Error) -> String {
+    let message = e.to_string();
+    let message = message
+        .strip_prefix("Generic S3 error: ")
+        .unwrap_or(&message);
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
