@@ -563,12 +563,18 @@ impl Decoder {
         let Some(end) = self.prefix_end() else {
             return;
         };
-        self.prefix = None;
         let end = usize::try_from(end).map_or(bytes.len(), |end| end.min(bytes.len()));
-        let mut search = Decoder::new(self.limits).collecting();
+        let search = self.search_dictionaries(0, &bytes[..end]);
+        self.keep_dictionaries_found(search);
+    }
+
+    /// A collecting decoder driven over `bytes`, the whole input from the absolute offset
+    /// `offset`, for its dictionary blocks.
+    fn search_dictionaries(&self, offset: u64, bytes: &[u8]) -> Decoder {
+        let mut search = Decoder::starting_at(self.limits, offset).collecting();
         let input = Input {
-            bytes: &bytes[..end],
-            offset: 0,
+            bytes,
+            offset,
             end: true,
         };
         loop {
@@ -578,7 +584,7 @@ impl Decoder {
                 Step::Block(_) | Step::Damaged(_) => {}
             }
         }
-        self.keep_dictionaries(std::mem::take(&mut search.dictionaries));
+        search
     }
 
     /// [`add_dictionaries_before`](Self::add_dictionaries_before) from pieces of the input
@@ -596,19 +602,7 @@ impl Decoder {
         }
         let mut found = Vec::new();
         for &(offset, bytes) in pieces {
-            let mut search = Decoder::starting_at(self.limits, offset).collecting();
-            let input = Input {
-                bytes,
-                offset,
-                end: true,
-            };
-            loop {
-                match search.step(input, Want::Dictionaries) {
-                    Step::End | Step::Stopped(_) => break,
-                    Step::NeedInput { .. } | Step::NeedDictionaries { .. } => break,
-                    Step::Block(_) | Step::Damaged(_) => {}
-                }
-            }
+            let mut search = self.search_dictionaries(offset, bytes);
             if search.dictionaries.len() != 1 {
                 return false;
             }

@@ -169,6 +169,9 @@ struct Window {
     cap: u64,
     /// A failed fetch, reported before anything else.
     failed: Option<std::io::Error>,
+    /// Where the input the window reads ends: the file's end, or the end of the bytes a
+    /// search before a range reads.
+    end: u64,
 }
 
 impl<'a> RangeRead<'a> {
@@ -180,6 +183,7 @@ impl<'a> RangeRead<'a> {
             chunk: 1,
             cap: u64::MAX,
             failed: None,
+            end: bytes.len(),
         };
         let first_sync = match bytes {
             Bytes::Slice(bytes) => frame::range_start(bytes, range.start),
@@ -211,6 +215,15 @@ impl<'a> RangeRead<'a> {
 }
 
 impl Window {
+    /// The window as the decoder's input.
+    fn input(&self) -> Input<'_> {
+        Input {
+            bytes: &self.bytes,
+            offset: self.base,
+            end: self.base + self.bytes.len() as u64 >= self.end,
+        }
+    }
+
     /// Fetches from the range's start until a 0x00 (where the range read begins, spec 9.4)
     /// or the file's end.
     fn first_sync(&mut self, file: &dyn Fetched, start: u64) -> u64 {
@@ -222,7 +235,7 @@ impl Window {
                 return self.base + i as u64;
             }
             let have = self.base + self.bytes.len() as u64;
-            if have >= file.len() {
+            if have >= self.end {
                 return have;
             }
             // The bytes searched hold no 0x00: dropped, so that a long run without one is
@@ -244,7 +257,7 @@ impl Window {
         if have < self.cap {
             end = end.min(self.cap);
         }
-        let end = end.max(have + 1).min(file.len());
+        let end = end.max(have + 1).min(self.end);
         if end > have {
             self.bytes.extend_from_slice(&fetch_one(file, have..end)?);
             self.chunk = (self.chunk * 2).min(file.fetch_sizes().1.max(1));
@@ -290,34 +303,19 @@ impl RangeRead<'_> {
         }
         // The bytes before the range, read as a stream reads them (a window of about a frame
         // at a time), for their dictionary blocks.
-        let (first, largest) = file.fetch_sizes();
         let end = before.min(file.len());
         let mut search = Decoder::new(*self.decoder.limits()).collecting();
         let mut window = Window {
             bytes: Vec::new(),
             base: 0,
-            chunk: first.max(1),
+            chunk: file.fetch_sizes().0.max(1),
             cap: end,
             failed: None,
+            end,
         };
         loop {
-            let have = window.base + window.bytes.len() as u64;
-            let input = Input {
-                bytes: &window.bytes,
-                offset: window.base,
-                end: have >= end,
-            };
-            match search.step(input, Want::Dictionaries) {
-                Step::NeedInput { from } => {
-                    let keep = from.clamp(window.base, have);
-                    window.bytes.drain(..(keep - window.base) as usize);
-                    window.base = keep;
-                    let next = have.saturating_add(window.chunk).min(end).max(have + 1);
-                    window
-                        .bytes
-                        .extend_from_slice(&fetch_one(file, have..next)?);
-                    window.chunk = (window.chunk * 2).min(largest.max(1));
-                }
+            match search.step(window.input(), Want::Dictionaries) {
+                Step::NeedInput { from } => window.more(file, from)?,
                 Step::Block(_) | Step::Damaged(_) => {}
                 _ => break,
             }
@@ -338,11 +336,7 @@ impl RangeRead<'_> {
                     offset: 0,
                     end: true,
                 },
-                Bytes::Fetched(file) => Input {
-                    bytes: &self.window.bytes,
-                    offset: self.window.base,
-                    end: self.window.base + self.window.bytes.len() as u64 >= file.len(),
-                },
+                Bytes::Fetched(_) => self.window.input(),
             };
             let step = self.decoder.step(input, Want::Blocks);
             let fetched = match (step, self.bytes) {

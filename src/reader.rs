@@ -377,6 +377,23 @@ impl ReaderBuilder {
         W: RangeWork<T> + ?Sized,
         K: RangeSink<T> + ?Sized,
     {
+        self.read_within(range::Bytes::Slice(bytes), range, work, sink)
+    }
+
+    /// [`read_ranges_within`](Self::read_ranges_within) of a slice or a fetched file: its
+    /// report, or the error that stopped it.
+    pub(crate) fn read_within<T, W, K>(
+        &self,
+        bytes: range::Bytes<'_>,
+        range: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<Report>
+    where
+        T: Default + Send,
+        W: RangeWork<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
+    {
         match self.read_span(bytes, range, work, sink)? {
             (report, None) => Ok(report),
             (_, Some(stopped)) => Err(stopped),
@@ -396,13 +413,14 @@ impl ReaderBuilder {
         F: Fn(&mut T, &Block<'_>) + Sync,
         K: RangeSink<T> + ?Sized,
     {
-        self.read_span(bytes, 0..u64::MAX, &on_block, sink)
+        self.read_span(range::Bytes::Slice(bytes), 0..u64::MAX, &on_block, sink)
     }
 
-    /// The range read of the blocks opening in `span` of `bytes`.
+    /// The range read of the blocks opening in `span` of `bytes` (a slice, or a file fetched
+    /// by byte ranges).
     fn read_span<T, W, K>(
         &self,
-        bytes: &[u8],
+        bytes: range::Bytes<'_>,
         span: Range<u64>,
         work: &W,
         sink: &mut K,
@@ -420,31 +438,7 @@ impl ReaderBuilder {
             decoder: &decoder,
             on_damage: &self.on_damage,
         };
-        range::read(&plan, range::Bytes::Slice(bytes), work, sink)
-    }
-
-    /// The range read of the blocks opening in `span` of a file fetched by byte ranges.
-    pub(crate) fn read_span_fetched<T, W, K>(
-        &self,
-        file: &dyn range::Fetched,
-        span: Range<u64>,
-        work: &W,
-        sink: &mut K,
-    ) -> Result<(Report, Option<Error>)>
-    where
-        T: Default + Send,
-        W: RangeWork<T> + ?Sized,
-        K: RangeSink<T> + ?Sized,
-    {
-        let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
-        let plan = range::Plan {
-            span,
-            threads: self.threads,
-            min_split: self.min_split,
-            decoder: &decoder,
-            on_damage: &self.on_damage,
-        };
-        range::read(&plan, range::Bytes::Fetched(file), work, sink)
+        range::read(&plan, bytes, work, sink)
     }
 
     /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see

@@ -255,10 +255,7 @@ impl<F: Fetch> Remote<F> {
         W: RangeWork<T> + ?Sized,
         K: RangeSink<T> + ?Sized,
     {
-        match options.read_span_fetched(self, range, work, sink)? {
-            (report, None) => Ok(report),
-            (_, Some(stopped)) => Err(stopped),
-        }
+        options.read_within(range::Bytes::Fetched(self), range, work, sink)
     }
 
     /// [`ReaderBuilder::read_ranges`] of this file: every block, as one reader reads them.

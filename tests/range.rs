@@ -48,15 +48,6 @@ fn split(bytes: &[u8], options: &ReaderBuilder, cuts: &[u64]) -> Vec<Blk> {
     blocks
 }
 
-/// Cut points from 0 to past the end: `n` random points in `0..=len + 2`, sorted.
-fn cuts(len: usize, points: &[u64]) -> Vec<u64> {
-    let mut cuts: Vec<u64> = points.iter().map(|p| p % (len as u64 + 3)).collect();
-    cuts.push(0);
-    cuts.push(u64::MAX);
-    cuts.sort_unstable();
-    cuts
-}
-
 fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
     (
         prop::collection::vec(
@@ -70,24 +61,6 @@ fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![1usize..8, 8usize..64, 64usize..300],
     )
         .prop_map(|(ops, block_target)| write_file(&ops, Options::block_target(block_target)))
-}
-
-/// Damage applied to a file: flips, zeroed bytes, inserted and deleted bytes.
-fn damage(file: &mut Vec<u8>, edits: &[(u64, u8, u8)]) {
-    for &(at, block_type, value) in edits {
-        if file.is_empty() {
-            return;
-        }
-        let at = (at % file.len() as u64) as usize;
-        match block_type % 5 {
-            0 | 1 => file[at] ^= value.max(1),
-            2 => file[at] = 0,
-            3 => file.insert(at, value),
-            _ => {
-                file.remove(at);
-            }
-        }
-    }
 }
 
 proptest! {

@@ -121,33 +121,6 @@ fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
-/// Damage applied to a file: flips, zeroed bytes, inserted and deleted bytes.
-fn damage(file: &mut Vec<u8>, edits: &[(u64, u8, u8)]) {
-    for &(at, kind, value) in edits {
-        if file.is_empty() {
-            return;
-        }
-        let at = (at % file.len() as u64) as usize;
-        match kind % 5 {
-            0 | 1 => file[at] ^= value.max(1),
-            2 => file[at] = 0,
-            3 => file.insert(at, value),
-            _ => {
-                file.remove(at);
-            }
-        }
-    }
-}
-
-/// Cut points from 0 to past the end.
-fn cuts(len: usize, points: &[u64]) -> Vec<u64> {
-    let mut cuts: Vec<u64> = points.iter().map(|p| p % (len as u64 + 3)).collect();
-    cuts.push(0);
-    cuts.push(u64::MAX);
-    cuts.sort_unstable();
-    cuts
-}
-
 proptest! {
     #![proptest_config(config(256))]
 

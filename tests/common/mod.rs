@@ -801,3 +801,30 @@ pub fn config(cases: u32) -> ProptestConfig {
         ..ProptestConfig::default()
     }
 }
+
+/// Cut points from 0 to past the end: `n` random points in `0..=len + 2`, sorted.
+pub fn cuts(len: usize, points: &[u64]) -> Vec<u64> {
+    let mut cuts: Vec<u64> = points.iter().map(|p| p % (len as u64 + 3)).collect();
+    cuts.push(0);
+    cuts.push(u64::MAX);
+    cuts.sort_unstable();
+    cuts
+}
+
+/// Damage applied to a file: flips, zeroed bytes, inserted and deleted bytes.
+pub fn damage(file: &mut Vec<u8>, edits: &[(u64, u8, u8)]) {
+    for &(at, block_type, value) in edits {
+        if file.is_empty() {
+            return;
+        }
+        let at = (at % file.len() as u64) as usize;
+        match block_type % 5 {
+            0 | 1 => file[at] ^= value.max(1),
+            2 => file[at] = 0,
+            3 => file.insert(at, value),
+            _ => {
+                file.remove(at);
+            }
+        }
+    }
+}
