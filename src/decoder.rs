@@ -560,30 +560,43 @@ impl Decoder {
     /// dictionary block along a damaged length that lands on a later sync byte, and the range
     /// would then lose blocks a full read returns. It decodes dictionary blocks only.
     pub fn add_dictionaries_before(&mut self, bytes: &[u8]) {
+        let mut search = Decoder::new(self.limits).collecting();
+        self.add_dictionaries_searched(&mut search, bytes);
+    }
+
+    /// [`add_dictionaries_before`](Self::add_dictionaries_before) with the search of the bytes
+    /// before the range taken on by `search`: a collecting decoder of the same input from its
+    /// first byte, at or before the range's first sync byte (where a search for an earlier
+    /// range stopped), which reads on to it and is left there for later ranges.
+    pub(crate) fn add_dictionaries_searched(&mut self, search: &mut Decoder, bytes: &[u8]) {
         let Some(end) = self.prefix_end() else {
             return;
         };
         let end = usize::try_from(end).map_or(bytes.len(), |end| end.min(bytes.len()));
-        let search = self.search_dictionaries(0, &bytes[..end]);
-        self.keep_dictionaries_found(search);
+        search.search_on(Input {
+            bytes: &bytes[..end],
+            offset: 0,
+            // Not the input's end: a later range's search goes on from where this one stops.
+            end: false,
+        });
+        self.keep_dictionaries_of(search);
+    }
+
+    /// Drives a collecting search over `input` for its dictionary blocks, until it needs
+    /// bytes past it (or the input ends).
+    pub(crate) fn search_on(&mut self, input: Input<'_>) {
+        while let Step::Block(_) | Step::Damaged(_) = self.step(input, Want::Dictionaries) {}
     }
 
     /// A collecting decoder driven over `bytes`, the whole input from the absolute offset
     /// `offset`, for its dictionary blocks.
     fn search_dictionaries(&self, offset: u64, bytes: &[u8]) -> Decoder {
         let mut search = Decoder::starting_at(self.limits, offset).collecting();
-        let input = Input {
+        search.search_on(Input {
             bytes,
             offset,
             end: true,
-        };
-        loop {
-            match search.step(input, Want::Dictionaries) {
-                Step::End | Step::Stopped(_) => break,
-                Step::NeedInput { .. } | Step::NeedDictionaries { .. } => break,
-                Step::Block(_) | Step::Damaged(_) => {}
-            }
-        }
+        });
         search
     }
 
@@ -615,10 +628,10 @@ impl Decoder {
 
     /// Adds the dictionaries that `search` (a collecting decoder of the input before the
     /// range, driven by the caller as [`add_dictionaries_before`](Self::add_dictionaries_before)
-    /// drives one over a slice) found, as a full read keeps them (once).
-    pub(crate) fn keep_dictionaries_found(&mut self, mut search: Decoder) {
+    /// drives one over a slice) found so far, as a full read keeps them (once).
+    pub(crate) fn keep_dictionaries_of(&mut self, search: &Decoder) {
         if self.prefix.take().is_some() {
-            self.keep_dictionaries(std::mem::take(&mut search.dictionaries));
+            self.keep_dictionaries(search.dictionaries.clone());
         }
     }
 

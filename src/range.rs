@@ -106,6 +106,8 @@ struct Part<T> {
     last: bool,
     /// An error that ends the range read (a newer format version).
     error: Option<Error>,
+    /// The payload bytes of its blocks.
+    payload: u64,
 }
 
 /// The bytes a range read reads: a slice of the whole file, or a file it fetches by byte
@@ -147,12 +149,52 @@ fn fetch_one(file: &dyn Fetched, range: std::ops::Range<u64>) -> std::io::Result
         .unwrap_or_default())
 }
 
+/// The searches of the bytes before a read's ranges for their dictionary blocks (spec 9.4),
+/// each left where it stopped: a range takes the one that stopped furthest before its own
+/// first sync byte and reads on from there, so the bytes before all of a read's ranges are
+/// searched about once, not once for each range (which made a read with many ranges of a
+/// file with an embedded dictionary quadratic in its size). A search is one collecting
+/// decoder of the input from its first byte, so going on with it finds exactly what a search
+/// from the start finds.
+#[derive(Default)]
+pub(crate) struct Searches(Mutex<Vec<Decoder>>);
+
+impl Searches {
+    /// The searches kept at most: one per thread is enough to go on from.
+    const KEPT: usize = 8;
+
+    /// The search that stopped furthest at or before `before`, or a new one.
+    fn take(&self, before: u64, limits: &crate::Limits) -> Decoder {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let best = (kept.iter().enumerate())
+            .filter(|(_, d)| d.position() <= before)
+            .max_by_key(|(_, d)| d.position())
+            .map(|(i, _)| i);
+        match best {
+            Some(i) => kept.swap_remove(i),
+            None => Decoder::new(*limits).collecting(),
+        }
+    }
+
+    /// Keeps `search` for later ranges (the furthest ones, if there are many).
+    fn give_back(&self, search: Decoder) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.push(search);
+        if kept.len() > Self::KEPT {
+            kept.sort_by_key(|d| std::cmp::Reverse(d.position()));
+            kept.truncate(Self::KEPT);
+        }
+    }
+}
+
 /// A range read (spec 9.4): the decoder of the blocks that open in a range, driven over the
 /// whole slice, which it may search before the range for dictionaries; or over a window of a
 /// remote file it fetches as the decoder asks, and the dictionary blocks before the range.
 pub(crate) struct RangeRead<'a> {
     bytes: Bytes<'a>,
     decoder: Decoder,
+    /// The searches before ranges of the same read, to go on from.
+    searches: &'a Searches,
     /// What has been fetched of a remote file.
     window: Window,
 }
@@ -176,7 +218,12 @@ struct Window {
 
 impl<'a> RangeRead<'a> {
     /// The read of the blocks of `bytes` that open in `range`.
-    pub(crate) fn new(plan: &Plan<'_>, bytes: Bytes<'a>, range: std::ops::Range<u64>) -> Self {
+    pub(crate) fn new(
+        plan: &Plan<'_>,
+        searches: &'a Searches,
+        bytes: Bytes<'a>,
+        range: std::ops::Range<u64>,
+    ) -> Self {
         let mut window = Window {
             bytes: Vec::new(),
             base: range.start.min(bytes.len()),
@@ -209,6 +256,7 @@ impl<'a> RangeRead<'a> {
         RangeRead {
             bytes,
             decoder: (plan.decoder)(first_sync, range.end),
+            searches,
             window,
         }
     }
@@ -302,26 +350,39 @@ impl RangeRead<'_> {
             }
         }
         // The bytes before the range, read as a stream reads them (a window of about a frame
-        // at a time), for their dictionary blocks.
+        // at a time), for their dictionary blocks: on from where a search for an earlier range
+        // stopped, if one did before this range.
         let end = before.min(file.len());
-        let mut search = Decoder::new(*self.decoder.limits()).collecting();
+        let mut search = self.searches.take(before, self.decoder.limits());
         let mut window = Window {
             bytes: Vec::new(),
-            base: 0,
+            base: search.position().min(end),
             chunk: file.fetch_sizes().0.max(1),
             cap: end,
             failed: None,
-            end,
+            // Not the end of the search's input: a later range's search goes on from here.
+            end: file.len(),
         };
-        loop {
+        let searched = loop {
             match search.step(window.input(), Want::Dictionaries) {
-                Step::NeedInput { from } => window.more(file, from)?,
+                Step::NeedInput { from } => {
+                    if window.base + window.bytes.len() as u64 >= end {
+                        break Ok(());
+                    }
+                    if let Err(e) = window.more(file, from) {
+                        break Err(e);
+                    }
+                }
                 Step::Block(_) | Step::Damaged(_) => {}
-                _ => break,
+                _ => break Ok(()),
             }
+        };
+        // A search that failed to fetch is dropped.
+        if searched.is_ok() {
+            self.decoder.keep_dictionaries_of(&search);
+            self.searches.give_back(search);
         }
-        self.decoder.keep_dictionaries_found(search);
-        Ok(())
+        searched
     }
 
     /// The next intact block, or the damage before it.
@@ -342,8 +403,10 @@ impl RangeRead<'_> {
             let fetched = match (step, self.bytes) {
                 (Step::Block(_), _) => return Some(Ok(self.decoder.block().expect("announced"))),
                 (Step::Damaged(e) | Step::Stopped(e), _) => return Some(Err(e)),
-                (Step::NeedDictionaries { .. }, Bytes::Slice(bytes)) => {
-                    self.decoder.add_dictionaries_before(bytes);
+                (Step::NeedDictionaries { before }, Bytes::Slice(bytes)) => {
+                    let mut search = self.searches.take(before, self.decoder.limits());
+                    self.decoder.add_dictionaries_searched(&mut search, bytes);
+                    self.searches.give_back(search);
                     Ok(())
                 }
                 (Step::NeedDictionaries { before }, Bytes::Fetched(file)) => {
@@ -379,9 +442,9 @@ fn read_part<T>(
         last_damaged: false,
         last: true,
         error: None,
+        payload: 0,
     };
     let mut seen_block = false;
-    let mut payload = 0u64;
     while let Some(item) = reader.next_block() {
         match item {
             Ok(block) => {
@@ -390,8 +453,8 @@ fn read_part<T>(
                 work.block(&mut part.value, &block);
                 seen_block = true;
                 part.last_damaged = false;
-                payload += block.info().payload_size;
-                if payload >= PART_BUDGET || work.part_full(&part.value) {
+                part.payload += block.info().payload_size;
+                if part.payload >= PART_BUDGET || work.part_full(&part.value) {
                     part.last = false;
                     break;
                 }
@@ -413,61 +476,103 @@ fn read_part<T>(
     part
 }
 
-/// Ranges a range read of the blocks opening in `span` of `len` bytes on `threads` threads
-/// uses: `span` whole on one thread, else cut in pieces of about an eighth of a thread's share.
-fn splits(
-    span: std::ops::Range<u64>,
-    len: u64,
-    threads: usize,
+/// Where a range read on several threads cuts its ranges, one at a time as its threads ask
+/// for the next: about an eighth of a thread's share of the span, at least `min_split` bytes
+/// (the caller's), and at most [`MAX_SPLIT`] or what holds about [`RANGE_PAYLOAD`] bytes of
+/// payload at the compression ratio of the ranges read so far. A fetched file's ranges end
+/// where a block in its index opens, so that no two ranges fetch the same block.
+///
+/// What a range yields ahead of the range the calling thread takes waits in memory, within a
+/// bound of a few parts; a thread whose range holds more than that waits until its range is
+/// the one taken. Ranges cut by bytes alone held 16 MiB of a zstd file, five times that of
+/// payload, and a second thread then waited most of the time: 1.15x one thread's speed, where
+/// ranges of about two parts' payload read at 1.85x (BENCHMARKS.md, "Ranges cut by payload").
+struct Cuts<'a> {
+    /// Where the next range starts.
+    next: u64,
+    /// Where the last range ends (past the input: every block after).
+    end: u64,
+    /// Where the input the span covers ends.
+    stop: u64,
+    /// A range's size from the span's size alone.
+    size: u64,
     min_split: u64,
-) -> Vec<std::ops::Range<u64>> {
-    let end = span.end.min(len);
-    if threads <= 1 || end <= span.start {
-        return vec![span];
-    }
-    let size = ((end - span.start) / (threads as u64 * SPLITS_PER_THREAD))
-        .clamp(min_split, min_split.max(MAX_SPLIT));
-    let mut ranges: Vec<_> = (0..(end - span.start).div_ceil(size).max(1))
-        .map(|i| span.start + i * size..span.start + (i + 1) * size)
-        .collect();
-    if let Some(last) = ranges.last_mut() {
-        // The last piece ends where the span does (past the input: every block after).
-        last.end = span.end;
-    }
-    ranges
+    index: Option<&'a Index>,
+    /// Input bytes and payload bytes of the ranges read whole so far.
+    bytes_read: u64,
+    payload_read: u64,
+    /// The last range was cut.
+    done: bool,
 }
 
-/// `ranges` (adjacent) with each cut between two moved on to where the next block in `index`
-/// opens, and ranges left empty dropped.
-fn at_blocks(ranges: Vec<std::ops::Range<u64>>, index: &Index) -> Vec<std::ops::Range<u64>> {
-    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
-        return ranges;
-    };
-    let (start, end) = (first.start, last.end);
-    let mut cuts: Vec<u64> = ranges[1..]
-        .iter()
-        .map(|r| {
-            index
-                .block_at_or_after(r.start)
-                .map_or(end, |e| e.offset.clamp(start, end))
-        })
-        .collect();
-    cuts.dedup();
-    let mut out = Vec::with_capacity(cuts.len() + 1);
-    let mut from = start;
-    for cut in cuts {
-        if cut > from && cut < end {
-            out.push(from..cut);
-            from = cut;
+/// The payload a range is cut to hold (see [`Cuts`]): two parts' worth.
+const RANGE_PAYLOAD: u64 = 2 * PART_BUDGET;
+
+impl<'a> Cuts<'a> {
+    /// The cuts of `span` of an input of `len` bytes for `threads` threads, or `None` if the
+    /// span is read whole, on one thread.
+    fn new(plan: &Plan<'_>, len: u64, index: Option<&'a Index>) -> Option<Self> {
+        let span = plan.span.clone();
+        let stop = span.end.min(len);
+        if plan.threads <= 1 || stop <= span.start {
+            return None;
         }
+        let size = ((stop - span.start) / (plan.threads as u64 * SPLITS_PER_THREAD))
+            .clamp(plan.min_split, plan.min_split.max(MAX_SPLIT));
+        if stop - span.start <= size {
+            return None;
+        }
+        Some(Cuts {
+            next: span.start,
+            end: span.end,
+            stop,
+            size,
+            min_split: plan.min_split,
+            index,
+            bytes_read: 0,
+            payload_read: 0,
+            done: false,
+        })
     }
-    out.push(from..end);
-    out
+
+    /// The next range, or `None` after the last.
+    fn next_range(&mut self) -> Option<std::ops::Range<u64>> {
+        if self.done {
+            return None;
+        }
+        let start = self.next;
+        let mut size = self.size;
+        if self.payload_read > 0 {
+            let fits = (RANGE_PAYLOAD as u128 * self.bytes_read as u128 / self.payload_read as u128)
+                .min(u64::MAX as u128) as u64;
+            size = size.min(fits);
+        }
+        let mut end = start.saturating_add(size.max(self.min_split).max(1));
+        if let Some(index) = self.index {
+            end = index
+                .block_at_or_after(end)
+                .map_or(self.stop, |e| e.offset.max(end));
+        }
+        if end >= self.stop {
+            self.done = true;
+            end = self.end;
+        }
+        self.next = end;
+        Some(start..end)
+    }
+
+    /// Counts a range read whole, and the payload of its blocks.
+    fn read(&mut self, range: &std::ops::Range<u64>, payload: u64) {
+        self.bytes_read += range.end.min(self.stop).saturating_sub(range.start);
+        self.payload_read += payload;
+    }
 }
 
 /// The ranges' results, handed from the workers to the calling thread.
-struct Shared<T> {
-    /// The next range to read.
+struct Shared<'a, T> {
+    /// Where the ranges are cut.
+    cuts: Cuts<'a>,
+    /// The next range to read: how many were cut.
     next: usize,
     /// The range the calling thread takes parts of (ranges before it are taken whole).
     taken: usize,
@@ -479,7 +584,7 @@ struct Shared<T> {
     stop: bool,
 }
 
-impl<T> Shared<T> {
+impl<T> Shared<'_, T> {
     /// Whether a worker with a part of `range` ready must wait before handing it over: the
     /// parts waiting are at the bound, or, for the range the calling thread takes now (whose
     /// worker must never wait on the others, or all could wait), two of its own are.
@@ -497,9 +602,9 @@ impl<T> Shared<T> {
 
 /// Marks the range read stopped if a worker unwinds, so the calling thread does not wait for a
 /// result that will never come.
-struct StopOnUnwind<'a, T>(&'a Mutex<Shared<T>>, &'a Condvar);
+struct StopOnUnwind<'a, 'b, T>(&'a Mutex<Shared<'b, T>>, &'a Condvar);
 
-impl<T> Drop for StopOnUnwind<'_, T> {
+impl<T> Drop for StopOnUnwind<'_, '_, T> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             if let Ok(mut shared) = self.0.lock() {
@@ -538,47 +643,40 @@ where
     W: RangeWork<T> + ?Sized,
     K: RangeSink<T> + ?Sized,
 {
-    let ranges = splits(plan.span.clone(), bytes.len(), plan.threads, plan.min_split);
-    let ranges = match bytes {
+    let index = match bytes {
         // Fetched ranges are cut where blocks open, so that no two fetch the same block.
-        Bytes::Fetched(file) => match file.index() {
-            Some(index) => at_blocks(ranges, index),
-            None => ranges,
-        },
-        Bytes::Slice(_) => ranges,
+        Bytes::Fetched(file) => file.index(),
+        Bytes::Slice(_) => None,
     };
-    let threads = plan.threads.clamp(1, ranges.len());
-    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, bytes, range);
+    let searches = Searches::default();
+    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, &searches, bytes, range);
     let mut merged = Merged::new(plan.on_damage);
-    if threads == 1 {
+    let Some(cuts) = Cuts::new(plan, bytes.len(), index) else {
         let mut spare = None;
-        for range in ranges {
-            let mut reader = range_read(range);
-            let mut first = true;
-            loop {
-                let value = spare.take().unwrap_or_default();
-                let part = read_part(value, &mut reader, first, work);
-                first = false;
-                let last = part.last;
-                match merged.take(part, sink) {
-                    Ok(ControlFlow::Continue(())) => {}
-                    Ok(ControlFlow::Break(())) => {
-                        return Ok((merged.finish(bytes.len(), sink)?, None))
-                    }
-                    Err(e) => return Ok((merged.finish(bytes.len(), sink)?, Some(e))),
-                }
-                spare = sink.recycle();
-                if last {
-                    break;
-                }
+        let mut reader = range_read(plan.span.clone());
+        let mut first = true;
+        loop {
+            let value = spare.take().unwrap_or_default();
+            let part = read_part(value, &mut reader, first, work);
+            first = false;
+            let last = part.last;
+            match merged.take(part, sink) {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(())) => return Ok((merged.finish(bytes.len(), sink)?, None)),
+                Err(e) => return Ok((merged.finish(bytes.len(), sink)?, Some(e))),
+            }
+            spare = sink.recycle();
+            if last {
+                return Ok((merged.finish(bytes.len(), sink)?, None));
             }
         }
-        return Ok((merged.finish(bytes.len(), sink)?, None));
-    }
+    };
+    let threads = plan.threads;
 
     // Parts waiting for the calling thread, at most (and two more of the range it takes).
     let bound = 2 * threads;
     let shared = Mutex::new(Shared {
+        cuts,
         next: 0,
         taken: 0,
         done: BTreeMap::new(),
@@ -594,22 +692,31 @@ where
                 scope.spawn(|| {
                     let _guard = StopOnUnwind(&shared, &changed);
                     loop {
-                        let index = {
+                        let (index, range) = {
                             let mut s = lock();
                             while !s.stop && s.next >= s.taken + bound {
                                 s = wait(s);
                             }
-                            if s.stop || s.next >= ranges.len() {
+                            if s.stop {
                                 return;
                             }
+                            let Some(range) = s.cuts.next_range() else {
+                                // No range is left to cut: the calling thread may be waiting
+                                // to learn that the one it asks for will never come.
+                                drop(s);
+                                changed.notify_all();
+                                return;
+                            };
                             s.next += 1;
-                            s.next - 1
+                            (s.next - 1, range)
                         };
-                        let mut reader = range_read(ranges[index].clone());
+                        let mut reader = range_read(range.clone());
+                        let mut payload = 0;
                         for seq in 0.. {
                             let value = lock().spare.pop().unwrap_or_default();
                             let part = read_part(value, &mut reader, seq == 0, work);
                             let last = part.last;
+                            payload += part.payload;
                             let mut s = lock();
                             while s.must_wait(index, bound) {
                                 s = wait(s);
@@ -618,6 +725,9 @@ where
                                 return;
                             }
                             s.done.insert((index, seq), part);
+                            if last {
+                                s.cuts.read(&range, payload);
+                            }
                             drop(s);
                             changed.notify_all();
                             if last {
@@ -629,7 +739,7 @@ where
             })
             .collect();
         let mut stopped = None;
-        'ranges: for index in 0..ranges.len() {
+        'ranges: for index in 0.. {
             for seq in 0.. {
                 let part = {
                     let mut s = lock();
@@ -643,7 +753,8 @@ where
                         if let Some(part) = s.done.remove(&(index, seq)) {
                             break Some(part);
                         }
-                        if s.stop {
+                        // Stopped, or read to the end: every range cut is taken.
+                        if s.stop || (s.cuts.done && index >= s.next) {
                             break None;
                         }
                         s = wait(s);
@@ -725,6 +836,7 @@ impl<'a> Merged<'a> {
             first_damaged,
             last_damaged,
             last: _,
+            payload: _,
             error,
         } = part;
         let had_damage = !report.damaged.is_empty();

@@ -137,8 +137,9 @@ impl ReaderBuilder {
 
     /// The smallest range a [`read_ranges`](Self::read_ranges) on several threads gives one thread
     /// (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
-    /// input when that is larger, up to 16 MiB. Smaller ranges balance the threads better and
-    /// cost a reader's setup each.
+    /// input when that is larger, up to 16 MiB, and up to what holds about 2 MiB of payload at
+    /// the compression ratio of the ranges read so far. Smaller ranges balance the threads
+    /// better and cost a reader's setup each.
     pub fn min_split(mut self, bytes: u64) -> Self {
         self.min_split = bytes.max(1);
         self

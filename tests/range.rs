@@ -48,21 +48,6 @@ fn split(bytes: &[u8], options: &ReaderBuilder, cuts: &[u64]) -> Vec<Blk> {
     blocks
 }
 
-fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
-    (
-        prop::collection::vec(
-            prop_oneof![
-                8 => (0usize..60, content_strategy(), any::<u64>())
-                    .prop_map(|(len, c, seed)| Op::Record(record_bytes(len, c, seed))),
-                1 => metadata_strategy().prop_map(Op::Metadata),
-            ],
-            0..60,
-        ),
-        prop_oneof![1usize..8, 8usize..64, 64usize..300],
-    )
-        .prop_map(|(ops, block_target)| write_file(&ops, Options::block_target(block_target)))
-}
-
 proptest! {
     #![proptest_config(config(256))]
 

@@ -85,42 +85,6 @@ fn records_of(out: &mut Vec<Vec<u8>>, block: &cobsfile::Block<'_>) {
     out.extend(block.records().map(<[u8]>::to_vec));
 }
 
-/// Files of records and metadata, some compressed with a dictionary embedded in the file.
-fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
-    (
-        prop::collection::vec(
-            prop_oneof![
-                8 => (0usize..60, content_strategy(), any::<u64>())
-                    .prop_map(|(len, c, seed)| Op::Record(record_bytes(len, c, seed))),
-                1 => metadata_strategy().prop_map(Op::Metadata),
-            ],
-            0..60,
-        ),
-        prop_oneof![1usize..8, 8usize..64, 64usize..300],
-        any::<bool>(),
-    )
-        .prop_map(|(ops, block_target, dictionary)| {
-            if !dictionary {
-                return write_file(&ops, Options::block_target(block_target));
-            }
-            let mut writer = WriterBuilder::new()
-                .block_target(block_target)
-                .compression(Compression::Zstd { level: 1 })
-                .dictionary(Dictionary::new(b"record metadata event".repeat(8)), true)
-                .build(Vec::new())
-                .unwrap();
-            for op in &ops {
-                match op {
-                    Op::Record(r) => writer.write_record(r).unwrap(),
-                    Op::Metadata(m) => writer
-                        .write_metadata(m.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
-                        .unwrap(),
-                }
-            }
-            writer.finish().unwrap()
-        })
-}
-
 proptest! {
     #![proptest_config(config(256))]
 

@@ -162,6 +162,51 @@ impl Options {
     }
 }
 
+/// Files of records and metadata, some compressed with a dictionary embedded in the file; a
+/// file of one written file, or of two or three written one after the other, so that
+/// dictionary blocks come in the middle of files too, and blocks may need a dictionary that
+/// is embedded only after them (which no reader may use for them).
+pub fn file_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let part = (
+        prop::collection::vec(
+            prop_oneof![
+                8 => (0usize..60, content_strategy(), any::<u64>())
+                    .prop_map(|(len, c, seed)| Op::Record(record_bytes(len, c, seed))),
+                1 => metadata_strategy().prop_map(Op::Metadata),
+            ],
+            0..60,
+        ),
+        prop_oneof![1usize..8, 8usize..64, 64usize..300],
+        // No dictionary; the first or the second, embedded; the second, not embedded.
+        prop_oneof![3 => Just(None), 1 => Just(Some((0, true))), 1 => Just(Some((1, true))), 1 => Just(Some((1, false)))],
+    )
+        .prop_map(|(ops, block_target, dictionary)| {
+            let Some((which, embed)) = dictionary else {
+                return write_file(&ops, Options::block_target(block_target));
+            };
+            let bytes = format!("record metadata event {which}").repeat(8);
+            let mut writer = WriterBuilder::new()
+                .block_target(block_target)
+                .compression(cobsfile::Compression::Zstd { level: 1 })
+                .dictionary(cobsfile::Dictionary::new(bytes.into_bytes()), embed)
+                .build(Vec::new())
+                .unwrap();
+            for op in &ops {
+                match op {
+                    Op::Record(r) => writer.write_record(r).unwrap(),
+                    Op::Metadata(m) => writer
+                        .write_metadata(m.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+                        .unwrap(),
+                }
+            }
+            writer.finish().unwrap()
+        });
+    prop_oneof![
+        3 => part.clone(),
+        1 => prop::collection::vec(part, 2..4).prop_map(|parts| parts.concat()),
+    ]
+}
+
 /// Writes `ops` into an in-memory file.
 pub fn write_file(ops: &[Op], options: Options) -> Vec<u8> {
     let mut writer = options.builder().build(Vec::new()).expect("build");
