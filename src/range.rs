@@ -687,7 +687,11 @@ where
     let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
     let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
     let stopped = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
+        // The calling thread is the last of `threads`: it reads ranges too while the part it
+        // needs next is not ready, rather than wait (as a pull reader's thread does; with all
+        // `threads` workers besides it, a sink that does much with each part had to share the
+        // cores with them).
+        let workers: Vec<_> = (1..threads)
             .map(|_| {
                 scope.spawn(|| {
                     let _guard = StopOnUnwind(&shared, &changed);
@@ -738,7 +742,11 @@ where
                 })
             })
             .collect();
+        let _guard = StopOnUnwind(&shared, &changed);
         let mut stopped = None;
+        // The range the calling thread reads: its number, bytes, reader, the payload read so
+        // far, and the number of its next part.
+        let mut own: Option<(usize, std::ops::Range<u64>, RangeRead<'_>, u64, usize)> = None;
         'ranges: for index in 0.. {
             for seq in 0.. {
                 let part = {
@@ -757,7 +765,38 @@ where
                         if s.stop || (s.cuts.done && index >= s.next) {
                             break None;
                         }
-                        s = wait(s);
+                        // A part of its own range, if it is the one taken or the parts waiting
+                        // are within the bound; or a range of its own to read.
+                        let mut claimed = None;
+                        if own.is_none() && s.next < s.taken + bound {
+                            claimed = s.cuts.next_range().map(|range| (s.next, range));
+                            s.next += usize::from(claimed.is_some());
+                        }
+                        let go_on = claimed.is_some()
+                            || own
+                                .as_ref()
+                                .is_some_and(|o| o.0 == index || s.done.len() < bound);
+                        if !go_on {
+                            s = wait(s);
+                            continue;
+                        }
+                        drop(s);
+                        if let Some((i, range)) = claimed {
+                            own = Some((i, range.clone(), range_read(range), 0, 0));
+                        }
+                        let (i, range, reader, payload, seq) = own.as_mut().expect("own range");
+                        let value = lock().spare.pop().unwrap_or_default();
+                        let part = read_part(value, reader, *seq == 0, work);
+                        let last = part.last;
+                        *payload += part.payload;
+                        s = lock();
+                        s.done.insert((*i, *seq), part);
+                        *seq += 1;
+                        if last {
+                            s.cuts.read(range, *payload);
+                            own = None;
+                        }
+                        changed.notify_all();
                     }
                 };
                 changed.notify_all();
