@@ -600,17 +600,219 @@ impl<T> Shared<'_, T> {
     }
 }
 
-/// Marks the range read stopped if a worker unwinds, so the calling thread does not wait for a
-/// result that will never come.
-struct StopOnUnwind<'a, 'b, T>(&'a Mutex<Shared<'b, T>>, &'a Condvar);
+/// The scheduler of a range read on several threads: ranges cut as threads ask for them
+/// ([`Cuts`]), read by worker threads and by the calling thread, and their parts taken by the
+/// calling thread in order. Parts ahead of the range being taken wait within `bound`.
+struct Schedule<'a, T> {
+    shared: Mutex<Shared<'a, T>>,
+    changed: Condvar,
+    /// Parts waiting for the calling thread, at most (and two more of the range it takes).
+    bound: usize,
+}
+
+/// A range a thread reads: its number, bytes and reader, the payload of its parts so far,
+/// and the number of its next part.
+struct Reading<R> {
+    index: usize,
+    range: std::ops::Range<u64>,
+    reader: R,
+    payload: u64,
+    seq: usize,
+}
+
+impl<'a, T> Schedule<'a, T> {
+    fn new(cuts: Cuts<'a>, threads: usize) -> Self {
+        Schedule {
+            shared: Mutex::new(Shared {
+                cuts,
+                next: 0,
+                taken: 0,
+                done: BTreeMap::new(),
+                spare: Vec::new(),
+                stop: false,
+            }),
+            changed: Condvar::new(),
+            bound: 2 * threads,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared<'a, T>> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'g>(
+        &self,
+        guard: std::sync::MutexGuard<'g, Shared<'a, T>>,
+    ) -> std::sync::MutexGuard<'g, Shared<'a, T>> {
+        self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the read: every thread stops at its next step.
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    /// A value to start a part with: one the sink gave back, or a new one.
+    fn spare(&self) -> T
+    where
+        T: Default,
+    {
+        self.lock().spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps a value the sink gave back, to start a later part with.
+    fn recycle(&self, value: T) {
+        self.lock().spare.push(value);
+    }
+
+    /// A worker thread's loop: claims the next range once the bound lets it, reads it part by
+    /// part with `read` (a reader made by `start`), and hands each part over, until no range is
+    /// left or the read stops.
+    fn work<R>(
+        &self,
+        start: impl Fn(std::ops::Range<u64>) -> R,
+        mut read: impl FnMut(T, &mut R, bool) -> Part<T>,
+    ) where
+        T: Default,
+    {
+        let _guard = StopOnUnwind(self);
+        loop {
+            let claimed = {
+                let mut s = self.lock();
+                while !s.stop && s.next >= s.taken + self.bound {
+                    s = self.wait(s);
+                }
+                if s.stop {
+                    return;
+                }
+                s.cuts.next_range().map(|range| {
+                    s.next += 1;
+                    (s.next - 1, range)
+                })
+            };
+            let Some((index, range)) = claimed else {
+                // No range is left to cut: the calling thread may be waiting to learn that the
+                // one it asks for will never come.
+                self.changed.notify_all();
+                return;
+            };
+            let mut reading = Reading {
+                index,
+                reader: start(range.clone()),
+                range,
+                payload: 0,
+                seq: 0,
+            };
+            loop {
+                let part = read(self.spare(), &mut reading.reader, reading.seq == 0);
+                let last = part.last;
+                let mut s = self.lock();
+                while s.must_wait(index, self.bound) {
+                    s = self.wait(s);
+                }
+                if s.stop {
+                    return;
+                }
+                Self::hand_over(&mut s, &mut reading, part);
+                drop(s);
+                self.changed.notify_all();
+                if last {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Puts the next part of `reading` among those waiting.
+    fn hand_over<R>(s: &mut Shared<'a, T>, reading: &mut Reading<R>, part: Part<T>) {
+        reading.payload += part.payload;
+        if part.last {
+            s.cuts.read(&reading.range, reading.payload);
+        }
+        s.done.insert((reading.index, reading.seq), part);
+        reading.seq += 1;
+    }
+
+    /// The calling thread's next part, of range `index`: the part numbered `seq`, once it is
+    /// ready; meanwhile the calling thread reads parts of a range of its own (`own`), claimed
+    /// as workers claim theirs, rather than wait. `None` once the read stopped, or every
+    /// range cut was taken.
+    fn take<R>(
+        &self,
+        index: usize,
+        seq: usize,
+        own: &mut Option<Reading<R>>,
+        start: impl Fn(std::ops::Range<u64>) -> R,
+        mut read: impl FnMut(T, &mut R, bool) -> Part<T>,
+    ) -> Option<Part<T>>
+    where
+        T: Default,
+    {
+        let mut s = self.lock();
+        if s.taken != index {
+            // The worker of this range may be waiting on the bound that holds for the others:
+            // it may go on now (see `must_wait`).
+            s.taken = index;
+            self.changed.notify_all();
+        }
+        let part = loop {
+            if let Some(part) = s.done.remove(&(index, seq)) {
+                break Some(part);
+            }
+            // Stopped, or read to the end: every range cut is taken.
+            if s.stop || (s.cuts.done && index >= s.next) {
+                break None;
+            }
+            // A part of its own range, if that is the one taken or the parts waiting are
+            // within the bound; or a range of its own to read.
+            let mut claimed = None;
+            if own.is_none() && s.next < s.taken + self.bound {
+                claimed = s.cuts.next_range().map(|range| (s.next, range));
+                s.next += usize::from(claimed.is_some());
+            }
+            let go_on = claimed.is_some()
+                || own
+                    .as_ref()
+                    .is_some_and(|o| o.index == index || s.done.len() < self.bound);
+            if !go_on {
+                s = self.wait(s);
+                continue;
+            }
+            drop(s);
+            if let Some((index, range)) = claimed {
+                *own = Some(Reading {
+                    index,
+                    reader: start(range.clone()),
+                    range,
+                    payload: 0,
+                    seq: 0,
+                });
+            }
+            let reading = own.as_mut().expect("a range of its own");
+            let part = read(self.spare(), &mut reading.reader, reading.seq == 0);
+            let last = part.last;
+            s = self.lock();
+            Self::hand_over(&mut s, reading, part);
+            if last {
+                *own = None;
+            }
+            self.changed.notify_all();
+        };
+        drop(s);
+        self.changed.notify_all();
+        part
+    }
+}
+
+/// Marks the range read stopped if a thread unwinds, so no other waits for a result that will
+/// never come.
+struct StopOnUnwind<'s, 'a, T>(&'s Schedule<'a, T>);
 
 impl<T> Drop for StopOnUnwind<'_, '_, T> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            if let Ok(mut shared) = self.0.lock() {
-                shared.stop = true;
-            }
-            self.1.notify_all();
+            self.0.stop();
         }
     }
 }
@@ -672,139 +874,28 @@ where
         }
     };
     let threads = plan.threads;
-
-    // Parts waiting for the calling thread, at most (and two more of the range it takes).
-    let bound = 2 * threads;
-    let shared = Mutex::new(Shared {
-        cuts,
-        next: 0,
-        taken: 0,
-        done: BTreeMap::new(),
-        spare: Vec::new(),
-        stop: false,
-    });
-    let changed = Condvar::new();
-    let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
-    let wait = |s| changed.wait(s).unwrap_or_else(|e| e.into_inner());
+    let schedule = Schedule::new(cuts, threads);
+    let read = |value, reader: &mut RangeRead<'_>, first| read_part(value, reader, first, work);
     let stopped = std::thread::scope(|scope| {
         // The calling thread is the last of `threads`: it reads ranges too while the part it
         // needs next is not ready, rather than wait (as a pull reader's thread does; with all
         // `threads` workers besides it, a sink that does much with each part had to share the
         // cores with them).
         let workers: Vec<_> = (1..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let _guard = StopOnUnwind(&shared, &changed);
-                    loop {
-                        let (index, range) = {
-                            let mut s = lock();
-                            while !s.stop && s.next >= s.taken + bound {
-                                s = wait(s);
-                            }
-                            if s.stop {
-                                return;
-                            }
-                            let Some(range) = s.cuts.next_range() else {
-                                // No range is left to cut: the calling thread may be waiting
-                                // to learn that the one it asks for will never come.
-                                drop(s);
-                                changed.notify_all();
-                                return;
-                            };
-                            s.next += 1;
-                            (s.next - 1, range)
-                        };
-                        let mut reader = range_read(range.clone());
-                        let mut payload = 0;
-                        for seq in 0.. {
-                            let value = lock().spare.pop().unwrap_or_default();
-                            let part = read_part(value, &mut reader, seq == 0, work);
-                            let last = part.last;
-                            payload += part.payload;
-                            let mut s = lock();
-                            while s.must_wait(index, bound) {
-                                s = wait(s);
-                            }
-                            if s.stop {
-                                return;
-                            }
-                            s.done.insert((index, seq), part);
-                            if last {
-                                s.cuts.read(&range, payload);
-                            }
-                            drop(s);
-                            changed.notify_all();
-                            if last {
-                                break;
-                            }
-                        }
-                    }
-                })
-            })
+            .map(|_| scope.spawn(|| schedule.work(range_read, read)))
             .collect();
-        let _guard = StopOnUnwind(&shared, &changed);
+        let _guard = StopOnUnwind(&schedule);
         let mut stopped = None;
-        // The range the calling thread reads: its number, bytes, reader, the payload read so
-        // far, and the number of its next part.
-        let mut own: Option<(usize, std::ops::Range<u64>, RangeRead<'_>, u64, usize)> = None;
+        let mut own = None;
         'ranges: for index in 0.. {
             for seq in 0.. {
-                let part = {
-                    let mut s = lock();
-                    if s.taken != index {
-                        // The worker of this range may be waiting on the bound that holds for
-                        // the others: it may go on now (see `must_wait`).
-                        s.taken = index;
-                        changed.notify_all();
-                    }
-                    loop {
-                        if let Some(part) = s.done.remove(&(index, seq)) {
-                            break Some(part);
-                        }
-                        // Stopped, or read to the end: every range cut is taken.
-                        if s.stop || (s.cuts.done && index >= s.next) {
-                            break None;
-                        }
-                        // A part of its own range, if it is the one taken or the parts waiting
-                        // are within the bound; or a range of its own to read.
-                        let mut claimed = None;
-                        if own.is_none() && s.next < s.taken + bound {
-                            claimed = s.cuts.next_range().map(|range| (s.next, range));
-                            s.next += usize::from(claimed.is_some());
-                        }
-                        let go_on = claimed.is_some()
-                            || own
-                                .as_ref()
-                                .is_some_and(|o| o.0 == index || s.done.len() < bound);
-                        if !go_on {
-                            s = wait(s);
-                            continue;
-                        }
-                        drop(s);
-                        if let Some((i, range)) = claimed {
-                            own = Some((i, range.clone(), range_read(range), 0, 0));
-                        }
-                        let (i, range, reader, payload, seq) = own.as_mut().expect("own range");
-                        let value = lock().spare.pop().unwrap_or_default();
-                        let part = read_part(value, reader, *seq == 0, work);
-                        let last = part.last;
-                        *payload += part.payload;
-                        s = lock();
-                        s.done.insert((*i, *seq), part);
-                        *seq += 1;
-                        if last {
-                            s.cuts.read(range, *payload);
-                            own = None;
-                        }
-                        changed.notify_all();
-                    }
+                let Some(part) = schedule.take(index, seq, &mut own, range_read, read) else {
+                    break 'ranges;
                 };
-                changed.notify_all();
-                let Some(part) = part else { break 'ranges };
                 let last = part.last;
                 let taken = merged.take(part, sink);
                 if let Some(value) = sink.recycle() {
-                    lock().spare.push(value);
+                    schedule.recycle(value);
                 }
                 match taken {
                     Ok(ControlFlow::Continue(())) => {}
@@ -819,8 +910,7 @@ where
                 }
             }
         }
-        lock().stop = true;
-        changed.notify_all();
+        schedule.stop();
         // Join each worker by hand: `scope` returns once the workers' closures are done,
         // but before their threads have run their thread-local destructors and exited,
         // so memory those free would still be live after `read` returned (LeakSanitizer

@@ -467,3 +467,48 @@ fn range_discard() -> impl cobsfile::RangeSink<()> {
     }
     Nothing
 }
+
+/// A panic in the work of a block, on a worker or on the calling thread (both read ranges),
+/// reaches the caller of the range read, and no thread is left waiting for another.
+#[test]
+fn a_panic_in_the_work_reaches_the_caller() {
+    let mut writer = WriterBuilder::new()
+        .block_target(256)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..5000 {
+        writer
+            .write_record(format!("record {i}").as_bytes())
+            .unwrap();
+    }
+    let file = std::sync::Arc::new(writer.finish().unwrap());
+    for threads in [2, 3] {
+        for at in [0, file.len() as u64 / 3, file.len() as u64 - 100] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let file = std::sync::Arc::clone(&file);
+            std::thread::spawn(move || {
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    ReaderBuilder::new()
+                        .threads(threads)
+                        .min_split(1024)
+                        .read_ranges(
+                            &file,
+                            |out: &mut Vec<Vec<u8>>, block| {
+                                let info = block.info();
+                                if (info.offset..info.offset + info.size).contains(&at) {
+                                    panic!("the work failed");
+                                }
+                                out.extend(block.records().map(<[u8]>::to_vec));
+                            },
+                            &mut Collect::default(),
+                        )
+                }));
+                tx.send(read.is_err()).unwrap();
+            });
+            let panicked = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the range read returned");
+            assert!(panicked, "threads {threads}, at {at}");
+        }
+    }
+}
