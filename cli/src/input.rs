@@ -80,7 +80,8 @@ pub fn object_url(path: &Path) -> Option<&str> {
 
 /// The object at `url`, fetched whole into an unnamed temporary file and mapped, so that it
 /// is read as a local file is, on every thread. (`sql` reads only the byte ranges a query
-/// needs; these commands read every block, or list them.)
+/// needs, and `meta` the tail and metadata blocks of an object with an index; these commands
+/// read every block, or list them.)
 fn fetched(url: &str) -> Result<Input, Failure> {
     let file = cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
     Ok(Input::Mapped(file))

@@ -1,7 +1,9 @@
 //! `cobsfile meta`: the metadata blocks, found by skipping data blocks.
 //!
 //! A file is scanned through [`MappedFile::metadata_with`], which keeps the kernel from
-//! reading ahead around each block header; stdin is a stream and is read through.
+//! reading ahead around each block header; stdin is a stream and is read through. An object
+//! in a store (`s3://`) with an index is read by byte ranges: its tail and the metadata blocks
+//! the index lists.
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -26,6 +28,9 @@ fn run_one(args: &ListArgs, path: &Path) -> Result<Outcome, Failure> {
         json: args.json,
     };
     let builder = args.read.builder()?;
+    if let Some(url) = input::object_url(path) {
+        return job.run_remote(url, &builder);
+    }
     match input::open(path)? {
         input::Input::Stream(stream) => job.run(builder.from_read(stream), None),
         input::Input::Mapped(file) => {
@@ -123,6 +128,31 @@ impl ReadJob for Meta {
 }
 
 impl Meta {
+    /// `meta` of the object at `url`, read by byte ranges: when the object ends with a usable
+    /// index, its tail and the metadata blocks the index lists, each checked to be an intact
+    /// metadata block where the index says (damage elsewhere is not looked for: `verify`
+    /// reads every block); otherwise a read from the start, as stdin is read.
+    fn run_remote(self, url: &str, builder: &cobsfile::ReaderBuilder) -> Result<Outcome, Failure> {
+        let object = cobsfile_datafusion::RemoteObject::open(url)
+            .map_err(|e| Failure::new(e.to_string()))?;
+        let remote = object.remote();
+        if remote.index().is_none_or(|index| index.start() != 0) {
+            let size = remote.size();
+            return self.run(remote.reader(builder), Some(size));
+        }
+        let blocks = remote
+            .metadata(builder)
+            .map_err(|e| Failure::at(&self.name, e))?;
+        let mut out = BufWriter::new(io::stdout().lock());
+        for block in &blocks {
+            if !quiet_broken_pipe(write_block(&mut out, &self.name, block, self.json))? {
+                break;
+            }
+        }
+        quiet_broken_pipe(out.flush())?;
+        Ok(Outcome::Clean)
+    }
+
     /// Prints the metadata blocks `blocks` yields and reports its errors; `reader` gives the
     /// reader behind it.
     fn print<I, S>(

@@ -258,3 +258,79 @@ fn a_limit_over_a_large_object_ends_cleanly() {
         assert_eq!(stderr(&out), "", "stderr");
     }
 }
+
+/// `meta` of a large object with an index reads the object's tail and the metadata blocks
+/// the index lists, not the object: the same output as `meta` of the file on disk, for a
+/// small fraction of its bytes.
+#[test]
+fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
+    let dir = scratch("s3-meta");
+    let server = Server::start(&dir);
+    server.bucket("logs");
+    let mut writer = cobsfile::WriterBuilder::new().build(Vec::new()).unwrap();
+    writer
+        .write_metadata([("service", b"api".as_slice())])
+        .unwrap();
+    for i in 0..200_000 {
+        let record = format!("{{\"n\":{i},\"pad\":\"{:0>80}\"}}", i as u64 * 7919);
+        writer.write_record(record.as_bytes()).unwrap();
+        if i == 100_000 {
+            writer
+                .write_metadata([("rotated", b"halfway".as_slice())])
+                .unwrap();
+        }
+    }
+    let file = writer.finish().unwrap();
+    let len = file.len() as u64;
+    std::fs::write(dir.join("big.cobs"), &file).unwrap();
+    server.put("logs", "big.cobs", file);
+    let proxy = server.counted();
+    for args in [&["meta"][..], &["meta", "--json"]] {
+        let on_disk = run(bin().current_dir(&dir).args(args).arg("big.cobs"), b"");
+        proxy.take();
+        let remote = run(
+            server
+                .configure(bin().current_dir(&dir).args(args).arg("s3://logs/big.cobs"))
+                .env("AWS_ENDPOINT_URL", proxy.endpoint()),
+            b"",
+        );
+        let fetched = proxy.take();
+        assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+        assert_eq!(stderr(&remote), "");
+        assert_eq!(
+            stdout(&remote).replace("s3://logs/big.cobs", "big.cobs"),
+            stdout(&on_disk)
+        );
+        assert!(stdout(&on_disk).contains("halfway"), "{}", stdout(&on_disk));
+        assert!(
+            fetched < len / 50,
+            "{args:?}: {fetched} bytes fetched of a {len}-byte object"
+        );
+    }
+
+    // Without an index (cut short, or not a cobsfile), read from the start as stdin is: the
+    // same output, diagnostics and exit status as for the file on disk.
+    let mut cut = std::fs::read(dir.join("big.cobs")).unwrap();
+    cut.truncate(cut.len() / 3);
+    for (name, bytes) in [
+        ("cut.cobs", cut),
+        ("notes.txt", b"not a cobsfile\n".to_vec()),
+    ] {
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        server.put("logs", name, bytes);
+        let url = format!("s3://logs/{name}");
+        let on_disk = run(bin().current_dir(&dir).args(["meta", name]), b"");
+        let remote = cobsfile(&server, &["meta", &url], &dir);
+        assert_eq!(remote.status.code(), on_disk.status.code(), "{name}");
+        assert_eq!(
+            stdout(&remote).replace(&url, name),
+            stdout(&on_disk),
+            "{name}"
+        );
+        assert_eq!(
+            stderr(&remote).replace(&url, name),
+            stderr(&on_disk),
+            "{name}"
+        );
+    }
+}

@@ -56,4 +56,7 @@ pub use read::{read_file, FileBatches};
 pub use scan::Damage;
 pub use schema::{avro_schema, raw_schema, AVRO_SCHEMA_KEY, RAW_COLUMNS, RECORDS_KEY};
 pub use source::{CobsfileSource, DamageHook};
-pub use store::{fetch, fetch_into, fetch_mapped, register_store, store_error_line, ObjectStores};
+pub use store::{
+    fetch, fetch_into, fetch_mapped, register_store, store_error_line, ObjectStores, RemoteObject,
+    StoreFetch,
+};

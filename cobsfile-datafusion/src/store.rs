@@ -88,10 +88,9 @@ pub fn fetch(location: &str) -> std::io::Result<bytes::Bytes> {
     Ok(out.into())
 }
 
-/// [`fetch`], written to `out` as it arrives rather than held whole: an object larger than
-/// memory can be kept in a file. Returns the bytes written.
-pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
-    use futures::StreamExt;
+/// The store and key of the object `location` names (`s3://BUCKET/KEY`), or the error that
+/// says why it names none.
+fn object_of(location: &str) -> std::io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     let other = |e: datafusion::common::DataFusionError| {
         let message = e.strip_backtrace();
         let message = message
@@ -109,6 +108,68 @@ pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Resu
             "{location}: names a bucket, not an object"
         )));
     }
+    Ok((store, key))
+}
+
+/// An object opened to be read by byte ranges outside a query (the command line): a
+/// [`cobsfile::Remote`] whose requests run on a runtime of its own. Opening asks for the
+/// object's size and then its tail, where its index is.
+///
+/// ```no_run
+/// let object = cobsfile_datafusion::RemoteObject::open("s3://logs/2026/12.cobs")?;
+/// let options = cobsfile::ReaderBuilder::new();
+/// for block in object.remote().metadata(&options)? {
+///     println!("{:?}", block.entries);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RemoteObject {
+    // Dropped before the runtime its requests run on.
+    remote: cobsfile::Remote<StoreFetch>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl RemoteObject {
+    /// Opens the object at `location` (`s3://BUCKET/KEY`); fails as [`fetch`] does.
+    pub fn open(location: &str) -> std::io::Result<Self> {
+        let (store, key) = object_of(location)?;
+        // Requests are spawned on the runtime and waited for from the reading thread, so it
+        // has a worker of its own.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let opened = runtime.block_on(async {
+            let meta = store
+                .head(&key)
+                .await
+                .map_err(|e| request_error(&location, e, "not found (no such object or bucket)"))?;
+            FileBytes::load(&store, &meta)
+                .await
+                .map_err(|e| std::io::Error::other(e.strip_backtrace()))
+        })?;
+        match opened {
+            FileBytes::Remote(remote) => Ok(RemoteObject {
+                remote: *remote,
+                _runtime: runtime,
+            }),
+            FileBytes::Mapped(..) => Err(std::io::Error::other(format!(
+                "{location}: a local file, not an object"
+            ))),
+        }
+    }
+
+    /// The object, read by byte ranges.
+    pub fn remote(&self) -> &cobsfile::Remote<StoreFetch> {
+        &self.remote
+    }
+}
+
+/// [`fetch`], written to `out` as it arrives rather than held whole: an object larger than
+/// memory can be kept in a file. Returns the bytes written.
+pub fn fetch_into(location: &str, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
+    use futures::StreamExt;
+    let (store, key) = object_of(location)?;
     let failed = |e: object_store::Error| {
         request_error(&location, e, "not found (no such object or bucket)")
     };
@@ -289,7 +350,7 @@ impl FileBytes {
 /// reads: ranges less than 1 MiB apart coalesced into one request, up to 10 requests at a
 /// time, on the runtime of the query that opened it. Every answer is checked to come from
 /// the object the query listed.
-pub(crate) struct StoreFetch {
+pub struct StoreFetch {
     store: Arc<dyn ObjectStore>,
     meta: ObjectMeta,
     runtime: tokio::runtime::Handle,
