@@ -20,13 +20,34 @@ pub trait ReadJob {
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
 pub fn read<J: ReadJob>(path: &Path, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
-    read_from(path, options, 0, job)
+    read_opened(path, options, 0, job)
 }
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`) from record `skip` on: a file
 /// with a usable index is entered at the block holding that record; otherwise (and on stdin)
-/// the records before it are read and passed over.
+/// the records before it are read and passed over. An object in a store is read as a stream
+/// that fetches as it reads: a job that stops early (`--limit`) fetches little more than it
+/// read, and the first records come without waiting for the rest of the object.
 pub fn read_from<J: ReadJob>(
+    path: &Path,
+    options: &ReadOptions,
+    skip: u64,
+    job: J,
+) -> Result<J::Output, Failure> {
+    let Some(url) = object_url(path) else {
+        return read_opened(path, options, skip, job);
+    };
+    let builder = options.builder()?;
+    let object =
+        cobsfile_datafusion::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
+    let remote = object.remote();
+    let mut reader = remote.reader(&builder);
+    reader.skip_records(skip);
+    job.run(reader, Some(remote.size()))
+}
+
+/// [`read_from`] of the input [`open`] opens (an object in a store fetched whole first).
+fn read_opened<J: ReadJob>(
     path: &Path,
     options: &ReadOptions,
     skip: u64,

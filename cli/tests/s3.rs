@@ -308,6 +308,34 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
         );
     }
 
+    // `cat --limit` fetches what it reads (the tail, then the first block in requests of 64
+    // KiB doubling: about 0.5 MB here), not the object.
+    let on_disk = run(
+        bin()
+            .current_dir(&dir)
+            .args(["cat", "--limit", "3", "big.cobs"]),
+        b"",
+    );
+    proxy.take();
+    let remote = run(
+        server
+            .configure(
+                bin()
+                    .current_dir(&dir)
+                    .args(["cat", "--limit", "3", "s3://logs/big.cobs"]),
+            )
+            .env("AWS_ENDPOINT_URL", proxy.endpoint()),
+        b"",
+    );
+    let fetched = proxy.take();
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    assert_eq!(stdout(&remote), stdout(&on_disk));
+    assert_eq!(stdout(&remote).lines().count(), 3);
+    assert!(
+        fetched < 1 << 20,
+        "cat --limit: {fetched} bytes fetched of {len}"
+    );
+
     // Without an index (cut short, or not a cobsfile), read from the start as stdin is: the
     // same output, diagnostics and exit status as for the file on disk.
     let mut cut = std::fs::read(dir.join("big.cobs")).unwrap();
@@ -332,5 +360,20 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
             stderr(&on_disk),
             "{name}"
         );
+        for args in [&["cat", "--limit", "10"][..], &["cat"]] {
+            let on_disk = run(bin().current_dir(&dir).args(args).arg(name), b"");
+            let remote = cobsfile(&server, &[args, &[url.as_str()]].concat(), &dir);
+            assert_eq!(
+                remote.status.code(),
+                on_disk.status.code(),
+                "{args:?} {name}"
+            );
+            assert_eq!(stdout(&remote), stdout(&on_disk), "{args:?} {name}");
+            assert_eq!(
+                stderr(&remote).replace(&url, name),
+                stderr(&on_disk),
+                "{args:?} {name}"
+            );
+        }
     }
 }
