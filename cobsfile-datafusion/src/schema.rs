@@ -181,7 +181,10 @@ pub(crate) fn sample<S: cobsfile::Source>(
         RecordFormat::Avro => true,
         RecordFormat::Json | RecordFormat::Raw => false,
     };
-    if !typed && max_records > 0 {
+    // Raw records take no schema from their contents: nothing to sample (a table in a store
+    // would fetch its first data blocks for nothing).
+    let json = !typed && options.records != RecordFormat::Raw;
+    if json && max_records > 0 {
         while records.len() < max_records {
             match reader.next_block() {
                 None => break,
