@@ -272,6 +272,17 @@ impl<F: Fetch> Remote<F> {
     {
         self.read_ranges_within(options, 0..u64::MAX, &on_block, sink)
     }
+
+    /// [`ReaderBuilder::verify`] of this file: every block read and checked on the options'
+    /// threads, each fetching its own ranges; the same report as the file in memory gives.
+    /// A failed fetch is an [`Error::Io`].
+    pub fn verify(&self, options: &ReaderBuilder) -> Result<Report> {
+        let mut report = self.read_ranges(options, |_: &mut (), _| {}, &mut range::Discard)?;
+        if let Some(index) = self.index.as_ref().filter(|i| i.start() == 0) {
+            report.attribute(index);
+        }
+        Ok(report)
+    }
 }
 
 impl<F: Fetch> range::Fetched for Remote<F> {

@@ -119,6 +119,10 @@ proptest! {
             prop_assert_eq!(&fetched.records, &local.records);
             prop_assert_eq!(&fetched.damage, &local.damage);
         }
+        prop_assert_eq!(
+            format!("{:?}", remote.verify(&options)),
+            format!("{:?}", options.verify(&file))
+        );
         let metadata: Vec<_> = options.from_slice(&file).metadata().filter_map(Result::ok).collect();
         let got = remote.metadata(&options).unwrap();
         prop_assert_eq!(got, metadata);

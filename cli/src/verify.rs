@@ -17,9 +17,16 @@ pub struct Verify {
 }
 
 impl Verify {
-    /// Verifies the file at `path` (mapped, on the options' threads) or stdin (streamed).
+    /// Verifies the file at `path` (mapped, on the options' threads), an object in a store
+    /// (read by byte ranges, on the options' threads) or stdin (streamed).
     pub fn run(self, path: &Path, options: &ReadOptions) -> Result<Outcome, Failure> {
         let builder = options.builder()?;
+        if let Some(url) = input::object_url(path) {
+            let object = cobsfile_datafusion::RemoteObject::open(url)
+                .map_err(|e| Failure::new(e.to_string()))?;
+            let report = object.remote().verify(&builder);
+            return self.print(&report.map_err(|e| Failure::at(&self.name, e))?);
+        }
         let report = match input::open(path)? {
             input::Input::Stream(stream) => cobsfile::verify(&mut builder.from_read(stream)),
             input::Input::Mapped(file) => builder.verify(file.bytes()),
