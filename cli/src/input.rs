@@ -16,11 +16,18 @@ pub trait ReadJob {
     type Output;
     /// Runs the job; `size` is the input's length when known.
     fn run<S: Source>(self, reader: Reader<S>, size: Option<u64>) -> Result<Self::Output, Failure>;
+
+    /// Takes the index of the input, known without the input at hand (an object in a store,
+    /// read as a stream, whose tail was read first), before [`run`](Self::run). Ignored by
+    /// default.
+    fn with_index(&mut self, index: &cobsfile::Index) {
+        let _ = index;
+    }
 }
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`).
 pub fn read<J: ReadJob>(path: &Path, options: &ReadOptions, job: J) -> Result<J::Output, Failure> {
-    read_opened(path, options, 0, job)
+    read_from(path, options, 0, job)
 }
 
 /// Runs `job` over the cobsfile at `path` (or stdin for `-`) from record `skip` on: a file
@@ -32,7 +39,7 @@ pub fn read_from<J: ReadJob>(
     path: &Path,
     options: &ReadOptions,
     skip: u64,
-    job: J,
+    mut job: J,
 ) -> Result<J::Output, Failure> {
     let Some(url) = object_url(path) else {
         return read_opened(path, options, skip, job);
@@ -41,12 +48,15 @@ pub fn read_from<J: ReadJob>(
     let object =
         cobsfile_datafusion::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
     let remote = object.remote();
+    if let Some(index) = remote.index() {
+        job.with_index(index);
+    }
     let mut reader = remote.reader(&builder);
     reader.skip_records(skip);
     job.run(reader, Some(remote.size()))
 }
 
-/// [`read_from`] of the input [`open`] opens (an object in a store fetched whole first).
+/// [`read_from`] of a local input, or stdin.
 fn read_opened<J: ReadJob>(
     path: &Path,
     options: &ReadOptions,

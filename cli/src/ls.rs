@@ -13,6 +13,8 @@ use super::{quiet_broken_pipe, Failure, Outcome};
 pub struct Ls {
     pub name: String,
     pub json: bool,
+    /// The input's index, when it was read without the input at hand.
+    pub index: Option<Index>,
 }
 
 /// One row of the listing.
@@ -89,6 +91,10 @@ impl Row {
 impl ReadJob for Ls {
     type Output = Outcome;
 
+    fn with_index(&mut self, index: &Index) {
+        self.index = Some(index.clone());
+    }
+
     fn run<S: Source>(self, mut reader: Reader<S>, _: Option<u64>) -> Result<Outcome, Failure> {
         let reader = &mut reader;
         let mut out = BufWriter::new(io::stdout().lock());
@@ -105,10 +111,13 @@ impl ReadJob for Ls {
         // What a damaged range held, as `verify` says it, when the whole input is at hand
         // (a mapped file) and ends with an index of the file from its start.
         let source = reader.source();
-        let index = (source.base() == 0 && source.at_eof())
-            .then(|| Index::find(source.window()))
-            .flatten()
-            .filter(|i| i.start() == 0);
+        let index = match self.index {
+            Some(index) => Some(index),
+            None => (source.base() == 0 && source.at_eof())
+                .then(|| Index::find(source.window()))
+                .flatten(),
+        }
+        .filter(|i| i.start() == 0);
         let mut diagnostics = input::Diagnostics::new(self.name.clone());
         let mut blocks = reader.blocks();
         while let Some(item) = blocks.next() {

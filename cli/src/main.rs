@@ -390,7 +390,11 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Pack(args) => pack::run(args),
         Command::Cat(args) => cat::run(args),
-        Command::Ls(args) => args.run(|name, json| ls::Ls { name, json }),
+        Command::Ls(args) => args.run(|name, json| ls::Ls {
+            name,
+            json,
+            index: None,
+        }),
         Command::Meta(args) => meta::run(args),
         Command::Verify(args) => each_file(&args.files, None, |path| {
             verify::Verify {

@@ -387,6 +387,7 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
             &["cat", "--limit", "10"][..],
             &["cat"],
             &["verify", "--json"],
+            &["ls", "--json"],
         ] {
             let on_disk = run(bin().current_dir(&dir).args(args).arg(name), b"");
             let remote = cobsfile(&server, &[args, &[url.as_str()]].concat(), &dir);
