@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cobsfile::{
-    Block, BlockType, Damage, Error, FollowEvent, FollowerBuilder, Item, MappedFile, RangeSink,
-    Reader, Source,
+    Block, BlockType, Damage, Error, FollowEvent, FollowerBuilder, Item, RangeSink, Reader, Source,
 };
 
 use super::framing::notes_no_final_newline;
@@ -88,8 +87,13 @@ fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     // Range reads go through the whole file: with --skip or --limit, the reader (decoding on
     // the same threads) goes straight to the record and stops after the last.
     if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() {
+        if let Some(url) = input::object_url(path) {
+            let object = cobsfile_datafusion::RemoteObject::open(url)
+                .map_err(|e| Failure::new(e.to_string()))?;
+            return run_split(args, path, Whole::Remote(object.remote()));
+        }
         if let input::Input::Mapped(file) = input::open(path)? {
-            return run_split(args, path, &file);
+            return run_split(args, path, Whole::Slice(file.bytes()));
         }
     }
     let job = Cat {
@@ -254,10 +258,16 @@ fn run_follow(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     Ok(outcome)
 }
 
+/// A whole file read in ranges: in memory (mapped), or an object fetched by byte ranges.
+enum Whole<'a> {
+    Slice(&'a [u8]),
+    Remote(&'a cobsfile::Remote<cobsfile_datafusion::StoreFetch>),
+}
+
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see
-/// `ReaderBuilder::read_ranges`), each formatting its records into a buffer that this thread
-/// writes out in order.
-fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Failure> {
+/// `ReaderBuilder::read_ranges`; an object's ranges each fetched by the thread that reads
+/// it), each formatting its records into a buffer that this thread writes out in order.
+fn run_split(args: &Args, path: &Path, whole: Whole<'_>) -> Result<Outcome, Failure> {
     let name = input::name(path);
     let framing = args.framing;
     let format = |part: &mut Part, block: &Block<'_>| {
@@ -287,11 +297,12 @@ fn run_split(args: &Args, path: &Path, file: &MappedFile) -> Result<Outcome, Fai
         closed: false,
         spare: None,
     };
-    let report = args
-        .read
-        .builder()?
-        .read_ranges(file.bytes(), format, &mut sink)
-        .map_err(|e| Failure::at(&name, e))?;
+    let builder = args.read.builder()?;
+    let report = match whole {
+        Whole::Slice(bytes) => builder.read_ranges(bytes, format, &mut sink),
+        Whole::Remote(remote) => remote.read_ranges(&builder, format, &mut sink),
+    }
+    .map_err(|e| Failure::at(&name, e))?;
     if let Some(failure) = sink.failed {
         return Err(failure);
     }

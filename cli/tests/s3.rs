@@ -113,6 +113,7 @@ fn sql_over_s3_answers_as_over_local_files() {
             &["cat", "--json", "--threads", "2"],
             &["cat", "--json", "--skip", "100", "--limit", "5"],
             &["ls", "--json"],
+            &["cat", "--threads", "2"],
             &["verify", "--json"],
             &["verify"],
             &["meta"],
@@ -336,9 +337,13 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
         "cat --limit: {fetched} bytes fetched of {len}"
     );
 
-    // `verify` reads every block by byte ranges on its threads, each byte about once.
-    for threads in ["1", "2"] {
-        let args = ["verify", "--json", "--threads", threads];
+    // `verify` and `cat --threads` read every block by byte ranges on their threads, each
+    // byte about once.
+    for args in [
+        &["verify", "--json", "--threads", "1"][..],
+        &["verify", "--json", "--threads", "2"],
+        &["cat", "--threads", "2"],
+    ] {
         let on_disk = run(bin().current_dir(&dir).args(args).arg("big.cobs"), b"");
         proxy.take();
         let remote = run(
@@ -355,7 +360,7 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
         );
         assert!(
             (fetched as f64) < 1.05 * len as f64,
-            "verify --threads {threads}: {fetched} bytes fetched of {len}"
+            "{args:?}: {fetched} bytes fetched of {len}"
         );
     }
 
@@ -388,6 +393,7 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
             &["cat"],
             &["verify", "--json"],
             &["ls", "--json"],
+            &["cat", "--threads", "2"],
         ] {
             let on_disk = run(bin().current_dir(&dir).args(args).arg(name), b"");
             let remote = cobsfile(&server, &[args, &[url.as_str()]].concat(), &dir);
