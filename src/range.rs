@@ -1,11 +1,14 @@
-//! Range reads (spec 9.4): a whole slice split into byte ranges read on several threads.
+//! Range reads (spec 9.4): a whole slice, or a file fetched by byte ranges, split into byte
+//! ranges read on several threads.
 //!
-//! A slice is cut into adjacent ranges and each range is read by its own [`Reader`] (see
-//! [`ReaderBuilder::from_slice_range`](crate::ReaderBuilder::from_slice_range)): every intact block is seen by exactly one range, in
-//! any order across threads. The calling thread then takes the ranges' results in order and
-//! puts their reports together, joining a damaged range that one range's reader ended with
-//! to the one the next range's reader started with, so the report is the one a single
-//! reader gives.
+//! The input is cut into adjacent ranges, one at a time as threads ask for the next
+//! ([`Cuts`]), and each range is read by its own decoder ([`RangeRead`], as
+//! [`ReaderBuilder::from_slice_range`](crate::ReaderBuilder::from_slice_range) reads one):
+//! every intact block is seen by exactly one range, in any order across threads. The calling
+//! thread takes the ranges' results in order (reading ranges itself while the next is not
+//! ready, [`Schedule`]) and puts their reports together, joining a damaged range that one
+//! range's reader ended with to the one the next range's reader started with, so the report
+//! is the one a single reader gives.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -486,7 +489,8 @@ fn read_part<T>(
 /// bound of a few parts; a thread whose range holds more than that waits until its range is
 /// the one taken. Ranges cut by bytes alone held 16 MiB of a zstd file, five times that of
 /// payload, and a second thread then waited most of the time: 1.15x one thread's speed, where
-/// ranges of about two parts' payload read at 1.85x (BENCHMARKS.md, "Ranges cut by payload").
+/// ranges of about two parts' payload read at 1.6-1.85x (BENCHMARKS.md, "Ranges cut by
+/// payload, the calling thread reads too").
 struct Cuts<'a> {
     /// Where the next range starts.
     next: u64,
