@@ -52,7 +52,7 @@ pub use options::{
     CobsfileOptions, OnDamage, RecordFormat, DEFAULT_FILE_EXTENSION,
     DEFAULT_SCHEMA_INFER_MAX_RECORDS,
 };
-pub use read::{read_file, FileBatches};
+pub use read::{read_file, read_object, FileBatches};
 pub use scan::Damage;
 pub use schema::{avro_schema, raw_schema, AVRO_SCHEMA_KEY, RAW_COLUMNS, RECORDS_KEY};
 pub use source::{CobsfileSource, DamageHook};

@@ -1,6 +1,6 @@
 //! One file read whole into record batches, without a session: what a table of that one file
 //! would give `SELECT columns FROM t`, through the same scan (the Python package's
-//! `to_arrow()` and `read_table()`).
+//! `to_arrow()` and `read_table()`), from memory or by byte ranges from object storage.
 
 use std::sync::Arc;
 
@@ -43,44 +43,101 @@ pub fn read_file(
     batch_size: usize,
     threads: usize,
 ) -> Result<FileBatches> {
-    let whole = Whole::Slice(bytes);
-    whole.check_is_cobsfile(file, reader)?;
-    let found = whole.sample(file, reader, options, options.schema_infer_max_records)?;
-    let schema = infer(&[(file.to_string(), found)], options)?;
-    let mode = mode_of(&schema, options)?
-        .ok_or_else(|| plan_datafusion_err!("{file}: no record format resolved"))?;
-    let projection = match columns {
-        None => (0..schema.fields().len()).collect(),
-        Some(names) => names
-            .iter()
-            .map(|name| {
-                schema.index_of(name).map_err(|_| {
-                    let known: Vec<&str> =
-                        schema.fields().iter().map(|f| f.name().as_str()).collect();
-                    plan_datafusion_err!(
-                        "{file}: no column {name:?} (columns: {})",
-                        known.join(", ")
-                    )
-                })
-            })
-            .collect::<Result<Vec<usize>>>()?,
+    let read = Read {
+        file,
+        options,
+        reader,
+        columns,
+        batch_size,
+        threads,
     };
-    let spec = ScanSpec {
-        mode,
-        projected: Arc::new(schema.project(&projection)?),
-        projection,
-        batch_size: batch_size.max(1),
-        limit: None,
-        options: options.clone(),
-        reader: reader.clone().threads(threads),
-    };
-    read_all(bytes, file, spec)
+    read.of(Whole::Slice(bytes))
 }
 
-/// Reads all of `bytes` as `spec` says, on the threads of `spec.reader`.
-fn read_all(bytes: &[u8], file: &str, spec: ScanSpec) -> Result<FileBatches> {
+/// [`read_file`] of an object read in place by byte ranges (a [`RemoteObject`]'s): its
+/// schemas from its index's metadata blocks, its records by ranges on `threads` threads, each
+/// range fetched by the thread that reads it. The rows, damage and errors are those of
+/// [`read_file`] over the same bytes.
+///
+/// [`RemoteObject`]: crate::RemoteObject
+pub fn read_object(
+    object: &crate::RemoteObject,
+    file: &str,
+    options: &CobsfileOptions,
+    reader: &cobsfile::ReaderBuilder,
+    columns: Option<&[String]>,
+    batch_size: usize,
+    threads: usize,
+) -> Result<FileBatches> {
+    let read = Read {
+        file,
+        options,
+        reader,
+        columns,
+        batch_size,
+        threads,
+    };
+    read.of(Whole::Remote(object.remote()))
+}
+
+/// The arguments of [`read_file`] and [`read_object`].
+struct Read<'a> {
+    file: &'a str,
+    options: &'a CobsfileOptions,
+    reader: &'a cobsfile::ReaderBuilder,
+    columns: Option<&'a [String]>,
+    batch_size: usize,
+    threads: usize,
+}
+
+impl Read<'_> {
+    fn of(self, whole: Whole<'_>) -> Result<FileBatches> {
+        let Read {
+            file,
+            options,
+            reader,
+            columns,
+            batch_size,
+            threads,
+        } = self;
+        whole.check_is_cobsfile(file, reader)?;
+        let found = whole.sample(file, reader, options, options.schema_infer_max_records)?;
+        let schema = infer(&[(file.to_string(), found)], options)?;
+        let mode = mode_of(&schema, options)?
+            .ok_or_else(|| plan_datafusion_err!("{file}: no record format resolved"))?;
+        let projection = match columns {
+            None => (0..schema.fields().len()).collect(),
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    schema.index_of(name).map_err(|_| {
+                        let known: Vec<&str> =
+                            schema.fields().iter().map(|f| f.name().as_str()).collect();
+                        plan_datafusion_err!(
+                            "{file}: no column {name:?} (columns: {})",
+                            known.join(", ")
+                        )
+                    })
+                })
+                .collect::<Result<Vec<usize>>>()?,
+        };
+        let spec = ScanSpec {
+            mode,
+            projected: Arc::new(schema.project(&projection)?),
+            projection,
+            batch_size: batch_size.max(1),
+            limit: None,
+            options: options.clone(),
+            reader: reader.clone().threads(threads),
+        };
+        read_all(whole, file, spec)
+    }
+}
+
+/// Reads all of `whole` as `spec` says, on the threads of `spec.reader`.
+fn read_all(whole: Whole<'_>, file: &str, spec: ScanSpec) -> Result<FileBatches> {
     let mut sink = Gather::default();
-    scan(Whole::Slice(bytes), file, None, &spec, &mut sink)?;
+    scan(whole, file, None, &spec, &mut sink)?;
     Ok(FileBatches {
         schema: spec.projected,
         batches: sink.batches,
@@ -186,7 +243,7 @@ mod tests {
                         options: options.clone(),
                         reader: reader.clone().threads(parts).min_split(min_split),
                     };
-                    let split = read_all(&bytes, "f", spec).unwrap();
+                    let split = read_all(Whole::Slice(&bytes), "f", spec).unwrap();
                     prop_assert_eq!(rows(&split), library);
                 }
             }

@@ -159,6 +159,15 @@ impl RemoteObject {
         }
     }
 
+    /// The object, whose every request from now on is waited for inside `wait`: given the
+    /// wait, `wait` must run it once. A caller that holds a lock other threads need while a
+    /// request is out (an interpreter's lock: Python's package) lets go of it there.
+    pub fn wait_in(self, wait: Wait) -> Self {
+        // Set once, here, on the object's own fetcher.
+        let _ = self.remote.fetcher().wait.set(wait);
+        self
+    }
+
     /// The object, read by byte ranges.
     pub fn remote(&self) -> &cobsfile::Remote<StoreFetch> {
         &self.remote
@@ -328,6 +337,7 @@ impl FileBytes {
             meta: meta.clone(),
             runtime: tokio::runtime::Handle::current(),
             tail: std::sync::Mutex::new(Some((tail, bytes))),
+            wait: std::sync::OnceLock::new(),
         };
         // Opening may fetch more of the tail (an index larger than it): off the runtime.
         let remote = tokio::task::spawn_blocking(move || cobsfile::Remote::open(fetch))
@@ -356,7 +366,12 @@ pub struct StoreFetch {
     runtime: tokio::runtime::Handle,
     /// The tail fetched when the object was opened, for `Remote::open` to take.
     tail: std::sync::Mutex<Option<(std::ops::Range<u64>, bytes::Bytes)>>,
+    /// What each request is waited for inside, if anything ([`RemoteObject::wait_in`]).
+    wait: std::sync::OnceLock<Wait>,
 }
+
+/// A function that runs the wait for a request given to it: see [`RemoteObject::wait_in`].
+pub type Wait = Arc<dyn Fn(&mut (dyn FnMut() + Send)) + Send + Sync>;
 
 impl cobsfile::Fetch for StoreFetch {
     fn size(&self) -> u64 {
@@ -395,7 +410,14 @@ impl cobsfile::Fetch for StoreFetch {
             object_store::coalesce_ranges(&ranges, get, object_store::OBJECT_STORE_COALESCE_DEFAULT)
                 .await
         });
-        let fetched = futures::executor::block_on(task).map_err(|e| {
+        let mut task = task;
+        let mut done = None;
+        let mut block = || done = Some(futures::executor::block_on(&mut task));
+        match self.wait.get() {
+            Some(wait) => wait(&mut block),
+            None => block(),
+        }
+        let fetched = done.expect("the wait ran the request").map_err(|e| {
             std::io::Error::other(format!(
                 "{}: the read was cancelled ({e})",
                 self.meta.location

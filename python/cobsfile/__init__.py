@@ -173,15 +173,20 @@ def open(
     max_body_size: Optional[int] = None,
 ) -> Reader:
     """Opens a cobsfile for reading: a path (mapped, not read into memory), bytes, a binary
-    file object (read whole), or an object in S3-compatible storage, "s3://bucket/key"
-    (fetched whole; configured by AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-    AWS_REGION and AWS_ALLOW_HTTP; a missing object is FileNotFoundError).
+    file object (read whole), or an object in S3-compatible storage, "s3://bucket/key",
+    read in place by byte ranges (configured by AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ALLOW_HTTP; a missing object is
+    FileNotFoundError). Of an object, iteration and `records()` fetch as they go (the first
+    records fetch little), `metadata` and the schemas come from the blocks its index lists,
+    `to_arrow()` and `verify()` fetch its ranges on their threads, each about once, and
+    `recover()` fetches it whole; an object that changes or vanishes under a reader is an
+    `OSError` naming it.
 
     on_damage: "skip" (the default: go on, listed in `reader.damage`), "raise"
     (`DamagedError`), or a callable given each `Damage` (reading goes on unless it raises).
     dictionaries: zstd dictionaries the file's blocks may need (bytes each).
-    threads: threads decoding blocks (the calling thread and threads - 1 workers). Raises `NotACobsfileError` for a non-empty input
-    with no intact block.
+    threads: threads decoding blocks (the calling thread and threads - 1 workers). Raises
+    `NotACobsfileError` for a non-empty input with no intact block.
     """
     return Reader(
         source,

@@ -3,10 +3,15 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use cobsfile::avro::SchemaLimits;
 use cobsfile::avro::{
     AvroReader, AvroReaderBuilder, Error as AvroError, RecordProblem, Schemas, WriterSchema,
 };
-use cobsfile::{BlockType, Dictionary, MappedFile, ReaderBuilder, SliceReader};
+use cobsfile::{
+    BlockType, Chunks, Dictionary, MappedFile, Metadata, NotACobsfile, ReaderBuilder, SliceReader,
+    SliceSource, Source, StreamReader, StreamSource,
+};
+use cobsfile_datafusion::{RemoteObject, StoreFetch};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
@@ -15,26 +20,93 @@ use self_cell::self_cell;
 use crate::errors::{self, avro_error, file_error};
 use crate::values::{to_py, PyBuilder};
 
-/// The bytes a reader reads: a mapped file, or bytes it was given (or read from a file
-/// object).
+/// The bytes a reader reads: a mapped file, bytes it was given (or read from a file object),
+/// or an object in S3-compatible storage, read in place by byte ranges.
 pub(crate) enum Bytes {
     Mapped(MappedFile),
     Owned(Arc<[u8]>),
+    Remote(Box<RemoteObject>, String),
+}
+
+/// A reader of records of [`Bytes`]: over the bytes held, or fetching as it reads.
+pub(crate) enum AnyReader<'a> {
+    Slice(SliceReader<'a>),
+    Remote(StreamReader<Chunks<'a, StoreFetch>>),
 }
 
 impl Bytes {
-    pub(crate) fn get(&self) -> &[u8] {
+    /// The bytes, when they are held whole (not for an object read by ranges).
+    pub(crate) fn whole(&self) -> Option<&[u8]> {
         match self {
-            Bytes::Mapped(map) => map.bytes(),
-            Bytes::Owned(bytes) => bytes,
+            Bytes::Mapped(map) => Some(map.bytes()),
+            Bytes::Owned(bytes) => Some(bytes),
+            Bytes::Remote(..) => None,
         }
     }
 
-    /// A reader over the bytes; its worker threads read them in place.
-    pub(crate) fn reader(&self, options: &ReaderBuilder) -> SliceReader<'_> {
+    /// The bytes held whole: an object is fetched whole (into an unnamed temporary file,
+    /// mapped), for a job that reads every byte in order anyway (recovery).
+    pub(crate) fn into_whole(self) -> std::io::Result<Bytes> {
         match self {
-            Bytes::Mapped(map) => map.reader_with(options),
-            Bytes::Owned(bytes) => options.from_shared(bytes),
+            Bytes::Remote(_, url) => Ok(Bytes::Mapped(cobsfile_datafusion::fetch_mapped(&url)?)),
+            held => Ok(held),
+        }
+    }
+
+    /// A reader from the start: its worker threads read held bytes in place; an object is
+    /// fetched as the reader goes, so a read that stops early fetches little.
+    pub(crate) fn reader(&self, options: &ReaderBuilder) -> AnyReader<'_> {
+        match self {
+            Bytes::Mapped(map) => AnyReader::Slice(map.reader_with(options)),
+            Bytes::Owned(bytes) => AnyReader::Slice(options.from_shared(bytes)),
+            Bytes::Remote(object, _) => AnyReader::Remote(object.remote().reader(options)),
+        }
+    }
+
+    /// The intact metadata blocks, in file order: an object's from the blocks its index
+    /// lists, fetched alone.
+    pub(crate) fn metadata(
+        &self,
+        options: &ReaderBuilder,
+    ) -> Result<Vec<Metadata>, cobsfile::Error> {
+        let scan = |bytes: &[u8]| options.from_slice(bytes).metadata().flatten().collect();
+        match self {
+            Bytes::Mapped(map) => Ok(scan(map.bytes())),
+            Bytes::Owned(bytes) => Ok(scan(bytes)),
+            Bytes::Remote(object, _) => object.remote().metadata(options),
+        }
+    }
+
+    /// The Avro schemas the file announces, oldest first (each once, where it was last
+    /// announced).
+    pub(crate) fn schemas(&self, options: &ReaderBuilder) -> Result<Schemas, cobsfile::Error> {
+        Ok(Schemas::of_metadata(
+            self.metadata(options)?,
+            SchemaLimits::default(),
+        ))
+    }
+
+    /// Whether the bytes are no cobsfile at all (the library's verdict, spec 9.5).
+    pub(crate) fn not_a_cobsfile(
+        &self,
+        options: &ReaderBuilder,
+    ) -> Result<Option<NotACobsfile>, cobsfile::Error> {
+        match self {
+            Bytes::Remote(object, _) => object.remote().not_a_cobsfile(options),
+            held => Ok(held.whole().and_then(|bytes| options.not_a_cobsfile(bytes))),
+        }
+    }
+
+    /// Every block read and checked on the options' threads: an object by byte ranges, each
+    /// thread fetching its own.
+    pub(crate) fn verify(
+        &self,
+        options: &ReaderBuilder,
+    ) -> Result<cobsfile::Report, cobsfile::Error> {
+        match self {
+            Bytes::Remote(object, _) => object.remote().verify(options),
+            Bytes::Mapped(map) => options.verify(map.bytes()),
+            Bytes::Owned(bytes) => options.verify(bytes),
         }
     }
 }
@@ -300,15 +372,20 @@ impl BlockInfo {
     }
 }
 
-type Slice<'a> = SliceReader<'a>;
-type Avro<'a> = AvroReader<cobsfile::SliceSource<'a>>;
+type Avro<'a> = AnyAvro<'a>;
+
+/// A reader of typed records of [`Bytes`].
+pub(crate) enum AnyAvro<'a> {
+    Slice(AvroReader<SliceSource<'a>>),
+    Remote(AvroReader<StreamSource<Chunks<'a, StoreFetch>>>),
+}
 
 self_cell!(
     /// A reader of records over bytes it owns a share of.
     struct RecordCursor {
         owner: Arc<Bytes>,
         #[not_covariant]
-        dependent: Slice,
+        dependent: AnyReader,
     }
 );
 
@@ -347,33 +424,45 @@ impl State {
     /// Reads on to the next data block with records (or damage, or the end).
     fn fill(&mut self) -> Result<Step, cobsfile::Error> {
         let batch = &mut self.batch;
-        self.cursor.with_dependent_mut(|_, reader| loop {
-            match reader.next_block() {
-                None => return Ok(Step::End),
-                Some(Err(e)) => match Damage::of_error(&e) {
-                    Some(damage) => return Ok(Step::Damage(damage)),
-                    None => return Err(e),
-                },
-                Some(Ok(block)) => {
-                    if block.info().block_type != BlockType::Data {
-                        continue;
-                    }
-                    let payload = block.payload();
-                    batch.payload.clear();
-                    batch.payload.extend_from_slice(payload);
-                    batch.records.clear();
-                    batch.next = 0;
-                    let base = payload.as_ptr() as usize;
-                    for record in block.records() {
-                        let start = record.as_ptr() as usize - base;
-                        batch.records.push(start..start + record.len());
-                    }
-                    if !batch.records.is_empty() {
-                        return Ok(Step::Filled);
-                    }
+        self.cursor.with_dependent_mut(|_, reader| match reader {
+            AnyReader::Slice(reader) => fill(reader, batch),
+            AnyReader::Remote(reader) => fill(reader, batch),
+        })
+    }
+}
+
+/// Reads `reader` on to its next data block with records (copied into `batch`), damage, or
+/// the end.
+fn fill<S: Source>(
+    reader: &mut cobsfile::Reader<S>,
+    batch: &mut Batch,
+) -> Result<Step, cobsfile::Error> {
+    loop {
+        match reader.next_block() {
+            None => return Ok(Step::End),
+            Some(Err(e)) => match Damage::of_error(&e) {
+                Some(damage) => return Ok(Step::Damage(damage)),
+                None => return Err(e),
+            },
+            Some(Ok(block)) => {
+                if block.info().block_type != BlockType::Data {
+                    continue;
+                }
+                let payload = block.payload();
+                batch.payload.clear();
+                batch.payload.extend_from_slice(payload);
+                batch.records.clear();
+                batch.next = 0;
+                let base = payload.as_ptr() as usize;
+                for record in block.records() {
+                    let start = record.as_ptr() as usize - base;
+                    batch.records.push(start..start + record.len());
+                }
+                if !batch.records.is_empty() {
+                    return Ok(Step::Filled);
                 }
             }
-        })
+        }
     }
 }
 
@@ -389,7 +478,8 @@ pub(crate) struct Reader {
     damage: Vec<Damage>,
 }
 
-/// The bytes of `source`: a path (mapped), bytes-like (copied), or a file object (read whole).
+/// The bytes of `source`: a path (mapped), bytes-like (copied), a file object (read whole), or
+/// an `s3://` URL (read by byte ranges).
 pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<(Bytes, String)> {
     if source.is_instance_of::<PyBytes>()
         || source.is_instance_of::<PyByteArray>()
@@ -415,11 +505,16 @@ pub(crate) fn open_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult
     }
     if let Ok(url) = source.extract::<String>() {
         if url.starts_with("s3://") || url.starts_with("s3a://") {
-            // Fetched whole into an unnamed temporary file and mapped (the page cache holds
-            // it, not the process), with the GIL released, configured by the AWS_*
-            // environment variables as the command line's object storage is.
-            let map = py.detach(|| cobsfile_datafusion::fetch_mapped(&url))?;
-            return Ok((Bytes::Mapped(map), url));
+            // Read in place by byte ranges (its size and tail, where its index is, fetched
+            // now, with the GIL released), configured by the AWS_* environment variables as
+            // the command line's object storage is.
+            let object = py.detach(|| cobsfile_datafusion::RemoteObject::open(&url))?;
+            // A read that holds the interpreter's lock (typed records built as they are
+            // checked) lets other Python threads run while each request is out.
+            let object = object.wait_in(Arc::new(|wait: &mut (dyn FnMut() + Send)| {
+                Python::attach(|py| py.detach(wait))
+            }));
+            return Ok((Bytes::Remote(Box::new(object), url.clone()), url));
         }
     }
     let path: std::path::PathBuf = source
@@ -496,9 +591,11 @@ impl Reader {
         };
         // A non-empty input with no intact block is not a cobsfile: say so now, not after
         // an iteration that returned nothing.
-        let data = reader.bytes.get();
-        let options = &reader.options;
-        if let Some(verdict) = py.detach(|| options.not_a_cobsfile(data)) {
+        let (bytes, options) = (&reader.bytes, &reader.options);
+        let verdict = py
+            .detach(|| bytes.not_a_cobsfile(options))
+            .map_err(|e| file_error(py, e))?;
+        if let Some(verdict) = verdict {
             return Err(errors::raise::<errors::NotACobsfileError>(
                 py,
                 format!("{}: {verdict}", reader.name),
@@ -570,16 +667,14 @@ impl Reader {
     /// replaces an earlier one): keys `str`, values `bytes`.
     #[getter]
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let bytes = self.bytes.get();
-        let options = &self.options;
+        let (bytes, options) = (&self.bytes, &self.options);
         let entries = py.detach(|| {
             // In the order keys first appear; each key's place found in a map, not by a
             // search of the keys so far (a file may hold many).
             let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
             let mut place: std::collections::HashMap<String, usize> =
                 std::collections::HashMap::new();
-            let mut scan = options.from_slice(bytes);
-            for metadata in scan.metadata().flatten() {
+            for metadata in bytes.metadata(options)? {
                 for (k, v) in metadata.entries {
                     match place.get(&k) {
                         Some(&i) => entries[i].1 = v,
@@ -590,8 +685,9 @@ impl Reader {
                     }
                 }
             }
-            entries
+            Ok(entries)
         });
+        let entries = entries.map_err(|e| file_error(py, e))?;
         let dict = PyDict::new(py);
         for (k, v) in entries {
             dict.set_item(k, PyBytes::new(py, &v))?;
@@ -601,53 +697,21 @@ impl Reader {
 
     /// Every intact block of the file and every damaged range, in order.
     fn blocks(&self, py: Python<'_>) -> PyResult<Vec<BlockInfo>> {
-        let bytes = self.bytes.get();
-        let options = &self.options;
-        py.detach(|| {
-            let mut out = Vec::new();
-            let mut scan = options.from_slice(bytes);
-            while let Some(block) = scan.next_block() {
-                match block {
-                    Ok(block) => {
-                        let info = block.info();
-                        out.push(BlockInfo {
-                            offset: info.offset,
-                            r#type: Some(info.block_type.name()),
-                            size: info.size,
-                            records: info.items,
-                            codec: Some(info.codec.to_string()),
-                            payload_size: Some(info.payload_size),
-                            status: "intact".into(),
-                            cause: None,
-                            message: None,
-                        });
-                    }
-                    Err(e) => match Damage::of_error(&e) {
-                        Some(d) => out.push(BlockInfo {
-                            offset: d.start,
-                            r#type: None,
-                            size: d.end - d.start,
-                            records: None,
-                            codec: None,
-                            payload_size: None,
-                            status: d.status,
-                            cause: Some(d.cause),
-                            message: Some(d.message),
-                        }),
-                        None => return Err(e),
-                    },
-                }
-            }
-            Ok(out)
+        let (bytes, options) = (&self.bytes, &self.options);
+        py.detach(|| match bytes.reader(options) {
+            AnyReader::Slice(mut reader) => block_list(&mut reader),
+            AnyReader::Remote(mut reader) => block_list(&mut reader),
         })
         .map_err(|e| file_error(py, e))
     }
 
     /// The Avro schemas the file announces (JSON), oldest first.
-    fn avro_schemas(&self, py: Python<'_>) -> Vec<String> {
-        let bytes = self.bytes.get();
-        let options = &self.options;
-        py.detach(|| announced(bytes, options))
+    fn avro_schemas(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let (bytes, options) = (&self.bytes, &self.options);
+        let schemas = py
+            .detach(|| bytes.schemas(options))
+            .map_err(|e| file_error(py, e))?;
+        Ok(schemas.iter().map(|s| s.json().to_string()).collect())
     }
 
     /// Typed records as Python objects (dicts for records), decoded with the Avro schema each
@@ -658,9 +722,10 @@ impl Reader {
         py: Python<'_>,
         reader_schema: Option<String>,
     ) -> PyResult<AvroRecords> {
-        let bytes = self.bytes.get();
-        let options = &self.options;
-        let schemas = py.detach(|| Schemas::scan_with(bytes, options));
+        let (bytes, options) = (&self.bytes, &self.options);
+        let schemas = py
+            .detach(|| bytes.schemas(options))
+            .map_err(|e| file_error(py, e))?;
         if schemas.is_empty() {
             return Err(errors::raise::<errors::RecordError>(
                 py,
@@ -681,8 +746,9 @@ impl Reader {
             resolved = Some(schema);
         }
         let options = options.clone();
-        let cursor = AvroCursor::new(self.bytes.clone(), |bytes| {
-            builder.build(bytes.reader(&options))
+        let cursor = AvroCursor::new(self.bytes.clone(), |bytes| match bytes.reader(&options) {
+            AnyReader::Slice(reader) => AnyAvro::Slice(builder.build(reader)),
+            AnyReader::Remote(reader) => AnyAvro::Remote(builder.build(reader)),
         });
         Ok(AvroRecords {
             cursor: Mutex::new(cursor),
@@ -718,18 +784,21 @@ impl Reader {
                 .set(&k, &v)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
-        let bytes = self.bytes.get();
-        let (name, reader) = (&self.name, &self.options);
-        let read = py.detach(|| {
-            cobsfile_datafusion::read_file(
-                bytes,
+        let (bytes, name, reader) = (&self.bytes, &self.name, &self.options);
+        let columns = columns.as_deref();
+        let read = py.detach(|| match &**bytes {
+            Bytes::Remote(object, _) => cobsfile_datafusion::read_object(
+                object, name, &options, reader, columns, batch_size, threads,
+            ),
+            held => cobsfile_datafusion::read_file(
+                held.whole().unwrap_or_default(),
                 name,
                 &options,
                 reader,
-                columns.as_deref(),
+                columns,
                 batch_size,
                 threads,
-            )
+            ),
         });
         let read = read.map_err(|e| {
             let message = e.strip_backtrace().to_string();
@@ -757,13 +826,44 @@ impl Reader {
     }
 }
 
-/// The Avro schemas announced in `bytes`, oldest first (each once, where it was last
-/// announced).
-fn announced(bytes: &[u8], options: &ReaderBuilder) -> Vec<String> {
-    Schemas::scan_with(bytes, options)
-        .iter()
-        .map(|schema| schema.json().to_string())
-        .collect()
+/// Every intact block of `reader` and every damaged range, in order.
+fn block_list<S: Source>(
+    reader: &mut cobsfile::Reader<S>,
+) -> Result<Vec<BlockInfo>, cobsfile::Error> {
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        match block {
+            Ok(block) => {
+                let info = block.info();
+                out.push(BlockInfo {
+                    offset: info.offset,
+                    r#type: Some(info.block_type.name()),
+                    size: info.size,
+                    records: info.items,
+                    codec: Some(info.codec.to_string()),
+                    payload_size: Some(info.payload_size),
+                    status: "intact".into(),
+                    cause: None,
+                    message: None,
+                });
+            }
+            Err(e) => match Damage::of_error(&e) {
+                Some(d) => out.push(BlockInfo {
+                    offset: d.start,
+                    r#type: None,
+                    size: d.end - d.start,
+                    records: None,
+                    codec: None,
+                    payload_size: None,
+                    status: d.status,
+                    cause: Some(d.cause),
+                    message: Some(d.message),
+                }),
+                None => return Err(e),
+            },
+        }
+    }
+    Ok(out)
 }
 
 /// A record whose value Python cannot hold: an error about that record, after which reading
@@ -811,6 +911,71 @@ fn step_error(pending: &mut std::collections::VecDeque<AvroStep>, e: AvroError) 
             Some(stop)
         }
     }
+}
+
+/// Queues the objects of `reader`'s next records (each built in the walk that checks it, with
+/// the GIL held: no `Value` first), and what it meets besides; whether reading stops here.
+fn objects<S: Source>(
+    reader: &mut AvroReader<S>,
+    builder: &mut PyBuilder<'_>,
+    pending: &mut std::collections::VecDeque<AvroStep>,
+) -> bool {
+    while pending.len() < VALUES_PER_STEP {
+        let next = reader
+            .next_datum_with(builder)
+            .map(|r| r.map(|d| (d.offset, d.index)));
+        let next = match next {
+            None => return true,
+            Some(Ok((offset, index))) => match builder.take() {
+                Some(Ok(object)) => {
+                    pending.push_back(AvroStep::Object(object));
+                    continue;
+                }
+                Some(Err(e)) => {
+                    pending.push_back(AvroStep::NotPython(e, offset, index));
+                    continue;
+                }
+                None => continue,
+            },
+            Some(Err(e)) => e,
+        };
+        if let Some(stop) = step_error(pending, next) {
+            return stop;
+        }
+    }
+    false
+}
+
+/// Queues the values of `reader`'s next records, resolved to `resolved`, and what it meets
+/// besides; whether reading stops here.
+fn values<S: Source>(
+    reader: &mut AvroReader<S>,
+    resolved: &WriterSchema,
+    pending: &mut std::collections::VecDeque<AvroStep>,
+) -> bool {
+    while pending.len() < VALUES_PER_STEP {
+        let next = reader.next_value().map(|r| {
+            let (offset, index) = reader.last_record().unwrap_or_default();
+            r.map(|v| (v, offset, index))
+        });
+        let e = match next {
+            None => return true,
+            Some(Ok((value, offset, index))) => {
+                pending.push_back(AvroStep::Value {
+                    value,
+                    schema: resolved.clone(),
+                    offset,
+                    index,
+                });
+                continue;
+            }
+            Some(Err(e)) => e,
+        };
+        if let Some(stop) = step_error(pending, e) {
+            return stop;
+        }
+    }
+    false
 }
 
 enum AvroStep {
@@ -884,59 +1049,16 @@ impl AvroRecords {
                 // Without a reader schema, each record's object is built in the walk that
                 // checks it, with the GIL held: no `Value` first.
                 let mut builder = PyBuilder::new(py);
-                self.done = cursor.with_dependent_mut(|_, reader| {
-                    while pending.len() < VALUES_PER_STEP {
-                        let next = reader
-                            .next_datum_with(&mut builder)
-                            .map(|r| r.map(|d| (d.offset, d.index)));
-                        let next = match next {
-                            None => return true,
-                            Some(Ok((offset, index))) => match builder.take() {
-                                Some(Ok(object)) => {
-                                    pending.push_back(AvroStep::Object(object));
-                                    continue;
-                                }
-                                Some(Err(e)) => {
-                                    pending.push_back(AvroStep::NotPython(e, offset, index));
-                                    continue;
-                                }
-                                None => continue,
-                            },
-                            Some(Err(e)) => e,
-                        };
-                        if let Some(stop) = step_error(pending, next) {
-                            return stop;
-                        }
-                    }
-                    false
+                self.done = cursor.with_dependent_mut(|_, reader| match reader {
+                    AnyAvro::Slice(reader) => objects(reader, &mut builder, pending),
+                    AnyAvro::Remote(reader) => objects(reader, &mut builder, pending),
                 });
                 continue;
             };
             self.done = py.detach(|| {
-                cursor.with_dependent_mut(|_, reader| {
-                    while pending.len() < VALUES_PER_STEP {
-                        let next = reader.next_value().map(|r| {
-                            let (offset, index) = reader.last_record().unwrap_or_default();
-                            r.map(|v| (v, offset, index))
-                        });
-                        let e = match next {
-                            None => return true,
-                            Some(Ok((value, offset, index))) => {
-                                pending.push_back(AvroStep::Value {
-                                    value,
-                                    schema: resolved.clone(),
-                                    offset,
-                                    index,
-                                });
-                                continue;
-                            }
-                            Some(Err(e)) => e,
-                        };
-                        if let Some(stop) = step_error(pending, e) {
-                            return stop;
-                        }
-                    }
-                    false
+                cursor.with_dependent_mut(|_, reader| match reader {
+                    AnyAvro::Slice(reader) => values(reader, resolved, pending),
+                    AnyAvro::Remote(reader) => values(reader, resolved, pending),
                 })
             });
         }

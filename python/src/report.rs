@@ -126,7 +126,7 @@ pub(crate) fn verify(
     let (bytes, _) = open_source(py, source)?;
     let options = reader_options(dictionaries, threads, max_body_size);
     let report = py
-        .detach(|| options.verify(bytes.get()))
+        .detach(|| bytes.verify(&options))
         .map_err(|e| file_error(py, e))?;
     Report::of(py, &report)
 }
@@ -166,13 +166,16 @@ pub(crate) fn recover(
         )));
     }
     let (bytes, _) = open_source(py, source)?;
+    // Recovery reads every byte in order: an object is fetched whole first.
+    let bytes = py.detach(|| bytes.into_whole()).map_err(PyErr::from)?;
     let options = reader_options(dictionaries, 1, max_body_size);
     // The library's new file: named only once whole and synced, nothing left behind on an
     // error; it refuses a name taken meanwhile unless `overwrite`.
     let recovery = py
         .detach(|| -> Result<cobsfile::Recovery, cobsfile::Error> {
             let mut out = BufWriter::new(NewFile::create(&destination, overwrite)?);
-            let recovery = cobsfile::recover(bytes.get(), &options, &mut out)?;
+            let recovery =
+                cobsfile::recover(bytes.whole().unwrap_or_default(), &options, &mut out)?;
             out.into_inner().map_err(|e| e.into_error())?.persist()?;
             Ok(recovery)
         })

@@ -77,20 +77,95 @@ def which(name: str) -> bool:
 
 class S3:
     """An S3-compatible server on loopback (moto's, started by tests/s3/server), and a bucket
-    in it; `put` stores an object (moto takes unsigned requests)."""
+    in it; `put` stores an object, `delete` removes one (moto reads the credential of a
+    request's Authorization header without checking its signature)."""
+
+    HEADERS = {
+        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host, Signature=0",
+        "x-amz-date": "20260101T000000Z",
+        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+    }
 
     def __init__(self, port: int, bucket: str):
         self.port, self.bucket = port, bucket
 
-    def put(self, key: str, body: bytes) -> str:
+    def _request(self, method: str, key: str, body: bytes = b"") -> int:
         import http.client
 
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request("PUT", f"/{self.bucket}/{key}", body=body)
+        c.request(method, f"/{self.bucket}/{key}", body=body, headers=self.HEADERS)
         r = c.getresponse()
         r.read()
-        assert r.status == 200, r.status
+        return r.status
+
+    def counted(self, monkeypatch) -> Counted:
+        """A counting proxy, made the endpoint the package uses."""
+        proxy = Counted(self.port)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint())
+        return proxy
+
+    def put(self, key: str, body: bytes) -> str:
+        status = self._request("PUT", key, body)
+        assert status == 200, status
         return f"s3://{self.bucket}/{key}"
+
+    def delete(self, key: str) -> None:
+        status = self._request("DELETE", key)
+        assert status == 204, status
+
+
+class Counted:
+    """A proxy to the S3 server on another loopback port that counts the bytes the server
+    sends through it (headers included): what a read costs in transfer."""
+
+    def __init__(self, port: int):
+        import socket
+        import threading
+
+        self.sent = 0
+        self._lock = threading.Lock()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+
+        def pipe(src, dst, count: bool):
+            try:
+                while True:
+                    data = src.recv(1 << 16)
+                    if not data:
+                        break
+                    dst.sendall(data)
+                    if count:
+                        with self._lock:
+                            self.sent += len(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        def serve():
+            while True:
+                client, _ = listener.accept()
+                server = socket.create_connection(("127.0.0.1", port))
+                threading.Thread(target=pipe, args=(client, server, False), daemon=True).start()
+                threading.Thread(target=pipe, args=(server, client, True), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def take(self) -> int:
+        """The bytes sent since the last take."""
+        with self._lock:
+            sent, self.sent = self.sent, 0
+        return sent
 
 
 @pytest.fixture(scope="session")

@@ -219,6 +219,98 @@ def test_a_writer_killed_mid_write_leaves_the_old_file(tmp_path):
     assert not fresh.exists()
 
 
+def test_s3_objects_are_read_in_place_by_byte_ranges(tmp_path, s3, events, events_schema, monkeypatch):
+    """An object is read where it is, not fetched whole: the first records, the metadata and
+    the schemas fetch a small part of it, a full read (rows, records, verify) about the object
+    once; the answers, damaged or not, are those of the same file on disk; an object removed
+    or changed under a reader is an error naming it, never other rows."""
+    pytest.importorskip("pyarrow")
+    import itertools
+
+    many = [e for _ in range(40) for e in events]
+    path = tmp_path / "big.cobs"
+    with cobsfile.Writer(path, schema=events_schema) as w:
+        w.write_many(many)
+    data = path.read_bytes()
+    size = len(data)
+    url = s3.put("big.cobs", data)
+    proxy = s3.counted(monkeypatch)
+    proxy.take()
+    steps = {}
+    with cobsfile.open(url) as r:
+        steps["open"] = proxy.take()
+        assert list(itertools.islice(r, 10)) == list(itertools.islice(cobsfile.open(path), 10))
+        steps["first records"] = proxy.take()
+        assert r.metadata == cobsfile.open(path).metadata
+        assert r.avro_schemas() == cobsfile.open(path).avro_schemas()
+        steps["metadata"] = proxy.take()
+    # Typed records are built with the interpreter's lock held; the proxy is a Python thread,
+    # which a read that kept the lock while a request was out would stall.
+    assert list(itertools.islice(cobsfile.open(url).records(decode=True), 5)) == many[:5]
+    steps["typed"] = proxy.take()
+    # Opening fetches the tail (64 KiB, where the index is) and the start up to the first
+    # intact block; the first records, the start up to the first data block (of 256 KiB) in
+    # requests that grow from 64 KiB; the metadata, the blocks the index lists: whatever the
+    # object's size (here 11 MB).
+    kib = 1024
+    assert steps["open"] < 192 * kib, steps
+    assert steps["first records"] < 768 * kib, steps
+    assert steps["metadata"] < 16 * kib, steps
+    assert steps["typed"] < 1024 * kib, steps
+    local = cobsfile.read_table(path).to_pylist()
+    for threads in (1, 2):
+        assert cobsfile.read_table(url, threads=threads).to_pylist() == local
+        fetched = proxy.take()
+        assert fetched < size * 1.05, (threads, fetched, size)
+    assert cobsfile.verify(url, threads=2).records == len(many)
+    fetched = proxy.take()
+    assert fetched < size * 1.05, (fetched, size)
+    assert list(cobsfile.open(url)) == list(cobsfile.open(path))
+    fetched = proxy.take()
+    assert fetched < size * 1.05, (fetched, size)
+
+    damaged = bytearray(data)
+    for at in (size // 3, size // 2 + 7):
+        damaged[at] ^= 0x40
+    bad = s3.put("bad.cobs", bytes(damaged))
+    local_bad = tmp_path / "bad.cobs"
+    local_bad.write_bytes(bytes(damaged))
+    got, want = cobsfile.open(bad), cobsfile.open(local_bad)
+    assert list(got) == list(want)
+    assert [d.to_dict() for d in got.damage] == [d.to_dict() for d in want.damage]
+    assert len(want.damage) == 2
+    blocks = [repr(b) for b in cobsfile.open(bad).blocks()]
+    assert blocks == [repr(b) for b in cobsfile.open(local_bad).blocks()]
+    assert sum("intact" not in b for b in blocks) == 2, blocks
+    got, want = cobsfile.open(bad).records(decode=True), cobsfile.open(local_bad).records(decode=True)
+    assert list(got) == list(want)
+    assert [d.to_dict() for d in got.damage] == [d.to_dict() for d in want.damage]
+    for threads in (1, 2):
+        with pytest.warns(UserWarning):
+            rows = cobsfile.read_table(bad, threads=threads).to_pylist()
+        with pytest.warns(UserWarning):
+            assert rows == cobsfile.read_table(local_bad).to_pylist()
+    assert [d.to_dict() for d in cobsfile.verify(bad, threads=2).damaged] == [
+        d.to_dict() for d in cobsfile.verify(local_bad).damaged
+    ]
+    recovered = tmp_path / "recovered.cobs"
+    assert cobsfile.recover(bad, recovered).report.records == cobsfile.verify(local_bad).records
+    assert list(cobsfile.open(recovered)) == list(cobsfile.open(local_bad))
+
+    for replaced in (data[: size // 2], data + data[-100:]):
+        reader = cobsfile.open(url)
+        assert next(reader)
+        s3.put("big.cobs", replaced)
+        with pytest.raises(OSError, match="big.cobs: the object changed"):
+            list(reader)
+        s3.put("big.cobs", data)
+    reader = cobsfile.open(url)
+    assert next(reader)
+    s3.delete("big.cobs")
+    with pytest.raises(FileNotFoundError, match="big.cobs: the object is gone"):
+        list(reader)
+
+
 def test_s3_objects_read_as_local_files(tmp_path, s3, events, events_schema, monkeypatch):
     """`open`, `read_table` and `verify` take s3:// URLs, configured by the AWS_* variables,
     and read an object as they read the same file on disk; a missing object is
