@@ -209,6 +209,52 @@ def test_to_arrow_in_ranges_equals_one_read(tmp_path, threads):
     assert len(one) < len(written)
 
 
+def read_raising(reader):
+    """Every record of `reader` (opened with on_damage="raise"), and for each DamagedError,
+    how many records came before it and the range it names."""
+    got, raised = [], []
+    while True:
+        try:
+            for record in reader:
+                got.append(record)
+            return got, raised
+        except cobsfile.DamagedError as e:
+            raised.append((len(got), e.start, e.end, e.cause))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_iteration_on_threads_equals_one_read(tmp_path, threads):
+    """Iterating a file of several MiB with blocks decoded on several threads gives the
+    records of one sequential read, in file order, with the same damage at the same place
+    among them: skipped and listed, raised between the same two records (a zero run across
+    1 MiB, where a range read would cut, included), or handed to a callable."""
+    written = records(120000, seed=5)
+    data = bytearray(written_file(written, compression="zstd", block_size=3000))
+    assert len(data) > 3 << 20  # three ranges of 1 MiB or more
+    for at in (len(data) // 5, len(data) // 2, len(data) * 4 // 5):
+        data[at] ^= 0x21
+    data[(1 << 20) - 300 : (1 << 20) + 300] = bytes(600)
+    path = tmp_path / "damaged.cobs"
+    path.write_bytes(bytes(data))
+    one = cobsfile.open(path)
+    got = list(one)
+    assert len(one.damage) == 4 and is_subsequence(got, written)
+    many = cobsfile.open(path, threads=threads)
+    assert list(many) == got
+    assert [d.to_dict() for d in many.damage] == [d.to_dict() for d in one.damage]
+    raised = read_raising(cobsfile.open(path, on_damage="raise"))
+    assert read_raising(cobsfile.open(path, on_damage="raise", threads=threads)) == raised
+    assert raised[0] == got and len(raised[1]) == 4
+    seen = []
+    assert list(cobsfile.open(path, threads=threads, on_damage=seen.append)) == got
+    assert [d.to_dict() for d in seen] == [d.to_dict() for d in one.damage]
+    # A reader dropped mid-file lets its threads go; one opened for its metadata reads it.
+    reader = cobsfile.open(path, threads=threads)
+    assert next(reader) == got[0]
+    del reader
+    assert cobsfile.open(path, threads=threads).metadata == one.metadata
+
+
 def damaged_json_file(tmp_path):
     recs = [b'{"n": %d}' % i for i in range(300)]
     data = bytearray(written_file(recs, block_size=200))
