@@ -200,6 +200,20 @@ fn s3_mistakes_end_with_one_line() {
         ),
         "nobucket",
     );
+    // A command that reads one file, given a bucket or a prefix (a directory): the line
+    // says so, where "not found" would send the user looking for a missing object.
+    let (typed, _, _) = packed(&dir);
+    server.put("logs", "events/a.cobs", typed);
+    for command in ["cat", "ls", "meta", "verify"] {
+        one_line(
+            &cobsfile(&server, &[command, "s3://logs/events/"], &dir),
+            "s3://logs/events/: is a prefix (a directory), not an object",
+        );
+        one_line(
+            &cobsfile(&server, &[command, "s3://logs"], &dir),
+            "s3://logs: names a bucket, not an object",
+        );
+    }
     // A store this tool does not read.
     one_line(
         &cobsfile(

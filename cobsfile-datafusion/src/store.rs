@@ -108,6 +108,13 @@ fn object_of(location: &str) -> std::io::Result<(Arc<dyn ObjectStore>, ObjectPat
             "{location}: names a bucket, not an object"
         )));
     }
+    // A prefix is a directory (as `sql` reads it); a command that reads one file refuses
+    // it as it refuses a local directory.
+    if location.ends_with('/') {
+        return Err(std::io::Error::other(format!(
+            "{location}: is a prefix (a directory), not an object"
+        )));
+    }
     Ok((store, key))
 }
 

@@ -334,6 +334,8 @@ def test_s3_objects_read_as_local_files(tmp_path, s3, events, events_schema, mon
     ]
     with pytest.raises(FileNotFoundError, match=f"s3://{s3.bucket}/logs/none.cobs"):
         cobsfile.open(f"s3://{s3.bucket}/logs/none.cobs")
+    with pytest.raises(OSError, match=f"s3://{s3.bucket}/logs/: is a prefix"):
+        cobsfile.open(f"s3://{s3.bucket}/logs/")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     with pytest.raises(OSError, match="AWS_ACCESS_KEY_ID"):
         cobsfile.open(url)
