@@ -43,15 +43,15 @@ pub fn read_file(
     batch_size: usize,
     threads: usize,
 ) -> Result<FileBatches> {
-    let read = Read {
+    read_whole(
+        Whole::Slice(bytes),
         file,
         options,
         reader,
         columns,
         batch_size,
         threads,
-    };
-    read.of(Whole::Slice(bytes))
+    )
 }
 
 /// [`read_file`] of an object read in place by byte ranges (a [`RemoteObject`]'s): its
@@ -69,69 +69,58 @@ pub fn read_object(
     batch_size: usize,
     threads: usize,
 ) -> Result<FileBatches> {
-    let read = Read {
+    read_whole(
+        Whole::Remote(object.remote()),
         file,
         options,
         reader,
         columns,
         batch_size,
         threads,
-    };
-    read.of(Whole::Remote(object.remote()))
+    )
 }
 
-/// The arguments of [`read_file`] and [`read_object`].
-struct Read<'a> {
-    file: &'a str,
-    options: &'a CobsfileOptions,
-    reader: &'a cobsfile::ReaderBuilder,
-    columns: Option<&'a [String]>,
+/// [`read_file`] of `whole`, held or read by ranges.
+fn read_whole(
+    whole: Whole<'_>,
+    file: &str,
+    options: &CobsfileOptions,
+    reader: &cobsfile::ReaderBuilder,
+    columns: Option<&[String]>,
     batch_size: usize,
     threads: usize,
-}
-
-impl Read<'_> {
-    fn of(self, whole: Whole<'_>) -> Result<FileBatches> {
-        let Read {
-            file,
-            options,
-            reader,
-            columns,
-            batch_size,
-            threads,
-        } = self;
-        whole.check_is_cobsfile(file, reader)?;
-        let found = whole.sample(file, reader, options, options.schema_infer_max_records)?;
-        let schema = infer(&[(file.to_string(), found)], options)?;
-        let mode = mode_of(&schema, options)?
-            .ok_or_else(|| plan_datafusion_err!("{file}: no record format resolved"))?;
-        let projection = match columns {
-            None => (0..schema.fields().len()).collect(),
-            Some(names) => names
-                .iter()
-                .map(|name| {
-                    schema.index_of(name).map_err(|_| {
-                        let known: Vec<&str> =
-                            schema.fields().iter().map(|f| f.name().as_str()).collect();
-                        plan_datafusion_err!(
-                            "{file}: no column {name:?} (columns: {})",
-                            known.join(", ")
-                        )
-                    })
+) -> Result<FileBatches> {
+    whole.check_is_cobsfile(file, reader)?;
+    let found = whole.sample(file, reader, options, options.schema_infer_max_records)?;
+    let schema = infer(&[(file.to_string(), found)], options)?;
+    let mode = mode_of(&schema, options)?
+        .ok_or_else(|| plan_datafusion_err!("{file}: no record format resolved"))?;
+    let projection = match columns {
+        None => (0..schema.fields().len()).collect(),
+        Some(names) => names
+            .iter()
+            .map(|name| {
+                schema.index_of(name).map_err(|_| {
+                    let known: Vec<&str> =
+                        schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    plan_datafusion_err!(
+                        "{file}: no column {name:?} (columns: {})",
+                        known.join(", ")
+                    )
                 })
-                .collect::<Result<Vec<usize>>>()?,
-        };
-        let spec = ScanSpec {
-            mode,
-            projected: Arc::new(schema.project(&projection)?),
-            projection,
-            batch_size: batch_size.max(1),
-            limit: None,
-            options: options.clone(),
-            reader: reader.clone().threads(threads),
-        };
-        read_all(whole, file, spec)
-    }
+            })
+            .collect::<Result<Vec<usize>>>()?,
+    };
+    let spec = ScanSpec {
+        mode,
+        projected: Arc::new(schema.project(&projection)?),
+        projection,
+        batch_size: batch_size.max(1),
+        limit: None,
+        options: options.clone(),
+        reader: reader.clone().threads(threads),
+    };
+    read_all(whole, file, spec)
 }
 
 /// Reads all of `whole` as `spec` says, on the threads of `spec.reader`.

@@ -398,7 +398,7 @@ impl cobsfile::Fetch for StoreFetch {
         // Spawned on the query's runtime and waited for here: a runtime shut down under the
         // read (a query whose other partitions were done) cancels it, rather than the
         // client's timers failing in a runtime that is going away.
-        let task = self.runtime.spawn(async move {
+        let mut task = self.runtime.spawn(async move {
             let get = |range: std::ops::Range<u64>| {
                 let (store, meta) = (&store, &meta);
                 async move {
@@ -417,7 +417,6 @@ impl cobsfile::Fetch for StoreFetch {
             object_store::coalesce_ranges(&ranges, get, object_store::OBJECT_STORE_COALESCE_DEFAULT)
                 .await
         });
-        let mut task = task;
         let mut done = None;
         let mut block = || done = Some(futures::executor::block_on(&mut task));
         match self.wait.get() {
