@@ -451,18 +451,16 @@ pub(crate) struct Scratch {
     records: Vec<(u32, u32)>,
     /// Whether `records` holds the ranges of the last decoded block.
     kept: bool,
-    /// The decoding thread of a reader these buffers belong to (1 and up; see
-    /// `parallel::Homes`), or 0. It is marked on the buffers, not on the job that carried
-    /// them: the reader's decoder swaps a job's buffers for the ones it held
-    /// (`Decoder::swap_scratch`), so a job gives back the buffers of the block before, most
-    /// often another thread's.
-    home: usize,
 }
 
-/// The most buffers of a kind kept from decodings that ended (see [`Spares`]).
-const SPARE_SCRATCHES: usize = 8;
+/// The most bytes the buffers kept from decodings that ended may hold allocated together
+/// (see [`Spares`]): eight of the largest kept, or the hundreds of small blocks' buffers a
+/// read with threads has in flight (parts of its ranges of 1 MiB of payload each, every
+/// block with its own buffers), so that the next reader of the same options starts with all
+/// it needs.
+const SPARE_TOTAL: usize = 8 * SPARE_BYTES;
 
-/// The most bytes a kept [`Scratch`] (or [`FrameCopy`]) may hold allocated: enough for blocks
+/// The most bytes a kept [`Scratch`] may hold allocated: enough for blocks
 /// of the default sizes, uncompressed or compressed.
 const SPARE_BYTES: usize = 4 << 20;
 
@@ -475,10 +473,32 @@ const SPARE_BYTES: usize = 4 << 20;
 #[derive(Debug, Default)]
 pub(crate) struct Spares {
     /// Decodings' buffers.
-    scratches: Mutex<Vec<Scratch>>,
-    /// Frame copies' buffers, kept apart from the decodings' so that neither is taken for the
-    /// other and grown to both sizes.
-    copies: Mutex<Vec<Vec<u8>>>,
+    scratches: Mutex<SpareScratches>,
+}
+
+/// Buffers kept, each with the bytes it holds allocated, and their sum.
+#[derive(Debug, Default)]
+struct SpareScratches {
+    buffers: Vec<(Scratch, usize)>,
+    held: usize,
+}
+
+impl SpareScratches {
+    /// Keeps `scratch` if it and the kept ones are within [`SPARE_BYTES`] and
+    /// [`SPARE_TOTAL`]; frees it otherwise.
+    fn keep(&mut self, scratch: Scratch) {
+        let held = scratch.held();
+        if held > 0 && held <= SPARE_BYTES && self.held + held <= SPARE_TOTAL {
+            self.held += held;
+            self.buffers.push((scratch, held));
+        }
+    }
+
+    fn take(&mut self) -> Option<Scratch> {
+        let (scratch, held) = self.buffers.pop()?;
+        self.held -= held;
+        Some(scratch)
+    }
 }
 
 impl Spares {
@@ -487,7 +507,7 @@ impl Spares {
         let kept = self
             .scratches
             .lock()
-            .map_or_else(|_| None, |mut spare| spare.pop());
+            .map_or_else(|_| None, |mut spare| spare.take());
         let Some(mut scratch) = kept else {
             return Scratch::default();
         };
@@ -497,47 +517,21 @@ impl Spares {
         scratch.records.clear();
         scratch.in_plain = false;
         scratch.kept = false;
-        scratch.home = 0;
         scratch
     }
 
-    /// Leaves `scratch` to a later decoding (up to [`SPARE_SCRATCHES`] buffers, of at most
-    /// [`SPARE_BYTES`] each; others are freed).
+    /// Leaves `scratch` to a later decoding (within [`SPARE_BYTES`] and [`SPARE_TOTAL`];
+    /// others are freed).
     pub fn keep_scratch(&self, scratch: Scratch) {
         if let Ok(mut spare) = self.scratches.lock() {
-            scratch.keep_in(&mut spare);
+            spare.keep(scratch);
         }
-    }
-
-    /// A frame copy's buffer a reader that ended left, or a new one.
-    pub fn copy(&self) -> FrameCopy {
-        let kept = self.copies.lock().map_or(None, |mut spare| spare.pop());
-        let mut buffer = kept.unwrap_or_default();
-        // Only the allocation is kept: nothing of another reader's input shows.
-        buffer.clear();
-        FrameCopy(buffer)
     }
 
     /// How many decodings' buffers are kept now.
     #[cfg(test)]
     pub fn kept(&self) -> usize {
-        self.scratches.lock().map_or(0, |spare| spare.len())
-    }
-
-    /// Leaves `copy` to a later reader, within the bounds a [`Scratch`]'s are kept in.
-    pub fn keep_copy(&self, copy: FrameCopy) {
-        if let Ok(mut spare) = self.copies.lock() {
-            let held = copy.0.capacity();
-            keep_in(copy.0, held, &mut spare);
-        }
-    }
-}
-
-/// Puts `buffers`, holding `held` bytes allocated, in `spare` if they and it are within the
-/// bounds.
-fn keep_in<T>(buffers: T, held: usize, spare: &mut Vec<T>) {
-    if held > 0 && held <= SPARE_BYTES && spare.len() < SPARE_SCRATCHES {
-        spare.push(buffers);
+        self.scratches.lock().map_or(0, |spare| spare.buffers.len())
     }
 }
 
@@ -547,22 +541,11 @@ fn keep_in<T>(buffers: T, held: usize, spare: &mut Vec<T>) {
 const KEEP_BYTES_PER_RECORD: u64 = 8;
 
 impl Scratch {
-    /// Puts these buffers in `spare` if they and it are within the bounds.
-    fn keep_in(self, spare: &mut Vec<Scratch>) {
-        let held = self.body.capacity()
+    /// The bytes these buffers hold allocated.
+    fn held(&self) -> usize {
+        self.body.capacity()
             + self.plain.capacity()
-            + self.records.capacity() * std::mem::size_of::<(u32, u32)>();
-        keep_in(self, held, spare);
-    }
-
-    /// The decoding thread these buffers belong to, or 0 (see `parallel::Homes`).
-    pub fn home(&self) -> usize {
-        self.home
-    }
-
-    /// Makes these buffers the decoding thread `home`'s.
-    pub fn set_home(&mut self, home: usize) {
-        self.home = home;
+            + self.records.capacity() * std::mem::size_of::<(u32, u32)>()
     }
 
     /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
@@ -581,28 +564,6 @@ impl Scratch {
         } else {
             &self.body
         }
-    }
-}
-
-/// A copy of a frame to decode, from its type field to the end of its body, for a worker
-/// thread that cannot read the reader's input in place (a borrowed slice). Its buffer is kept
-/// from frame to frame, and from reader to reader as a [`Scratch`]'s are ([`Spares`]): without it, a
-/// 2-thread read of a slice of 100 MB of large JSON faulted in 330,000 pages instead of 26,000
-/// (BENCHMARKS.md, "A reader over a borrowed slice kept its frame copies").
-#[derive(Debug, Default)]
-pub(crate) struct FrameCopy(Vec<u8>);
-
-impl FrameCopy {
-    /// Replaces the copy with `frame`.
-    pub fn copy(&mut self, frame: &[u8]) {
-        self.0.clear();
-        make_room(&mut self.0, frame.len());
-        self.0.extend_from_slice(frame);
-    }
-
-    /// The copy.
-    pub fn bytes(&self) -> &[u8] {
-        &self.0
     }
 }
 
@@ -877,9 +838,13 @@ fn check_records(
     let claimed = varint::read(payload).map_or(0, |(count, _)| count.max(0) as u64);
     let keep = base + payload.len() <= u32::MAX as usize
         && claimed.saturating_mul(KEEP_BYTES_PER_RECORD) <= payload.len() as u64;
-    if keep {
+    if keep && records.capacity() < claimed as usize {
         // Within the payload's size by the test above; a lying count fails the check below.
-        records.reserve(claimed as usize);
+        // Grown once for blocks of records of at least 32 bytes (a quarter of the payload's
+        // size at most), not at every block of more records than any before: a read with
+        // threads has hundreds of these buffers in flight.
+        let room = (claimed as usize).max(payload.len() / 32);
+        records.reserve_exact(room);
     }
     let count = check_strings(payload, 1, |item| {
         if keep {
@@ -1001,15 +966,29 @@ mod tests {
             body: Vec::with_capacity(body),
             ..Scratch::default()
         };
-        let mut spare = Vec::new();
-        with(SPARE_BYTES + 1).keep_in(&mut spare);
-        assert!(spare.is_empty(), "a buffer over the bound is freed");
-        with(0).keep_in(&mut spare);
-        assert!(spare.is_empty(), "buffers that hold nothing take no place");
-        for _ in 0..SPARE_SCRATCHES + 3 {
-            with(1000).keep_in(&mut spare);
+        let mut spare = SpareScratches::default();
+        spare.keep(with(SPARE_BYTES + 1));
+        assert!(spare.buffers.is_empty(), "a buffer over the bound is freed");
+        spare.keep(with(0));
+        assert!(
+            spare.buffers.is_empty(),
+            "buffers that hold nothing take no place"
+        );
+        for _ in 0..SPARE_TOTAL / SPARE_BYTES + 3 {
+            spare.keep(with(SPARE_BYTES));
         }
-        assert_eq!(spare.len(), SPARE_SCRATCHES);
+        assert_eq!(spare.buffers.len(), SPARE_TOTAL / SPARE_BYTES);
+        assert_eq!(spare.held, SPARE_TOTAL);
+        // Small buffers fit where a large one was taken, as many as the bytes allow.
+        spare.take().unwrap();
+        for _ in 0..SPARE_BYTES / 1000 + 3 {
+            spare.keep(with(1000));
+        }
+        assert!(spare.held <= SPARE_TOTAL && spare.held > SPARE_TOTAL - 1000);
+        let count = spare.buffers.len();
+        assert_eq!(count, SPARE_TOTAL / SPARE_BYTES - 1 + SPARE_BYTES / 1000);
+        while spare.take().is_some() {}
+        assert_eq!(spare.held, 0);
     }
 
     #[test]
@@ -1027,9 +1006,13 @@ mod tests {
                 buf.resize(n, 1);
             }
         }
-        let mut spare = Vec::new();
-        scratch.keep_in(&mut spare);
-        assert_eq!(spare.len(), 1, "the buffers of default blocks are kept");
+        let mut spare = SpareScratches::default();
+        spare.keep(scratch);
+        assert_eq!(
+            spare.buffers.len(),
+            1,
+            "the buffers of default blocks are kept"
+        );
     }
 
     #[test]
@@ -1040,19 +1023,10 @@ mod tests {
         scratch.kept = true;
         let spares = Spares::default();
         spares.keep_scratch(scratch);
-        for _ in 0..SPARE_SCRATCHES + 1 {
+        for _ in 0..2 {
             let reused = spares.scratch();
             assert!(reused.buffer().is_empty());
             assert!(reused.records().is_none());
-        }
-        let mut copy = FrameCopy::default();
-        copy.copy(b"someone else's frame");
-        spares.keep_copy(copy);
-        for _ in 0..SPARE_SCRATCHES + 1 {
-            let mut reused = spares.copy();
-            assert!(reused.bytes().is_empty());
-            reused.copy(b"mine");
-            assert_eq!(reused.bytes(), b"mine");
         }
     }
 

@@ -315,6 +315,18 @@ impl Decompressor {
 
     /// Carries what `other` counted of damaged decoding over to this decompressor (one made
     /// again for the same input).
+    /// How many dictionaries the file embeds it holds.
+    pub(crate) fn embedded(&self) -> usize {
+        self.embedded
+    }
+
+    /// Starts the allowance for damaged blocks afresh, as a new decompressor's (for a decoder
+    /// of another range).
+    pub(crate) fn restart(&mut self, limits: &Limits) {
+        self.damaged = 0;
+        self.damaged_allowance = limits.max_damaged_decoding;
+    }
+
     pub(crate) fn carry_from(&mut self, other: &Decompressor) {
         self.damaged = other.damaged;
         self.damaged_allowance = other.damaged_allowance;

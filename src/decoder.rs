@@ -263,6 +263,9 @@ pub struct Decoder {
     zero_free: Option<(u64, u64)>,
     /// Set once a newer version's header was met: nothing more is read.
     stopped: bool,
+    /// The header of a newer version that stopped the read, decoded, for a driver that
+    /// settles it elsewhere ([`take_stopping`](Self::take_stopping)).
+    stopping: Option<(BlockInfo, Body)>,
     /// The absolute offset at or after which no block opens for this decoder (a range read).
     stop: u64,
     /// A range read's first sync byte while the bytes before it are not yet searched for
@@ -316,6 +319,7 @@ impl Decoder {
             damage: None,
             zero_free: None,
             stopped: false,
+            stopping: None,
             stop: u64::MAX,
             prefix: None,
             // Its own: a decoder made by hand shares nothing with others (a reader's options
@@ -537,8 +541,10 @@ impl Decoder {
     fn finish(&mut self, info: BlockInfo, body: Body) -> Step {
         if let Some(version) = body.version.filter(|&v| v > FORMAT_VERSION) {
             self.stopped = true;
+            let offset = info.offset;
+            self.stopping = Some((info, body));
             return Step::Stopped(Error::UnsupportedVersion {
-                offset: info.offset,
+                offset,
                 version,
                 supported: FORMAT_VERSION,
             });
@@ -723,14 +729,8 @@ impl Decoder {
                 }
                 Found::Frame(f) => {
                     let block_type = BlockType::from_type(f.block_type);
-                    // What a scan decodes itself it checks in full first; in a deferred check
-                    // that is the dictionary blocks (worker threads decode the rest).
-                    let decoded_here = match check {
-                        Check::Full => false,
-                        Check::Landing => decoded_by_scans(block_type),
-                        Check::Deferred => block_type == BlockType::Dictionary,
-                    };
-                    if decoded_here {
+                    // What a skipping scan decodes itself it checks in full first.
+                    if check == Check::Landing && decoded_by_scans(block_type) {
                         if let Err(zero) = frame::verify(window, &f) {
                             self.at = base + zero as u64;
                             let (start, cause) = frame::stray_zero_damage(
@@ -877,11 +877,71 @@ impl Decoder {
         self.stopped
     }
 
-    /// Moves the position back to `at`, the start of a frame [`next_frame`](Self::next_frame)
-    /// just returned, to be found again by the next call (a driver not ready for it yet).
-    pub(crate) fn back_to(&mut self, at: u64) {
-        debug_assert!(at <= self.at);
-        self.at = at;
+    /// Where no block opens for this decoder: the end of its range, or `u64::MAX`.
+    pub(crate) fn stop(&self) -> u64 {
+        self.stop
+    }
+
+    /// Where the input ended, once a full read got there (and returned nothing since).
+    pub(crate) fn ended_at(&self) -> Option<u64> {
+        self.ended
+    }
+
+    /// The block the last [`Step::Block`] announced, taken out with the buffers it lies in:
+    /// `fresh` takes their place. For a driver that settles the block in another decoder
+    /// ([`settle_decoded`](Self::settle_decoded) after [`swap_scratch`](Self::swap_scratch)).
+    pub(crate) fn take_current(&mut self, fresh: Scratch) -> Option<(BlockInfo, Body, Scratch)> {
+        let (info, body) = self.current.take()?;
+        let scratch = std::mem::replace(&mut self.scratch, fresh);
+        Some((info, body, scratch))
+    }
+
+    /// The header of a newer version that the last [`Step::Stopped`] stopped at, taken out
+    /// as [`take_current`](Self::take_current) takes a block: settled in another decoder, it
+    /// stops that one in the same place.
+    pub(crate) fn take_stopping(&mut self, fresh: Scratch) -> Option<(BlockInfo, Body, Scratch)> {
+        let (info, body) = self.stopping.take()?;
+        let scratch = std::mem::replace(&mut self.scratch, fresh);
+        Some((info, body, scratch))
+    }
+
+    /// Keeps the dictionary of the dictionary block just settled, decoded elsewhere, as
+    /// decoding it here would have (the decoder that decoded it already judged it within the
+    /// limits): so that reading on here knows the dictionaries a read from the start knows.
+    pub(crate) fn keep_settled_dictionary(&mut self, offset: u64, body: &Body) {
+        let bytes = &self.scratch.buffer()[body.payload.clone()];
+        let _ = keep_dictionary(
+            &mut self.decompressor,
+            self.collect.then_some(&mut self.dictionaries),
+            offset,
+            bytes,
+        );
+    }
+
+    /// Makes this decoder the decoder of another range, as [`range`](Self::range) would make
+    /// one with the same options, keeping its buffers and zstd context: `false` (and nothing
+    /// changed) if it holds a dictionary the input embeds, which a decoder of another range
+    /// has to find itself.
+    pub(crate) fn restart_range(&mut self, first_sync: u64, stop: u64) -> bool {
+        if self.decompressor.embedded() > 0 {
+            return false;
+        }
+        self.at = first_sync;
+        self.resume = first_sync;
+        self.stop = stop;
+        self.prefix = (first_sync > 0).then_some(first_sync);
+        self.damage = None;
+        self.zero_free = None;
+        self.stopped = false;
+        self.stopping = None;
+        self.ready = None;
+        self.current = None;
+        self.stats = Stats::default();
+        self.tail = Tail::default();
+        self.ended = None;
+        self.skipped = false;
+        self.decompressor.restart(&self.limits);
+        true
     }
 
     /// Moves the position to `at` (a driver that dropped what was scanned ahead of it), and

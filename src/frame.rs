@@ -26,10 +26,6 @@ pub(crate) enum Check {
     Full,
     /// The length must land on a 0x00; the body is not read (for skipping blocks).
     Landing,
-    /// As `Full`, except that a frame whose length lands on a 0x00 is taken without reading
-    /// its body: the caller checks it later with [`verify`] (worker threads, which read the
-    /// body anyway). A frame that does not land is reported exactly as by `Full`.
-    Deferred,
 }
 
 /// A block found in the window; all positions are indices into the window.
@@ -173,10 +169,6 @@ pub(crate) fn read_at(
             Some(_) => next_sync(buf, t),
             None => buf.len(),
         },
-        Check::Deferred => match buf.get(end) {
-            Some(0) => end,
-            _ => full(),
-        },
     };
     if found == end && end < buf.len() {
         return frame();
@@ -229,7 +221,7 @@ fn zeros(buf: &[u8], t: usize, base: u64, eof: bool) -> Found {
     }
 }
 
-/// Checks that a frame found with [`Check::Landing`] or [`Check::Deferred`] holds no 0x00
+/// Checks that a frame found with [`Check::Landing`] holds no 0x00
 /// before its closing sync byte; on failure returns the position of the first such byte.
 /// The frame is then damaged exactly as [`Check::Full`] reports it: from the byte after its
 /// opening sync byte, a [`Cause::SyncMismatch`] expecting its end and finding that byte,
@@ -242,7 +234,7 @@ pub(crate) fn verify(buf: &[u8], frame: &Frame) -> Result<(), usize> {
     }
 }
 
-/// The damage a frame is when [`verify`] (or a worker thread's check of its body) finds a
+/// The damage a frame is when [`verify`] finds a
 /// 0x00 at the absolute offset `zero`: where it starts and its cause, as [`Check::Full`]
 /// reports it. `start` and `end` are the absolute offsets of its opening and closing sync
 /// bytes.

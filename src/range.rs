@@ -22,6 +22,10 @@ use crate::frame;
 use crate::index::Index;
 use crate::report::{Damage, OnDamage, Report};
 
+mod pull;
+
+pub(crate) use pull::Pull;
+
 /// A sink that keeps nothing (a range read for its report alone).
 pub(crate) struct Discard;
 
@@ -193,13 +197,18 @@ impl Searches {
 /// A range read (spec 9.4): the decoder of the blocks that open in a range, driven over the
 /// whole slice, which it may search before the range for dictionaries; or over a window of a
 /// remote file it fetches as the decoder asks, and the dictionary blocks before the range.
-pub(crate) struct RangeRead<'a> {
-    bytes: Bytes<'a>,
+pub(crate) struct RangeRead {
     decoder: Decoder,
-    /// The searches before ranges of the same read, to go on from.
-    searches: &'a Searches,
     /// What has been fetched of a remote file.
     window: Window,
+}
+
+/// What the ranges of one read share: the bytes they read, and the searches before them to
+/// go on from.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    pub bytes: Bytes<'a>,
+    pub searches: &'a Searches,
 }
 
 /// A remote file's bytes a range read has fetched and still needs.
@@ -219,14 +228,15 @@ struct Window {
     end: u64,
 }
 
-impl<'a> RangeRead<'a> {
-    /// The read of the blocks of `bytes` that open in `range`.
+impl RangeRead {
+    /// The read of the blocks of `ctx`'s bytes that open in `range`, by a decoder `decoder`
+    /// makes for the range's first sync byte and end.
     pub(crate) fn new(
-        plan: &Plan<'_>,
-        searches: &'a Searches,
-        bytes: Bytes<'a>,
+        decoder: impl FnOnce(u64, u64) -> Decoder,
+        ctx: Ctx<'_>,
         range: std::ops::Range<u64>,
     ) -> Self {
+        let bytes = ctx.bytes;
         let mut window = Window {
             bytes: Vec::new(),
             base: range.start.min(bytes.len()),
@@ -257,9 +267,7 @@ impl<'a> RangeRead<'a> {
             }
         };
         RangeRead {
-            bytes,
-            decoder: (plan.decoder)(first_sync, range.end),
-            searches,
+            decoder: decoder(first_sync, range.end),
             window,
         }
     }
@@ -317,10 +325,25 @@ impl Window {
     }
 }
 
-impl RangeRead<'_> {
+impl RangeRead {
+    /// The decoder, to take what it read out of it.
+    pub(crate) fn decoder(&mut self) -> &mut Decoder {
+        &mut self.decoder
+    }
+
+    /// The decoder, to keep for another range.
+    pub(crate) fn into_decoder(self) -> Decoder {
+        self.decoder
+    }
+
     /// Hands the decoder the dictionaries embedded before the range of a remote file: the
     /// dictionary blocks its index lists, or without one, all the bytes before the range.
-    fn dictionaries(&mut self, file: &dyn Fetched, before: u64) -> std::io::Result<()> {
+    fn dictionaries(
+        &mut self,
+        searches: &Searches,
+        file: &dyn Fetched,
+        before: u64,
+    ) -> std::io::Result<()> {
         if let Some(index) = file.index().filter(|index| index.start() == 0) {
             let limits = *self.decoder.limits();
             let listed: Vec<_> = index
@@ -356,7 +379,7 @@ impl RangeRead<'_> {
         // at a time), for their dictionary blocks: on from where a search for an earlier range
         // stopped, if one did before this range.
         let end = before.min(file.len());
-        let mut search = self.searches.take(before, self.decoder.limits());
+        let mut search = searches.take(before, self.decoder.limits());
         let mut window = Window {
             bytes: Vec::new(),
             base: search.position().min(end),
@@ -383,18 +406,18 @@ impl RangeRead<'_> {
         // A search that failed to fetch is dropped.
         if searched.is_ok() {
             self.decoder.keep_dictionaries_of(&search);
-            self.searches.give_back(search);
+            searches.give_back(search);
         }
         searched
     }
 
     /// The next intact block, or the damage before it.
-    fn next_block(&mut self) -> Option<Result<Block<'_>>> {
+    pub(crate) fn next_block(&mut self, ctx: Ctx<'_>) -> Option<Result<Block<'_>>> {
         if let Some(e) = self.window.failed.take() {
             return Some(Err(e.into()));
         }
         loop {
-            let input = match self.bytes {
+            let input = match ctx.bytes {
                 Bytes::Slice(bytes) => Input {
                     bytes,
                     offset: 0,
@@ -403,17 +426,17 @@ impl RangeRead<'_> {
                 Bytes::Fetched(_) => self.window.input(),
             };
             let step = self.decoder.step(input, Want::Blocks);
-            let fetched = match (step, self.bytes) {
+            let fetched = match (step, ctx.bytes) {
                 (Step::Block(_), _) => return Some(Ok(self.decoder.block().expect("announced"))),
                 (Step::Damaged(e) | Step::Stopped(e), _) => return Some(Err(e)),
                 (Step::NeedDictionaries { before }, Bytes::Slice(bytes)) => {
-                    let mut search = self.searches.take(before, self.decoder.limits());
+                    let mut search = ctx.searches.take(before, self.decoder.limits());
                     self.decoder.add_dictionaries_searched(&mut search, bytes);
-                    self.searches.give_back(search);
+                    ctx.searches.give_back(search);
                     Ok(())
                 }
                 (Step::NeedDictionaries { before }, Bytes::Fetched(file)) => {
-                    self.dictionaries(file, before)
+                    self.dictionaries(ctx.searches, file, before)
                 }
                 (Step::NeedInput { from }, Bytes::Fetched(file)) => self.window.more(file, from),
                 // A slice is the whole input.
@@ -433,7 +456,8 @@ impl RangeRead<'_> {
 /// inside damage, so the damage of one range stays in one part.
 fn read_part<T>(
     value: T,
-    reader: &mut RangeRead<'_>,
+    reader: &mut RangeRead,
+    ctx: Ctx<'_>,
     first: bool,
     work: &(impl RangeWork<T> + ?Sized),
 ) -> Part<T> {
@@ -448,7 +472,7 @@ fn read_part<T>(
         payload: 0,
     };
     let mut seen_block = false;
-    while let Some(item) = reader.next_block() {
+    while let Some(item) = reader.next_block(ctx) {
         match item {
             Ok(block) => {
                 part.report.add_block(block.info());
@@ -515,14 +539,20 @@ const RANGE_PAYLOAD: u64 = 2 * PART_BUDGET;
 impl<'a> Cuts<'a> {
     /// The cuts of `span` of an input of `len` bytes for `threads` threads, or `None` if the
     /// span is read whole, on one thread.
-    fn new(plan: &Plan<'_>, len: u64, index: Option<&'a Index>) -> Option<Self> {
-        let span = plan.span.clone();
+    fn new(
+        span: &std::ops::Range<u64>,
+        threads: usize,
+        min_split: u64,
+        len: u64,
+        index: Option<&'a Index>,
+    ) -> Option<Self> {
+        let span = span.clone();
         let stop = span.end.min(len);
-        if plan.threads <= 1 || stop <= span.start {
+        if threads <= 1 || stop <= span.start {
             return None;
         }
-        let size = ((stop - span.start) / (plan.threads as u64 * SPLITS_PER_THREAD))
-            .clamp(plan.min_split, plan.min_split.max(MAX_SPLIT));
+        let size = ((stop - span.start) / (threads as u64 * SPLITS_PER_THREAD))
+            .clamp(min_split, min_split.max(MAX_SPLIT));
         if stop - span.start <= size {
             return None;
         }
@@ -531,7 +561,7 @@ impl<'a> Cuts<'a> {
             end: span.end,
             stop,
             size,
-            min_split: plan.min_split,
+            min_split,
             index,
             bytes_read: 0,
             payload_read: 0,
@@ -677,6 +707,7 @@ impl<'a, T> Schedule<'a, T> {
         &self,
         start: impl Fn(std::ops::Range<u64>) -> R,
         mut read: impl FnMut(T, &mut R, bool) -> Part<T>,
+        end: impl Fn(R),
     ) where
         T: Default,
     {
@@ -722,6 +753,7 @@ impl<'a, T> Schedule<'a, T> {
                 drop(s);
                 self.changed.notify_all();
                 if last {
+                    end(reading.reader);
                     break;
                 }
             }
@@ -749,6 +781,7 @@ impl<'a, T> Schedule<'a, T> {
         own: &mut Option<Reading<R>>,
         start: impl Fn(std::ops::Range<u64>) -> R,
         mut read: impl FnMut(T, &mut R, bool) -> Part<T>,
+        end: impl Fn(R),
     ) -> Option<Part<T>>
     where
         T: Default,
@@ -799,7 +832,9 @@ impl<'a, T> Schedule<'a, T> {
             s = self.lock();
             Self::hand_over(&mut s, reading, part);
             if last {
-                *own = None;
+                if let Some(done) = own.take() {
+                    end(done.reader);
+                }
             }
             self.changed.notify_all();
         };
@@ -855,15 +890,20 @@ where
         Bytes::Slice(_) => None,
     };
     let searches = Searches::default();
-    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan, &searches, bytes, range);
+    let ctx = Ctx {
+        bytes,
+        searches: &searches,
+    };
+    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan.decoder, ctx, range);
     let mut merged = Merged::new(plan.on_damage);
-    let Some(cuts) = Cuts::new(plan, bytes.len(), index) else {
+    let cuts = Cuts::new(&plan.span, plan.threads, plan.min_split, bytes.len(), index);
+    let Some(cuts) = cuts else {
         let mut spare = None;
         let mut reader = range_read(plan.span.clone());
         let mut first = true;
         loop {
             let value = spare.take().unwrap_or_default();
-            let part = read_part(value, &mut reader, first, work);
+            let part = read_part(value, &mut reader, ctx, first, work);
             first = false;
             let last = part.last;
             match merged.take(part, sink) {
@@ -879,21 +919,21 @@ where
     };
     let threads = plan.threads;
     let schedule = Schedule::new(cuts, threads);
-    let read = |value, reader: &mut RangeRead<'_>, first| read_part(value, reader, first, work);
+    let read = |value, reader: &mut RangeRead, first| read_part(value, reader, ctx, first, work);
     let stopped = std::thread::scope(|scope| {
         // The calling thread is the last of `threads`: it reads ranges too while the part it
         // needs next is not ready, rather than wait (as a pull reader's thread does; with all
         // `threads` workers besides it, a sink that does much with each part had to share the
         // cores with them).
         let workers: Vec<_> = (1..threads)
-            .map(|_| scope.spawn(|| schedule.work(range_read, read)))
+            .map(|_| scope.spawn(|| schedule.work(range_read, read, drop)))
             .collect();
         let _guard = StopOnUnwind(&schedule);
         let mut stopped = None;
         let mut own = None;
         'ranges: for index in 0.. {
             for seq in 0.. {
-                let Some(part) = schedule.take(index, seq, &mut own, range_read, read) else {
+                let Some(part) = schedule.take(index, seq, &mut own, range_read, read, drop) else {
                     break 'ranges;
                 };
                 let last = part.last;

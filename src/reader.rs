@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 use crate::frame;
 use crate::index::Index;
 use crate::limits::Limits;
-use crate::parallel::{Decoders, Kept};
+use crate::parallel::Kept;
+use crate::range::Pull;
 use crate::range::{self, RangeSink, RangeWork};
 use crate::report::{OnDamage, Report};
 use crate::source::{Shared, SharedSlice, SliceSource, Source, StreamSource};
@@ -102,17 +103,20 @@ impl ReaderBuilder {
         self
     }
 
-    /// Decodes blocks on `threads` threads in readers over slices and mapped files (default
-    /// 0; 0 and 1 decode on the calling thread; `from_read` always does): `threads - 1`
-    /// worker threads and the calling thread.
-    ///
-    /// The reader scans the input on the calling thread and queues up to 2 blocks per thread
-    /// for the workers, each with its own zstd context, while the caller goes through the
-    /// blocks before them. When the next block is not decoded yet, the calling thread decodes
-    /// a queued one itself rather than wait: so `threads` is the number of cores the reader
-    /// keeps busy. Records, blocks, errors (merged the same way) and
+    /// Reads on `threads` threads (default 0; 0 and 1 read on the calling thread): range reads
+    /// of the input, cut and scheduled as [`read_ranges`](Self::read_ranges) cuts them, on
+    /// `threads - 1` worker threads and the calling thread, which reads ranges too while the
+    /// part it needs next is not ready. So `threads` is the number of cores the reader keeps
+    /// busy. Each range's blocks are decoded where the range is read; the reader then settles
+    /// them in file order, so that records, blocks, errors (merged the same way) and
     /// [`stats`](Reader::stats) are exactly those of a reader on one thread, in the same
-    /// order; [`Reader::metadata`] skips data blocks on the calling thread as always.
+    /// order. [`Reader::metadata`] skips data blocks on the calling thread as always.
+    ///
+    /// Threads read the input in place: they take part in readers over a
+    /// [`MappedFile`](crate::MappedFile) and over [`from_shared`](Self::from_shared) bytes.
+    /// A reader over a borrowed slice ([`from_slice`](Self::from_slice)), which threads cannot
+    /// share, or over a stream ([`from_read`](Self::from_read)) reads on the calling thread,
+    /// as does a reader of less than two ranges of [`min_split`](Self::min_split) bytes.
     ///
     /// ```
     /// let mut writer = cobsfile::WriterBuilder::new().block_target(1000).build(Vec::new())?;
@@ -121,7 +125,8 @@ impl ReaderBuilder {
     /// }
     /// let file = writer.finish()?;
     ///
-    /// let mut reader = cobsfile::ReaderBuilder::new().threads(2).from_slice(&file);
+    /// let file: std::sync::Arc<[u8]> = file.into();
+    /// let mut reader = cobsfile::ReaderBuilder::new().threads(2).min_split(1000).from_shared(&file);
     /// let mut count = 0;
     /// while let Some(record) = reader.next_record() {
     ///     assert_eq!(record?, format!("event {count}").as_bytes());
@@ -135,8 +140,8 @@ impl ReaderBuilder {
         self
     }
 
-    /// The smallest range a [`read_ranges`](Self::read_ranges) on several threads gives one thread
-    /// (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
+    /// The smallest range a [`read_ranges`](Self::read_ranges), or a reader, on several
+    /// [`threads`](Self::threads) gives one thread (default 1 MiB; at least 1). Ranges are about an eighth of a thread's share of the
     /// input when that is larger, up to 16 MiB, and up to what holds about 2 MiB of payload at
     /// the compression ratio of the ranges read so far. Smaller ranges balance the threads
     /// better and cost a reader's setup each.
@@ -184,6 +189,7 @@ impl ReaderBuilder {
         Workers {
             threads: self.threads,
             kept: (self.threads > 1).then(|| self.kept.clone()),
+            min_split: self.min_split,
         }
     }
 
@@ -199,12 +205,9 @@ impl ReaderBuilder {
     }
 
     /// A reader over bytes held in an `Arc`, as [`from_slice`](Self::from_slice) reads them.
-    /// With [`threads`](Self::threads), its workers read each frame in place through their
-    /// own handle on the bytes, as they do in a [`MappedFile`](crate::MappedFile): a reader
-    /// over a borrowed slice copies every frame for them instead, since threads cannot
-    /// borrow from the caller. On uncompressed files that copy is as much work for the
-    /// reader's thread as decoding is for a worker (see BENCHMARKS.md, "Buffers
-    /// kept from reader to reader, and reading shared bytes").
+    /// With [`threads`](Self::threads), its threads read the bytes in place through their own
+    /// handle on them, as they do in a [`MappedFile`](crate::MappedFile); a reader over a
+    /// borrowed slice reads on one thread, since threads cannot borrow from the caller.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -595,20 +598,22 @@ pub struct Reader<S> {
     skip: u64,
     /// Set after the source failed: nothing more is read.
     failed: bool,
-    /// Worker threads for full reads, with `threads > 1` (started on first use).
-    decoders: Option<Box<Decoders>>,
+    /// The range reads of a full read with `threads > 1` (started on first use).
+    pull: Option<Box<Pull>>,
     /// The worker threads asked for.
     workers: Workers,
-    /// The input's bytes, for workers to read frames from in place (a mapped file).
+    /// The input's bytes, which worker threads read in place (a mapped file, an `Arc`):
+    /// readers without it read on one thread.
     shared: Option<Shared>,
 }
 
-/// The worker threads a reader decodes on: how many were asked for (0 or 1: none), and the
-/// options' threads to run them on.
+/// The threads a reader reads on: how many were asked for (0 or 1: one), the options'
+/// threads to run them on, and the least bytes a range holds.
 #[derive(Debug, Default)]
 struct Workers {
     threads: usize,
     kept: Option<Kept>,
+    min_split: u64,
 }
 
 impl<S: Source> Reader<S> {
@@ -619,7 +624,7 @@ impl<S: Source> Reader<S> {
             cursor: Cursor::default(),
             skip: 0,
             failed: false,
-            decoders: None,
+            pull: None,
             workers,
             shared: None,
         }
@@ -697,67 +702,53 @@ impl<S: Source> Reader<S> {
         self.decoder.add_dictionaries_before(self.src.window());
     }
 
-    /// The next step of a full read with blocks decoded by worker threads: the decoder scans
-    /// ahead of the caller by a bounded number of frames on this thread, the workers decode
-    /// them, and the decoder settles what comes back in order exactly as on one thread.
-    /// Falls back to one thread if the workers cannot be started.
+    /// The next step of a full read on several threads: range reads of what is left
+    /// ([`Pull`]), whose blocks and damage the decoder settles in order exactly as on one
+    /// thread. Reads on one thread when the input cannot be shared with threads (a borrowed
+    /// slice), is too small to cut into ranges, or the threads cannot be started.
     fn next_parallel(&mut self) -> Option<Step> {
         if let Some(step) = self.decoder.take_ready() {
             return Some(step);
         }
-        if self.decoders.is_none() {
-            // The dictionaries before a range come first, as on one thread.
-            if self.decoder.prefix_end().is_some() {
-                self.add_dictionaries_before();
-            }
-            let shared = self.shared.clone();
-            let Workers { threads, kept } = &self.workers;
-            let started = kept.as_ref().map(|kept| {
-                Decoders::new(
-                    kept,
-                    *threads,
-                    &self.decoder,
-                    self.decoder.position(),
-                    shared,
-                )
-            });
+        if self.pull.is_none() {
+            let Workers {
+                threads,
+                kept,
+                min_split,
+            } = &self.workers;
+            let started = match (kept, &self.shared) {
+                (Some(kept), Some(shared)) => {
+                    let shared = Arc::clone(shared);
+                    Pull::start(kept, *threads, *min_split, shared, &self.decoder)
+                }
+                _ => None,
+            };
             match started {
-                Some(Ok(decoders)) => self.decoders = Some(Box::new(decoders)),
-                _ => {
+                Some(pull) => self.pull = Some(Box::new(pull)),
+                None => {
                     self.workers = Workers::default();
                     return self.next_step(Want::Blocks);
                 }
             }
         }
-        let mut decoders = self.decoders.take().expect("started");
-        let step = decoders.next(&mut self.decoder, input(&self.src));
+        let mut pull = self.pull.take().expect("started");
+        let step = pull.next(&mut self.decoder);
         // After a newer version's header nothing more is read: let the threads go.
         if !self.decoder.is_stopped() {
-            self.decoders = Some(decoders);
+            self.pull = Some(pull);
         }
         step
     }
 
-    /// Before reading on this thread: drops what the workers decoded ahead of the caller and
-    /// goes back to where the caller is. The workers, which may know dictionaries from blocks
-    /// the caller has not reached, are stopped too (and started afresh on the next full read).
+    /// Before reading on this thread: drops what the threads read ahead of the caller and
+    /// goes back to where the caller is (started afresh on the next full read).
     fn catch_up(&mut self) {
-        if let Some(decoders) = self.decoders.take() {
-            if decoders.is_idle() {
-                self.decoders = Some(decoders);
-            } else {
-                // A block the decoder holds behind the damage it just reported has not been
-                // returned yet: reading on this thread starts with it.
-                let at = self.decoder.ready_offset().unwrap_or(decoders.consumed());
-                self.decoder.rewind(at);
-            }
+        if let Some(pull) = self.pull.take() {
+            // A block the decoder holds behind the damage it just reported has not been
+            // returned yet: reading on this thread starts with it.
+            let at = self.decoder.ready_offset().unwrap_or(pull.consumed());
+            self.decoder.rewind(at);
         }
-    }
-
-    /// Frames scanned ahead of the caller (tests of the bound).
-    #[cfg(test)]
-    pub(crate) fn frames_in_flight(&self) -> usize {
-        self.decoders.as_ref().map_or(0, |d| d.frames_in_flight())
     }
 
     /// The next intact block, or the error that stands for a damaged region before it.

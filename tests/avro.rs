@@ -289,7 +289,8 @@ proptest! {
     fn recursive_values_round_trip(values in prop::collection::vec(list(), 0..30)) {
         let schema = schema(LIST);
         let file = write(&schema, &values, WriterBuilder::new().block_target(100));
-        let mut reader = AvroReader::new(ReaderBuilder::new().threads(2).from_slice(&file));
+        let file: std::sync::Arc<[u8]> = file.into();
+        let mut reader = AvroReader::new(ReaderBuilder::new().threads(2).min_split(64).from_shared(&file));
         let read_back: Vec<Value> = reader.by_ref().map(Result::unwrap).collect();
         prop_assert_eq!(read_back, values);
     }

@@ -311,7 +311,7 @@ fn trace<S: cobsfile::Source>(
     unreachable!("calls cycle")
 }
 
-/// Asserts that readers with 2..=4 threads (over the slice, and once over a mapped file)
+/// Asserts that readers with 2..=4 threads (over shared bytes, and once over a mapped file)
 /// yield exactly what the reader on one thread yields: for each API alone until the end, and
 /// for a mix of calls driven by `seed`.
 fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
@@ -343,17 +343,22 @@ fn assert_same_as_sequential(file: &[u8], options: &ReaderBuilder, seed: u64) {
             assert_eq!(ending, report.ok().map(|r| r.ending), "{script:?}");
         }
         for threads in [2, 3, 4] {
-            let parallel = trace(options.clone().threads(threads).from_slice(file), script);
+            // Ranges of at least 64, 256 and 1024 bytes: many cuts, through blocks and damage.
+            let min_split = 64 << (2 * (threads - 2));
+            let options = options.clone().threads(threads).min_split(min_split);
+            let parallel = trace(options.from_shared(&shared), script);
             assert_same_trace(
                 &parallel,
                 &sequential,
-                &format!("{threads} threads, {script:?}"),
+                &format!("{threads} threads, ranges of {min_split}, {script:?}"),
             );
         }
-        let parallel = trace(mapped.reader_with(&options.clone().threads(2)), script);
+        let threaded = options.clone().threads(2).min_split(100);
+        let parallel = trace(mapped.reader_with(&threaded), script);
         assert_same_trace(&parallel, &sequential, &format!("mapped, {script:?}"));
-        let parallel = trace(options.clone().threads(2).from_shared(&shared), script);
-        assert_same_trace(&parallel, &sequential, &format!("shared, {script:?}"));
+        // A borrowed slice, which threads cannot share, is read on the calling thread.
+        let parallel = trace(threaded.from_slice(file), script);
+        assert_same_trace(&parallel, &sequential, &format!("borrowed, {script:?}"));
     }
 }
 
@@ -656,7 +661,11 @@ fn a_flood_of_stray_zeros_reads_as_on_one_thread() {
 fn dictionary_blocks_count_from_where_they_are() {
     let file = dictionary_late_file();
     // Without the dictionary the first part is lost (one merged region), the second is read.
-    let (records, errors) = ReaderBuilder::new().threads(3).from_slice(&file).read_all();
+    let (records, errors) = ReaderBuilder::new()
+        .threads(3)
+        .min_split(64)
+        .from_shared(&file.clone().into())
+        .read_all();
     assert_eq!(records.len(), 40);
     assert_eq!(errors.len(), 1);
     assert!(format!("{errors:?}").contains("Dictionary"), "{errors:?}");
@@ -670,7 +679,12 @@ fn dictionary_blocks_count_from_where_they_are() {
     }
     // Given the dictionary, both parts are read.
     let options = ReaderBuilder::new().dictionary(dictionary().clone());
-    let (records, errors) = options.clone().threads(2).from_slice(&file).read_all();
+    let (records, errors) = options
+        .clone()
+        .threads(2)
+        .min_split(64)
+        .from_shared(&file.clone().into())
+        .read_all();
     assert_eq!((records.len(), errors.len()), (80, 0));
 }
 
@@ -687,7 +701,11 @@ fn metadata_midway_does_not_leak_dictionaries_scanned_ahead() {
     file.extend_from_slice(&write_file(&ops, Codec::Dictionary { embed: true }, 1000));
 
     let read = |threads: usize| {
-        let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+        let shared: std::sync::Arc<[u8]> = file.clone().into();
+        let mut reader = ReaderBuilder::new()
+            .threads(threads)
+            .min_split(64)
+            .from_shared(&shared);
         let header = reader.next_block().unwrap().unwrap().info().clone();
         // With 3 or more threads the scan is past the dictionary block by now; metadata()
         // must go back to where the caller is and forget that dictionary.
@@ -725,7 +743,11 @@ fn metadata_midway_keeps_the_dictionaries_already_read() {
     }
     let file = write_file(&ops, Codec::Dictionary { embed: true }, 1000);
     let read = |threads: usize| {
-        let mut reader = ReaderBuilder::new().threads(threads).from_slice(&file);
+        let shared: std::sync::Arc<[u8]> = file.clone().into();
+        let mut reader = ReaderBuilder::new()
+            .threads(threads)
+            .min_split(64)
+            .from_shared(&shared);
         let mut out = Vec::new();
         // A record (the dictionary block is read by then), then metadata, alternately.
         loop {
@@ -775,7 +797,11 @@ fn a_damaged_dictionary_block_is_not_used() {
         .unwrap();
     assert_eq!(info.block_type, cobsfile::BlockType::Dictionary);
     file[(info.offset + info.size / 2) as usize] ^= 0x10;
-    let (records, errors) = ReaderBuilder::new().threads(2).from_slice(&file).read_all();
+    let (records, errors) = ReaderBuilder::new()
+        .threads(2)
+        .min_split(64)
+        .from_shared(&file.clone().into())
+        .read_all();
     assert!(records.is_empty());
     assert_eq!(errors.len(), 1);
     for seed in 0..4 {
@@ -795,7 +821,11 @@ fn a_newer_version_stops_parallel_readers_too() {
     for seed in 0..4 {
         assert_same_as_sequential(&file, &ReaderBuilder::new(), seed);
     }
-    let (records, errors) = ReaderBuilder::new().threads(2).from_slice(&file).read_all();
+    let (records, errors) = ReaderBuilder::new()
+        .threads(2)
+        .min_split(64)
+        .from_shared(&file.clone().into())
+        .read_all();
     assert_eq!(records.len(), 50);
     assert!(matches!(errors[..], [Error::UnsupportedVersion { .. }]));
 }
@@ -811,7 +841,12 @@ fn every_codec_reads_the_same_in_parallel() {
                 options = options.dictionary(dictionary().clone());
             }
             assert_same_as_sequential(&file, &options, 1);
-            let (records, errors) = options.clone().threads(3).from_slice(&file).read_all();
+            let (records, errors) = options
+                .clone()
+                .threads(3)
+                .min_split(64)
+                .from_shared(&file.clone().into())
+                .read_all();
             if codec == (Codec::Dictionary { embed: false }) && !given {
                 assert!(records.is_empty() && errors.len() == 1, "{errors:?}");
             } else {

@@ -667,7 +667,13 @@ fn typed_readers_yield_the_avro_vectors() {
         let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
         let mut slice = AvroReader::new(ReaderBuilder::new().from_slice(&bytes));
         assert_eq!(avro_lines::typed_lines(&mut slice), v.avro, "{name}: slice");
-        let mut threads = AvroReader::new(ReaderBuilder::new().threads(2).from_slice(&bytes));
+        let shared: std::sync::Arc<[u8]> = bytes.clone().into();
+        let mut threads = AvroReader::new(
+            ReaderBuilder::new()
+                .threads(2)
+                .min_split(64)
+                .from_shared(&shared),
+        );
         assert_eq!(
             avro_lines::typed_lines(&mut threads),
             v.avro,

@@ -1,0 +1,348 @@
+//! A pull reader's threads ([`ReaderBuilder::threads`](crate::ReaderBuilder::threads)): the
+//! range reads of what the reader has left, cut and scheduled as every range read's are
+//! ([`Schedule`]), whose blocks the reader's own decoder then settles in file order.
+//!
+//! Each range is read by its own decoder, on a worker or on the reader's thread (which reads
+//! ranges while the part it needs next is not ready, as a range read's calling thread does):
+//! what it meets goes into the range's parts in order ([`Met`]), each decoded block with the
+//! buffers it was decoded into, and each damaged range by its start and cause. The reader's
+//! decoder takes those buffers over ([`Decoder::swap_scratch`]) and settles blocks, damage and
+//! the input's end exactly as it settles what it reads itself: it merges damage, counts
+//! blocks, stops at a header of a newer version and judges the ending, so that records,
+//! errors, [`Stats`](crate::Stats) and [`Ending`](crate::Ending) are those of one thread
+//! (spec 9.4: the ranges together meet every intact block once, and damage that goes on
+//! across a cut is one damaged range once merged). Only the reader's decoder reports; the
+//! ranges' decoders only read.
+//!
+//! The reader keeps the dictionaries of the dictionary blocks it settles, as it would have
+//! decoding them itself: a reader that goes back to one thread (to skip data blocks for
+//! [`Reader::metadata`](crate::Reader::metadata), say) reads on from where the caller is
+//! with the dictionaries a read from the start knows.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{Bytes, Ctx, Cuts, Part, RangeRead, Reading, Schedule, Searches, PART_BUDGET};
+use crate::block::{BlockType, Body, Scratch, Spares};
+use crate::codec::Dictionary;
+use crate::decoder::{BlockInfo, Decoder, Step};
+use crate::ending::Tail;
+use crate::error::{Cause, Error};
+use crate::limits::Limits;
+use crate::parallel::{Finished, Kept};
+use crate::report::Report;
+use crate::source::Shared;
+
+/// What a range's decoder met, in file order.
+pub(crate) enum Met {
+    /// An intact block (or a header of a newer version, which stops the read), decoded into
+    /// `scratch`.
+    Block {
+        info: BlockInfo,
+        body: Body,
+        scratch: Scratch,
+    },
+    /// Damage from the absolute offset `start`.
+    Damage { start: u64, cause: Cause },
+    /// The end of the range's input at this absolute offset.
+    End(u64),
+    /// An error that ends the read.
+    Failed(Error),
+}
+
+/// What the threads of one pull read share.
+struct Job {
+    schedule: Schedule<'static, VecDeque<Met>>,
+    bytes: Shared,
+    searches: Searches,
+    limits: Limits,
+    /// The dictionaries the reader was given.
+    given: Vec<Dictionary>,
+    spares: Arc<Spares>,
+    /// Buffers the reader's decoder gave back, to decode later blocks into: as many as the
+    /// blocks in flight, so that a steady read allocates none.
+    free: Mutex<Vec<Scratch>>,
+    /// Decoders of ranges read, to read later ranges with (see [`Decoder::restart_range`]).
+    decoders: Mutex<Vec<Decoder>>,
+}
+
+/// Locks `mutex`, ignoring poisoning: what it guards (free lists) stays consistent.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Job {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            bytes: Bytes::Slice(self.bytes.bytes()),
+            searches: &self.searches,
+        }
+    }
+
+    /// A decoder of the range whose first sync byte is `first_sync`, with the reader's options.
+    fn decoder(&self, first_sync: u64, stop: u64) -> Decoder {
+        let kept = lock(&self.decoders).pop();
+        if let Some(mut decoder) = kept {
+            if decoder.restart_range(first_sync, stop) {
+                return decoder;
+            }
+        }
+        let mut decoder = Decoder::range(self.limits, first_sync, stop).share_spares(&self.spares);
+        for dictionary in &self.given {
+            decoder.give_dictionary(dictionary);
+        }
+        decoder
+    }
+
+    fn start(&self, range: std::ops::Range<u64>) -> RangeRead {
+        RangeRead::new(|first, stop| self.decoder(first, stop), self.ctx(), range)
+    }
+
+    /// Keeps the decoder of a range read to the end.
+    fn end(&self, reader: RangeRead) {
+        lock(&self.decoders).push(reader.into_decoder());
+    }
+
+    fn scratch(&self) -> Scratch {
+        let free = lock(&self.free).pop();
+        free.unwrap_or_else(|| self.spares.scratch())
+    }
+
+    /// Reads on in a range until its blocks hold [`PART_BUDGET`] bytes of payload, or it ends.
+    fn read(&self, mut met: VecDeque<Met>, reader: &mut RangeRead) -> Part<VecDeque<Met>> {
+        let ctx = self.ctx();
+        let mut payload = 0;
+        let mut last = true;
+        loop {
+            let size = match reader.next_block(ctx) {
+                Some(Ok(block)) => block.info().payload_size,
+                Some(Err(Error::Damaged { start, cause, .. })) => {
+                    met.push_back(Met::Damage { start, cause });
+                    continue;
+                }
+                Some(Err(e)) => {
+                    // A header of a newer version: settled by the reader's decoder, it stops
+                    // that one in the same place. Nothing else is read in this range.
+                    let stopping = reader.decoder().take_stopping(self.scratch());
+                    met.push_back(match stopping {
+                        Some((info, body, scratch)) => Met::Block {
+                            info,
+                            body,
+                            scratch,
+                        },
+                        None => Met::Failed(e),
+                    });
+                    break;
+                }
+                None => {
+                    if let Some(end) = reader.decoder().ended_at() {
+                        met.push_back(Met::End(end));
+                    }
+                    break;
+                }
+            };
+            if met.capacity() == 0 {
+                // Room for the part's blocks if they are as large as its first, at once.
+                met.reserve((PART_BUDGET / size.max(1024)).saturating_add(2) as usize);
+            }
+            let (info, body, scratch) =
+                (reader.decoder().take_current(self.scratch())).expect("the block just read");
+            met.push_back(Met::Block {
+                info,
+                body,
+                scratch,
+            });
+            payload += size;
+            if payload >= PART_BUDGET {
+                last = false;
+                break;
+            }
+        }
+        Part {
+            value: met,
+            report: Report::default(),
+            tail: Tail::default(),
+            first_damaged: false,
+            last_damaged: false,
+            last,
+            error: None,
+            payload,
+        }
+    }
+}
+
+impl Drop for Job {
+    /// Leaves buffers to later readers of the same options.
+    fn drop(&mut self) {
+        let free = self.free.get_mut().unwrap_or_else(|e| e.into_inner());
+        for scratch in free.drain(..) {
+            self.spares.keep_scratch(scratch);
+        }
+    }
+}
+
+/// The range reads of a pull reader with threads; see the module documentation.
+pub(crate) struct Pull {
+    job: Arc<Job>,
+    /// The workers' tasks, each closed when its worker left the read. Behind a mutex only
+    /// so that readers stay `Sync`; always reached through `get_mut`.
+    workers: Mutex<Vec<Finished>>,
+    /// The range the reader's thread reads, if any.
+    own: Option<Reading<RangeRead>>,
+    /// The range, and the part of it, to take next.
+    index: usize,
+    seq: usize,
+    /// What the part taken last holds that the reader's decoder has not settled yet.
+    met: VecDeque<Met>,
+    /// Where the last range's input ended.
+    end: Option<u64>,
+    /// Where a reader on one thread would read on, having returned what was settled.
+    consumed: u64,
+    /// Every range was taken.
+    done: bool,
+}
+
+impl std::fmt::Debug for Pull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pull")
+            .field("consumed", &self.consumed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pull {
+    /// The range reads of what `decoder` reads on from, in `bytes` (the reader's whole
+    /// input), on `threads` threads: workers of `kept` and the calling thread. `None` if that
+    /// is too little to cut into ranges.
+    pub(crate) fn start(
+        kept: &Kept,
+        threads: usize,
+        min_split: u64,
+        bytes: Shared,
+        decoder: &Decoder,
+    ) -> Option<Self> {
+        let span = decoder.position()..decoder.stop();
+        let len = bytes.bytes().len() as u64;
+        let cuts = Cuts::new(&span, threads, min_split, len, None)?;
+        let given = (decoder.dictionaries.iter())
+            .filter(|(_, offset)| offset.is_none())
+            .map(|(dictionary, _)| dictionary.clone())
+            .collect();
+        let job = Arc::new(Job {
+            schedule: Schedule::new(cuts, threads),
+            bytes,
+            searches: Searches::default(),
+            limits: *decoder.limits(),
+            given,
+            spares: Arc::clone(decoder.spares()),
+            free: Mutex::default(),
+            decoders: Mutex::default(),
+        });
+        let mut workers = Vec::with_capacity(threads - 1);
+        for _ in 1..threads {
+            let job = Arc::clone(&job);
+            let task = move || {
+                job.schedule.work(
+                    |range| job.start(range),
+                    |met, reader, _| job.read(met, reader),
+                    |reader| job.end(reader),
+                )
+            };
+            // A worker that cannot start leaves its ranges to the others.
+            match kept.run(task) {
+                Ok(finished) => workers.push(finished),
+                Err(_) => break,
+            }
+        }
+        Some(Pull {
+            job,
+            workers: Mutex::new(workers),
+            own: None,
+            index: 0,
+            seq: 0,
+            met: VecDeque::new(),
+            end: None,
+            consumed: span.start,
+            done: false,
+        })
+    }
+
+    /// Where a reader on one thread would read on, having returned what was settled.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// The next step of `decoder`, the reader's: what the ranges met, settled in order.
+    /// `None` at the end.
+    pub(crate) fn next(&mut self, decoder: &mut Decoder) -> Option<Step> {
+        loop {
+            while let Some(met) = self.met.pop_front() {
+                match met {
+                    Met::Block {
+                        info,
+                        body,
+                        mut scratch,
+                    } => {
+                        let offset = info.offset;
+                        self.consumed = offset + info.size;
+                        decoder.swap_scratch(&mut scratch);
+                        lock(&self.job.free).push(scratch);
+                        if info.block_type == BlockType::Dictionary {
+                            decoder.keep_settled_dictionary(offset, &body);
+                        }
+                        if let Some(step) = decoder.settle_decoded(offset, Ok((info, body))) {
+                            return Some(step);
+                        }
+                    }
+                    Met::Damage { start, cause } => decoder.note_damage(start, cause),
+                    Met::End(end) => self.end = Some(end),
+                    Met::Failed(e) => {
+                        self.done = true;
+                        return Some(Step::Stopped(e));
+                    }
+                }
+            }
+            if self.done {
+                return None;
+            }
+            let job = &*self.job;
+            let part = job.schedule.take(
+                self.index,
+                self.seq,
+                &mut self.own,
+                |range| job.start(range),
+                |met, reader, _| job.read(met, reader),
+                |reader| job.end(reader),
+            );
+            let Some(part) = part else {
+                self.done = true;
+                let end = (self.end).unwrap_or(job.bytes.bytes().len() as u64);
+                self.consumed = end;
+                return decoder.end_at(end);
+            };
+            match part.last {
+                true => (self.index, self.seq) = (self.index + 1, 0),
+                false => self.seq += 1,
+            }
+            let taken = std::mem::replace(&mut self.met, part.value);
+            job.schedule.recycle(taken);
+        }
+    }
+}
+
+impl Drop for Pull {
+    /// Stops the workers and waits for them to leave the read (each finishes the part it
+    /// reads, at most about [`PART_BUDGET`] bytes of payload), so that their threads are free
+    /// for the next reader. Not after a read to the end, which they have left already, or
+    /// are leaving: waiting for them then cost two wake-ups in turn (see [`Kept`]).
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.job.schedule.stop();
+        let workers = self.workers.get_mut().unwrap_or_else(|e| e.into_inner());
+        for finished in workers.drain(..) {
+            let _ = finished.recv();
+        }
+    }
+}
