@@ -300,7 +300,7 @@ pub struct Decoder {
 }
 
 impl Drop for Decoder {
-    /// Leaves its buffers to a later decoder of the same options ([`Spares`]).
+    /// Leaves its buffers to a later decoder of the same options (`Spares`).
     fn drop(&mut self) {
         self.spares.keep_scratch(std::mem::take(&mut self.scratch));
     }

@@ -48,11 +48,12 @@
 //! - [`Decoder`] is the sans-I/O reader: bytes in, blocks and damage out, one home for the
 //!   frame scan, decoding, dictionaries, damage merging and range bounds;
 //! - [`Reader`] drives a decoder over a slice, a [`MappedFile`] or any `io::Read`;
-//!   [`ReaderBuilder::threads`] decodes on worker threads settled by the same decoder, and
 //!   [`ReaderBuilder::read_ranges`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
 //!   each a decoder, on several threads with the result of one reader, applying the damage
-//!   policy ([`OnDamage`]); [`Remote`] reads a file by byte ranges ([`Fetch`]: an object in
-//!   a store), fetching only what each read needs, through the same range reads;
+//!   policy ([`OnDamage`]); a reader with [`ReaderBuilder::threads`] (over a [`MappedFile`]
+//!   or shared bytes) reads what it has left through the same range reads, settled in order
+//!   by its own decoder; [`Remote`] reads a file by byte ranges ([`Fetch`]: an object in a
+//!   store), fetching only what each read needs, through the same range reads;
 //! - [`verify`] reports a file's intact, damaged and unreadable ranges and how it ends
 //!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty); [`recover`] writes
 //!   every intact block into a new, finished file; [`Index`] finds the index block a writer ends a file

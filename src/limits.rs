@@ -91,7 +91,7 @@ impl Limits {
     /// plus 64 for each byte of block body the reader meets: genuine zstd frames of 64 MiB
     /// each with a wrong CRC (a few KiB each) would otherwise cost time out of all
     /// proportion to the input, for nothing. Intact blocks cost nothing against it; once it
-    /// is spent, a compressed block that would pass it is unreadable ([`Cause::Limit`]), as
+    /// is spent, a compressed block that would pass it is unreadable ([`Cause::Limit`](crate::Cause::Limit)), as
     /// it may be damaged too. Each thread of a reader counts its own.
     pub fn max_damaged_decoding(mut self, bytes: u64) -> Self {
         self.max_damaged_decoding = bytes;
