@@ -118,6 +118,11 @@ impl ReaderBuilder {
     /// share, or over a stream ([`from_read`](Self::from_read)) reads on the calling thread,
     /// as does a reader of less than two ranges of [`min_split`](Self::min_split) bytes.
     ///
+    /// The threads read ahead of what the reader returns: at most about `3 * threads + 2`
+    /// parts of 1 MiB of payload. A mapped file cut under the reader gives the blocks they
+    /// read before the cut (intact when read), then damage from where they first found the
+    /// bytes gone to the end of the mapping; a reader on one thread reads nothing ahead.
+    ///
     /// ```
     /// let mut writer = cobsfile::WriterBuilder::new().block_target(1000).build(Vec::new())?;
     /// for i in 0..1000 {
