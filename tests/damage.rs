@@ -403,20 +403,23 @@ proptest! {
         seed: u64,
     ) {
         let damaged = apply_edits(&clean.file, &edits);
-        let options = ReaderBuilder::new().threads(threads);
-        let expected = lent(&mut options.from_slice(&damaged), usize::MAX);
+        // Threads read shared bytes (a borrowed slice is read on one thread), here in ranges
+        // of at least 64 bytes: many cuts, through blocks and damage.
+        let shared: std::sync::Arc<[u8]> = damaged.as_slice().into();
+        let options = ReaderBuilder::new().threads(threads).min_split(64);
+        let expected = lent(&mut ReaderBuilder::new().from_slice(&damaged), usize::MAX);
 
-        let (records, errors) = options.from_slice(&damaged).read_all();
+        let (records, errors) = options.from_shared(&shared).read_all();
         let oks: Vec<Vec<u8>> = expected.iter().filter_map(|i| i.clone().ok()).collect();
         let errs: Vec<Fault> = expected.iter().filter_map(|i| i.clone().err()).collect();
         prop_assert_eq!(records, oks);
         prop_assert_eq!(errors.into_iter().map(Fault::from).collect::<Vec<_>>(), errs);
 
-        let mut reader = options.from_slice(&damaged);
+        let mut reader = options.from_shared(&shared);
         prop_assert_eq!(&owned(reader.records()), &expected);
         prop_assert!(reader.next_record().is_none());
 
-        let mut reader = options.from_slice(&damaged);
+        let mut reader = options.from_shared(&shared);
         let mut by_ref = Vec::new();
         for item in &mut reader {
             by_ref.push(item.map_err(Fault::from));
@@ -424,7 +427,7 @@ proptest! {
         prop_assert_eq!(&by_ref, &expected);
 
         let mut by_value = Vec::new();
-        for item in options.from_slice(&damaged) {
+        for item in options.from_shared(&shared) {
             by_value.push(item.map_err(Fault::from));
         }
         prop_assert_eq!(&by_value, &expected);
@@ -434,7 +437,7 @@ proptest! {
 
         // Lending some records first, mid-block or not, then iterating the rest.
         let split = lent_first.index(expected.len() + 1);
-        let mut reader = options.from_slice(&damaged);
+        let mut reader = options.from_shared(&shared);
         let mut mixed = lent(&mut reader, split);
         mixed.extend(owned(reader.records()));
         prop_assert_eq!(&mixed, &expected);

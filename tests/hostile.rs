@@ -32,7 +32,8 @@ fn assert_same(
 
 /// The records and errors of a sequential read.
 fn read(bytes: &[u8], options: &ReaderBuilder) -> (Vec<Vec<u8>>, Vec<String>) {
-    let (records, errors) = options.from_slice(bytes).read_all();
+    // Shared bytes, which a reader with threads reads on them (a borrowed slice, on one).
+    let (records, errors) = options.from_shared(&bytes.into()).read_all();
     (records, errors.iter().map(|e| e.to_string()).collect())
 }
 
@@ -260,10 +261,14 @@ fn finding_6_a_dictionary_flood_is_bounded_and_reported_once() {
         ("one thread", ReaderBuilder::new().limits(limits)),
         (
             "two threads",
-            ReaderBuilder::new().limits(limits).threads(2),
+            ReaderBuilder::new()
+                .limits(limits)
+                .threads(2)
+                .min_split(1000),
         ),
     ] {
-        let mut reader = options.from_slice(&file);
+        let shared: std::sync::Arc<[u8]> = file.as_slice().into();
+        let mut reader = options.from_shared(&shared);
         let mut dictionaries = 0;
         let mut errors = Vec::new();
         while let Some(block) = reader.next_block() {

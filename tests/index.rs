@@ -83,8 +83,9 @@ proptest! {
         seed: u64,
     ) {
         let file = file_with(records, block_target, writer_threads, zstd, seed);
-        let options = ReaderBuilder::new().threads(reader_threads);
-        let (full, errors, _) = read(options.from_slice(&file));
+        let options = ReaderBuilder::new().threads(reader_threads).min_split(256);
+        // Shared bytes, which a reader with threads reads on them; seeking reads on one.
+        let (full, errors, _) = read(options.from_shared(&file.as_slice().into()));
         prop_assert!(errors.is_empty());
         prop_assert_eq!(full.len(), records);
         let index = Index::find(&file).expect("the writer wrote an index");
