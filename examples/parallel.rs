@@ -2,7 +2,8 @@
 //! corpora (100 MB each by default).
 //!
 //! ```text
-//! cargo run --release --example parallel                  # every corpus, zstd 3 and none, 1 and 2 threads
+//! cargo run --release --example parallel                  # every corpus; zstd 3 without and with
+//!                                                         # an embedded dictionary, and none; 1 and 2 threads
 //! COBSFILE_BENCH_MB=20 cargo run --release --example parallel -- large-json 1 2 4
 //! ```
 //!
@@ -14,7 +15,7 @@
 //! through a mapping, and of the file in memory held in an `Arc` (`from_shared`), whose
 //! workers read frames in place.
 
-use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
+use cobsfile::{Compression, Dictionary, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
 #[path = "../benches/corpus.rs"]
 mod corpus;
@@ -31,13 +32,20 @@ use timing::time;
 /// Rounds of passes; see `run`.
 const ROUNDS: usize = 10;
 
-fn write(corpus: &Corpus, compression: Compression, threads: usize, out: &mut Vec<u8>) {
+fn write(
+    corpus: &Corpus,
+    (compression, dictionary): (Compression, Option<&Dictionary>),
+    threads: usize,
+    out: &mut Vec<u8>,
+) {
     out.clear();
     let mut writer = WriterBuilder::new()
         .compression(compression)
-        .threads(threads)
-        .build(out)
-        .expect("build");
+        .threads(threads);
+    if let Some(dictionary) = dictionary {
+        writer = writer.dictionary(dictionary.clone(), true);
+    }
+    let mut writer = writer.build(out).expect("build");
     for record in corpus.records() {
         writer.write_record(record).expect("write");
     }
@@ -90,9 +98,15 @@ fn run(kind: Kind, threads: &[usize]) {
     let path = std::env::temp_dir().join(format!("cobsfile-parallel-{}", std::process::id()));
 
     let mut out = Vec::with_capacity(corpus.data.len() + corpus.data.len() / 8);
+    // A dictionary trained on the first records, embedded in the file: each range read
+    // finds it before its range.
+    let samples: Vec<&[u8]> = corpus.records().take(5_000).collect();
+    let dictionary = Dictionary::train(&samples, 110 * 1024).expect("train");
+    let zstd = Compression::zstd(3).expect("level");
     for (name, compression) in [
-        ("zstd 3", Compression::zstd(3).expect("level")),
-        ("none", Compression::None),
+        ("zstd 3", (zstd, None)),
+        ("zstd 3, embedded dictionary", (zstd, Some(&dictionary))),
+        ("none", (Compression::None, None)),
     ] {
         write(&corpus, compression, 1, &mut out);
         let file = out.clone();

@@ -223,7 +223,54 @@ struct Known {
     dictionary: Dictionary,
     /// Made when a block first needs it (or at once for a dictionary in zstd's format, to
     /// check that it loads).
-    ddict: Option<DDict<'static>>,
+    ddict: Option<Arc<DDict<'static>>>,
+    /// Embedded in the input, and counted against the limits (not given by the caller).
+    counted: bool,
+}
+
+/// Dictionaries loaded into zstd (digested: its tables built), shared by the decompressors of
+/// one read, so that each range's decoder does not load again what another loaded (a
+/// dictionary of 110 KB costs its copy and its tables). A dictionary is found by its bytes,
+/// not only its id: two dictionaries whose ids collide stay two.
+#[derive(Default)]
+pub(crate) struct Loaded(std::sync::Mutex<Vec<(Dictionary, Arc<DDict<'static>>)>>);
+
+impl Loaded {
+    /// The most dictionaries kept loaded; others are loaded by each decompressor that needs
+    /// them, as without sharing.
+    const MOST: usize = 64;
+
+    /// `dictionary` loaded, by another decompressor of the read or now; `None` if zstd
+    /// cannot load it.
+    fn load(&self, dictionary: &Dictionary) -> Option<Arc<DDict<'static>>> {
+        let same = |d: &Dictionary| {
+            d.id == dictionary.id
+                && (Arc::ptr_eq(&d.bytes, &dictionary.bytes) || d.bytes == dictionary.bytes)
+        };
+        let found = {
+            let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            kept.iter()
+                .find(|(d, _)| same(d))
+                .map(|(_, l)| Arc::clone(l))
+        };
+        if found.is_some() {
+            return found;
+        }
+        // Loaded without the lock held: another thread may load the same meanwhile, and
+        // the first kept wins; both are the same tables.
+        let ddict = Arc::new(DDict::try_create(dictionary.bytes())?);
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < Self::MOST && !kept.iter().any(|(d, _)| same(d)) {
+            kept.push((dictionary.clone(), Arc::clone(&ddict)));
+        }
+        Some(ddict)
+    }
+}
+
+impl fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Loaded")
+    }
 }
 
 /// Decompresses payloads with one zstd context (created on the first compressed block) and
@@ -236,6 +283,8 @@ struct Known {
 pub(crate) struct Decompressor {
     dctx: Option<DCtx<'static>>,
     known: Vec<Known>,
+    /// Dictionaries loaded by the other decompressors of a read, if it shares them.
+    loaded: Option<Arc<Loaded>>,
     /// Positions in `known` by id.
     by_id: HashMap<u64, usize>,
     /// The id of the dictionary the reader was given, for messages.
@@ -280,6 +329,7 @@ impl Decompressor {
         Decompressor {
             dctx: None,
             known: Vec::new(),
+            loaded: None,
             by_id: HashMap::new(),
             given: None,
             embedded: 0,
@@ -313,23 +363,43 @@ impl Decompressor {
         self.damaged = self.damaged.saturating_add(size as u64);
     }
 
-    /// Carries what `other` counted of damaged decoding over to this decompressor (one made
-    /// again for the same input).
-    /// How many dictionaries the file embeds it holds.
-    pub(crate) fn embedded(&self) -> usize {
-        self.embedded
-    }
-
-    /// Starts the allowance for damaged blocks afresh, as a new decompressor's (for a decoder
-    /// of another range).
+    /// Makes this decompressor what a new one with the same given dictionaries would be (for
+    /// a decoder of another range): it forgets the dictionaries the input embeds, which count
+    /// against the limits as a new decompressor meets them, and starts the allowance for
+    /// damaged blocks afresh. It keeps its zstd context.
     pub(crate) fn restart(&mut self, limits: &Limits) {
         self.damaged = 0;
         self.damaged_allowance = limits.max_damaged_decoding;
+        if self.embedded > 0 {
+            self.known.retain(|k| !k.counted);
+            self.by_id.clear();
+            for (i, known) in self.known.iter().enumerate() {
+                self.by_id.insert(known.dictionary.id(), i);
+            }
+            self.embedded = 0;
+            self.embedded_bytes = 0;
+        }
     }
 
+    /// Shares the dictionaries loaded into zstd with the other decompressors of `loaded`.
+    pub(crate) fn share_loaded(&mut self, loaded: &Arc<Loaded>) {
+        self.loaded = Some(Arc::clone(loaded));
+    }
+
+    /// `dictionary` loaded into zstd: shared, or loaded now.
+    fn load(&self, dictionary: &Dictionary) -> Option<Arc<DDict<'static>>> {
+        match &self.loaded {
+            Some(loaded) => loaded.load(dictionary),
+            None => DDict::try_create(dictionary.bytes()).map(Arc::new),
+        }
+    }
+
+    /// Carries what `other` counted of damaged decoding over to this decompressor (one made
+    /// again for the same input), and the dictionaries it shares loaded.
     pub(crate) fn carry_from(&mut self, other: &Decompressor) {
         self.damaged = other.damaged;
         self.damaged_allowance = other.damaged_allowance;
+        self.loaded.clone_from(&other.loaded);
     }
 
     /// Makes a dictionary the caller supplied available (not counted against the limits).
@@ -367,7 +437,7 @@ impl Decompressor {
         // Raw content always loads; zstd's format is checked now, so that a broken one is
         // reported where it is, not at each block that names it.
         let ddict = if dictionary.bytes().starts_with(&DICTIONARY_MAGIC) {
-            Some(DDict::try_create(dictionary.bytes()).ok_or(Refused::Invalid)?)
+            Some(self.load(dictionary).ok_or(Refused::Invalid)?)
         } else {
             None
         };
@@ -379,6 +449,7 @@ impl Decompressor {
         self.known.push(Known {
             dictionary: dictionary.clone(),
             ddict,
+            counted,
         });
         Ok(())
     }
@@ -407,14 +478,13 @@ impl Decompressor {
                         given: self.given,
                     });
                 };
-                let known = &mut self.known[i];
-                if known.ddict.is_none() {
+                if self.known[i].ddict.is_none() {
                     // Raw content: zstd takes any bytes as such.
-                    let ddict = DDict::try_create(known.dictionary.bytes())
+                    let ddict = (self.load(&self.known[i].dictionary))
                         .ok_or(DecompressError::Zstd("cannot load the dictionary"))?;
-                    known.ddict = Some(ddict);
+                    self.known[i].ddict = Some(ddict);
                 }
-                known.ddict.as_ref()
+                self.known[i].ddict.as_deref()
             }
         };
         let dctx = match &mut self.dctx {
@@ -543,6 +613,56 @@ mod tests {
             let err = dec.decompress(&frame, d.map(|d| d.id()), payload.len() + 1, &mut out);
             assert_eq!(err, Err(DecompressError::Short { got: payload.len() }));
         }
+    }
+
+    /// Decompressors of one read share what they load; a restarted one is a new one with
+    /// the same given dictionaries: those the input embedded are forgotten, and count against
+    /// the limits again when met again.
+    #[test]
+    fn loaded_dictionaries_are_shared_and_restarts_forget_embedded_ones() {
+        let samples: Vec<Vec<u8>> = (0..400)
+            .map(|i| format!("{{\"event\":{i},\"kind\":\"sample {}\"}}", i % 7).into_bytes())
+            .collect();
+        let trained = Dictionary::train(&samples, 2048).unwrap();
+        assert!(trained.bytes().starts_with(&DICTIONARY_MAGIC));
+        let given = Dictionary::new(b"given raw content".to_vec());
+        let limits = Limits::default().max_dictionaries(1);
+        let loaded = Arc::new(Loaded::default());
+        let (mut a, mut b) = (Decompressor::new(&limits), Decompressor::new(&limits));
+        for d in [&mut a, &mut b] {
+            d.share_loaded(&loaded);
+            d.give(&given).unwrap();
+            d.add(&trained).unwrap();
+        }
+        let ddict = |d: &Decompressor| d.known[d.by_id[&trained.id()]].ddict.clone().unwrap();
+        assert!(Arc::ptr_eq(&ddict(&a), &ddict(&b)), "loaded once");
+
+        // Two dictionaries whose ids collide stay two.
+        let mut forged_bytes = trained.bytes().to_vec();
+        let last = forged_bytes.len() - 1;
+        forged_bytes[last] ^= 1;
+        let forged = Dictionary {
+            id: trained.id(),
+            bytes: forged_bytes.into(),
+        };
+        let mut c = Decompressor::new(&limits);
+        c.share_loaded(&loaded);
+        c.add(&forged).unwrap();
+        assert!(!Arc::ptr_eq(&ddict(&c), &ddict(&a)));
+
+        let other = Dictionary::new(b"another raw dictionary".to_vec());
+        assert!(a.add(&other).is_err(), "one embedded dictionary at most");
+        a.restart(&limits);
+        assert!(a.has(given.id()), "given dictionaries stay");
+        assert!(!a.has(trained.id()), "embedded ones are forgotten");
+        a.add(&other).unwrap();
+        assert!(a.add(&trained).is_err(), "and counted again");
+        let mut compressor = Compressor::new(1, Some(&given)).unwrap();
+        let frame = compressor.compress(b"given given given").unwrap().to_vec();
+        let mut out = Vec::new();
+        a.decompress(&frame, Some(given.id()), 17, &mut out)
+            .unwrap();
+        assert_eq!(out, b"given given given");
     }
 
     #[test]

@@ -69,7 +69,7 @@ use std::sync::Arc;
 use crate::block::{
     self, BlockType, Body, Entries, Place, Records, Scratch, Spares, FORMAT_VERSION,
 };
-use crate::codec::{self, Decompressor, Dictionary, Refused};
+use crate::codec::{self, Decompressor, Dictionary, Loaded, Refused};
 use crate::ending::{Ending, Tail};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Found, Frame};
@@ -628,7 +628,7 @@ impl Decoder {
             found.append(&mut search.dictionaries);
         }
         self.prefix = None;
-        self.keep_dictionaries(found);
+        self.keep_dictionaries(&found);
         true
     }
 
@@ -637,15 +637,15 @@ impl Decoder {
     /// drives one over a slice) found so far, as a full read keeps them (once).
     pub(crate) fn keep_dictionaries_of(&mut self, search: &Decoder) {
         if self.prefix.take().is_some() {
-            self.keep_dictionaries(search.dictionaries.clone());
+            self.keep_dictionaries(&search.dictionaries);
         }
     }
 
     /// Adds the dictionaries found before a range, in file order, as a full read keeps them.
-    fn keep_dictionaries(&mut self, found: Vec<(Dictionary, Option<u64>)>) {
+    fn keep_dictionaries(&mut self, found: &[(Dictionary, Option<u64>)]) {
         for (dictionary, offset) in found {
-            if self.decompressor.add(&dictionary).is_ok() && self.collect {
-                self.dictionaries.push((dictionary, offset));
+            if self.decompressor.add(dictionary).is_ok() && self.collect {
+                self.dictionaries.push((dictionary.clone(), *offset));
             }
         }
     }
@@ -919,13 +919,12 @@ impl Decoder {
     }
 
     /// Makes this decoder the decoder of another range, as [`range`](Self::range) would make
-    /// one with the same options, keeping its buffers and zstd context: `false` (and nothing
-    /// changed) if it holds a dictionary the input embeds, which a decoder of another range
-    /// has to find itself.
-    pub(crate) fn restart_range(&mut self, first_sync: u64, stop: u64) -> bool {
-        if self.decompressor.embedded() > 0 {
-            return false;
-        }
+    /// one with the same options and given dictionaries, keeping its buffers and zstd
+    /// context. The dictionaries the input embeds are forgotten: the decoder of another range
+    /// finds them itself, so that they count against the limits as they would for a new one
+    /// (loading them again costs nothing with [`share_loaded`](Self::share_loaded)).
+    pub(crate) fn restart_range(&mut self, first_sync: u64, stop: u64) {
+        self.dictionaries.retain(|(_, offset)| offset.is_none());
         self.at = first_sync;
         self.resume = first_sync;
         self.stop = stop;
@@ -941,7 +940,12 @@ impl Decoder {
         self.ended = None;
         self.skipped = false;
         self.decompressor.restart(&self.limits);
-        true
+    }
+
+    /// Shares the dictionaries loaded into zstd with the other decoders of `loaded` (those of
+    /// one read's ranges).
+    pub(crate) fn share_loaded(&mut self, loaded: &Arc<Loaded>) {
+        self.decompressor.share_loaded(loaded);
     }
 
     /// Moves the position to `at` (a driver that dropped what was scanned ahead of it), and

@@ -12,8 +12,9 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
+use crate::codec::Loaded;
 use crate::decoder::Block;
 use crate::decoder::{Decoder, Input, Step, Want};
 use crate::ending::Tail;
@@ -894,7 +895,14 @@ where
         bytes,
         searches: &searches,
     };
-    let range_read = |range: std::ops::Range<u64>| RangeRead::new(plan.decoder, ctx, range);
+    // The ranges' decoders load each dictionary into zstd once between them.
+    let loaded = Arc::<Loaded>::default();
+    let decoder = |first_sync, stop| {
+        let mut decoder = (plan.decoder)(first_sync, stop);
+        decoder.share_loaded(&loaded);
+        decoder
+    };
+    let range_read = |range: std::ops::Range<u64>| RangeRead::new(decoder, ctx, range);
     let mut merged = Merged::new(plan.on_damage);
     let cuts = Cuts::new(&plan.span, plan.threads, plan.min_split, bytes.len(), index);
     let Some(cuts) = cuts else {

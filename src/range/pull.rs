@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Bytes, Ctx, Cuts, Part, RangeRead, Reading, Schedule, Searches, PART_BUDGET};
 use crate::block::{BlockType, Body, Scratch, Spares};
-use crate::codec::Dictionary;
+use crate::codec::{Dictionary, Loaded};
 use crate::decoder::{BlockInfo, Decoder, Step};
 use crate::ending::Tail;
 use crate::error::{Cause, Error};
@@ -64,6 +64,8 @@ struct Job {
     free: Mutex<Vec<Scratch>>,
     /// Decoders of ranges read, to read later ranges with (see [`Decoder::restart_range`]).
     decoders: Mutex<Vec<Decoder>>,
+    /// The dictionaries the decoders loaded into zstd.
+    loaded: Arc<Loaded>,
 }
 
 /// Locks `mutex`, ignoring poisoning: what it guards (free lists) stays consistent.
@@ -83,11 +85,11 @@ impl Job {
     fn decoder(&self, first_sync: u64, stop: u64) -> Decoder {
         let kept = lock(&self.decoders).pop();
         if let Some(mut decoder) = kept {
-            if decoder.restart_range(first_sync, stop) {
-                return decoder;
-            }
+            decoder.restart_range(first_sync, stop);
+            return decoder;
         }
         let mut decoder = Decoder::range(self.limits, first_sync, stop).share_spares(&self.spares);
+        decoder.share_loaded(&self.loaded);
         for dictionary in &self.given {
             decoder.give_dictionary(dictionary);
         }
@@ -237,6 +239,7 @@ impl Pull {
             spares: Arc::clone(decoder.spares()),
             free: Mutex::default(),
             decoders: Mutex::default(),
+            loaded: Arc::default(),
         });
         let mut workers = Vec::with_capacity(threads - 1);
         for _ in 1..threads {
