@@ -11,9 +11,9 @@
 //! passes of every thread count alternate, round after round, so that a slow phase of the
 //! machine does not fall on one of them alone. Writing goes into a reused in-memory buffer.
 //! Reading visits every record: of the file in memory through a reader over a borrowed slice
-//! (whose workers get a copy of each frame), of the same file on disk (in the page cache)
-//! through a mapping, and of the file in memory held in an `Arc` (`from_shared`), whose
-//! workers read frames in place.
+//! (read on one thread whatever the threads asked: the workers need bytes that outlive the
+//! reader), of the same file on disk (in the page cache) through a mapping, and of the file in
+//! memory held in an `Arc` (`from_shared`), whose ranges the threads read in place.
 
 use cobsfile::{Compression, Dictionary, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 

@@ -1282,13 +1282,14 @@ mod tests {
                 .write_record(format!("record {i}").as_bytes())
                 .unwrap();
         }
-        let file = writer.finish().unwrap();
+        let file: Arc<[u8]> = writer.finish().unwrap().into();
         for threads in [1, 2] {
-            let options = ReaderBuilder::new().threads(threads);
+            // Shared bytes, which threads read, in many ranges.
+            let options = ReaderBuilder::new().threads(threads).min_split(64);
             let clone = options.clone();
             let other = ReaderBuilder::new().threads(threads);
             assert_eq!(options.spares.kept(), 0);
-            let (records, errors) = clone.from_slice(&file).read_all();
+            let (records, errors) = clone.from_shared(&file).read_all();
             assert_eq!((records.len(), errors.len()), (100, 0));
             assert!(options.spares.kept() > 0, "{threads} threads: nothing kept");
             assert_eq!(
@@ -1298,7 +1299,7 @@ mod tests {
             );
             // A later reader takes them back.
             let kept = options.spares.kept();
-            let reader = options.from_slice(&file);
+            let reader = options.from_shared(&file);
             assert!(options.spares.kept() < kept);
             drop(reader);
             assert_eq!(options.spares.kept(), kept);

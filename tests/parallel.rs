@@ -871,19 +871,25 @@ fn stream_readers_ignore_threads() {
 #[test]
 fn dropping_a_reader_midway_returns() {
     let ops = text_records(3000, 300);
-    let file = write_file(&ops, Codec::Zstd(3), 1000);
+    let file: std::sync::Arc<[u8]> = write_file(&ops, Codec::Zstd(3), 1000).into();
     within_a_minute(move || {
         for threads in [2, 4, 16] {
-            let options = ReaderBuilder::new().threads(threads);
-            let mut reader = options.from_slice(&file);
+            // Shared bytes in ranges of 1,000 bytes: the threads read ahead, many parts.
+            let options = ReaderBuilder::new().threads(threads).min_split(1000);
+            let mut reader = options.from_shared(&file);
             assert_eq!(reader.next_record().unwrap().unwrap(), event(300, 0));
             drop(reader);
-            let mut reader = options.from_slice(&file);
+            let mut reader = options.from_shared(&file);
             assert!(reader.blocks().take(5).all(|b| b.is_ok()));
             drop(reader);
             // Never used for a full read: no threads started.
-            let mut reader = options.from_slice(&file);
+            let mut reader = options.from_shared(&file);
             assert!(reader.metadata().next().is_none());
+            // Dropped halfway, then again at once with the same options' threads.
+            let mut reader = options.from_shared(&file);
+            assert_eq!(reader.records().take(1500).count(), 1500);
+            drop(reader);
+            assert_eq!(options.from_shared(&file).read_all().0.len(), 3000);
         }
     });
 }
