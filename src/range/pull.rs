@@ -297,7 +297,12 @@ impl Pull {
                             return Some(step);
                         }
                     }
-                    Met::Damage { start, cause } => decoder.note_damage(start, cause),
+                    // Bytes that changed under the read (a mapped file cut while its ranges
+                    // were read at different times) can show one range's damage starting
+                    // inside a block an earlier range read whole: it starts after that block.
+                    Met::Damage { start, cause } => {
+                        decoder.note_damage(start.max(self.consumed), cause)
+                    }
                     Met::End(end) => self.end = Some(end),
                     Met::Failed(e) => {
                         self.done = true;
