@@ -52,7 +52,7 @@ const MOST: u64 = 24;
 /// allocation per block costs each of them 800 and fails the test every time; what timing
 /// adds (a loaded machine, CI running beside a build: 35 seen once) does not come back in
 /// every one of them.
-const TRIES: usize = 3;
+const TRIES: usize = 5;
 
 /// Readers of the same options that read the file before those measured. A reader with
 /// threads has the buffers of every block in flight: parts of 1 MiB of payload of a few
@@ -60,7 +60,7 @@ const TRIES: usize = 3;
 /// go back to the options' spares when the reader ends. Each grows for the largest block it
 /// has held yet (here blocks hold 50 to 350 records): after a few readers they are all as
 /// large as they need to be, which is the steady state of a program reading file after file.
-const WARM_READERS: usize = 6;
+const WARM_READERS: usize = 10;
 
 /// Ranges the file is cut into for reading: fewer than a fiftieth of its blocks. A range's
 /// decoder is one a range before it ended with, restarted; with an embedded dictionary it
