@@ -898,16 +898,25 @@ impl Decoder {
     /// `fresh` takes their place. For a driver that settles the block in another decoder
     /// ([`settle_decoded`](Self::settle_decoded) after [`swap_scratch`](Self::swap_scratch)).
     pub(crate) fn take_current(&mut self, fresh: Scratch) -> Option<(BlockInfo, Body, Scratch)> {
-        let (info, body) = self.current.take()?;
-        let scratch = std::mem::replace(&mut self.scratch, fresh);
-        Some((info, body, scratch))
+        let current = self.current.take();
+        self.take_out(current, fresh)
     }
 
     /// The header of a newer version that the last [`Step::Stopped`] stopped at, taken out
     /// as [`take_current`](Self::take_current) takes a block: settled in another decoder, it
     /// stops that one in the same place.
     pub(crate) fn take_stopping(&mut self, fresh: Scratch) -> Option<(BlockInfo, Body, Scratch)> {
-        let (info, body) = self.stopping.take()?;
+        let stopping = self.stopping.take();
+        self.take_out(stopping, fresh)
+    }
+
+    /// `block` with the buffers it lies in, `fresh` taking their place.
+    fn take_out(
+        &mut self,
+        block: Option<(BlockInfo, Body)>,
+        fresh: Scratch,
+    ) -> Option<(BlockInfo, Body, Scratch)> {
+        let (info, body) = block?;
         let scratch = std::mem::replace(&mut self.scratch, fresh);
         Some((info, body, scratch))
     }
@@ -1068,5 +1077,54 @@ pub fn codec_name(codec: i64) -> &'static str {
         codec::ZSTD => "zstd",
         codec::ZSTD_DICTIONARY => "zstd+dict",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_block(offset: u64, size: u64) -> (BlockInfo, Body) {
+        let info = BlockInfo {
+            offset,
+            block_type: BlockType::Data,
+            size,
+            items: Some(1),
+            codec: "none",
+            payload_size: 0,
+        };
+        let body = Body {
+            payload: 0..0,
+            items: Some(1),
+            version: None,
+            codec: codec::NONE,
+        };
+        (info, body)
+    }
+
+    /// Damage met by a later range that starts past where the next settled block opens
+    /// (bytes that changed under a threaded pull read) is dropped, not reported as a range
+    /// that ends before it starts; damage in order is reported as usual.
+    #[test]
+    fn damage_settled_out_of_order_is_dropped() {
+        let mut decoder = Decoder::new(Limits::default());
+        let cause = Cause::NoSync { offset: 150 };
+        decoder.note_damage(150, cause.clone());
+        let step = decoder.settle_decoded(120, Ok(data_block(120, 10)));
+        assert!(matches!(step, Some(Step::Block(ref info)) if info.offset == 120));
+        assert_eq!(decoder.stats().damaged_regions, 0);
+        assert_eq!(decoder.stats().damaged_bytes, 0);
+
+        decoder.note_damage(131, cause);
+        let step = decoder.settle_decoded(140, Ok(data_block(140, 10)));
+        match step {
+            Some(Step::Damaged(Error::Damaged { start, end, .. })) => {
+                assert_eq!((start, end), (131, 140))
+            }
+            other => panic!("expected damage, got {other:?}"),
+        }
+        assert!(matches!(decoder.take_ready(), Some(Step::Block(ref info)) if info.offset == 140));
+        assert_eq!(decoder.stats().damaged_regions, 1);
+        assert_eq!(decoder.stats().damaged_bytes, 9);
     }
 }
