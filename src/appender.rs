@@ -568,11 +568,40 @@ impl Appender {
         &mut self,
         records: impl IntoIterator<Item = &'r [u8]>,
     ) -> Result<Range<u64>> {
+        self.append_records(records.into_iter().map(|record| (record, None)))
+    }
+
+    /// Appends one record with an event time (nanoseconds since the Unix epoch, UTC), as
+    /// [`append`](Self::append) appends one without; see
+    /// [`Writer::write_record_at`](crate::Writer::write_record_at). A record and its time
+    /// reach the file together: the time block and its data block in one write.
+    pub fn append_at(&mut self, record: &[u8], time: i64) -> Result<u64> {
+        self.append_batch_at(std::iter::once((record, time)))
+            .map(|seqs| seqs.start)
+    }
+
+    /// [`append_batch`](Self::append_batch) for records with event times.
+    pub fn append_batch_at<'r>(
+        &mut self,
+        records: impl IntoIterator<Item = (&'r [u8], i64)>,
+    ) -> Result<Range<u64>> {
+        self.append_records(
+            records
+                .into_iter()
+                .map(|(record, time)| (record, Some(time))),
+        )
+    }
+
+    /// Appends records, each with its time if it has one, as one unit.
+    fn append_records<'r>(
+        &mut self,
+        records: impl Iterator<Item = (&'r [u8], Option<i64>)>,
+    ) -> Result<Range<u64>> {
         let shared = &*self.shared;
         let mut state = lock(shared);
         state.check()?;
         let first = state.appended;
-        for record in records {
+        for (record, time) in records {
             // A record too large is refused before anything is taken in; any other error is
             // a failed write of a full block.
             let max = state.writer.max_record_len();
@@ -582,7 +611,10 @@ impl Appender {
                     max,
                 });
             }
-            let taken = state.writer.write_record(record);
+            let taken = match time {
+                Some(time) => state.writer.write_record_at(record, time),
+                None => state.writer.write_record(record),
+            };
             state.note(taken)?;
             state.appended += 1;
             state.waiting_bytes += record.len() as u64;

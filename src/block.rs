@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use crate::cobs;
 use crate::codec::{self, Compressor, DecompressError, Decompressor};
 use crate::error::{Cause, Error, Result};
+use crate::time;
 use crate::varint;
 
 /// The format version this library writes and the newest it reads.
@@ -47,6 +48,8 @@ pub mod types {
     pub const END: i64 = 6;
     /// What follows is an append-only log, open for appending; empty.
     pub const LOG: i64 = 7;
+    /// The times of the records of the data block after it.
+    pub const TIME: i64 = 8;
 }
 
 /// What a block holds.
@@ -70,6 +73,9 @@ pub enum BlockType {
     /// [`Appender`](crate::Appender) writes it when it starts a file, and before it appends to
     /// one that is not an open log. Its payload is empty. See [`Ending`](crate::Ending).
     Log,
+    /// The event times of the records of the data block right after it (spec 8.8); see
+    /// [`Block::times`](crate::Block::times).
+    Time,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
@@ -85,6 +91,7 @@ impl BlockType {
             types::INDEX => BlockType::Index,
             types::END => BlockType::End,
             types::LOG => BlockType::Log,
+            types::TIME => BlockType::Time,
             other => BlockType::Unknown(other),
         }
     }
@@ -99,12 +106,13 @@ impl BlockType {
             BlockType::Index => types::INDEX,
             BlockType::End => types::END,
             BlockType::Log => types::LOG,
+            BlockType::Time => types::TIME,
             BlockType::Unknown(id) => id,
         }
     }
 
     /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index`, `end`,
-    /// `log` or `unknown(N)`.
+    /// `log`, `time` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockType::Header => "header".into(),
@@ -114,6 +122,7 @@ impl BlockType {
             BlockType::Index => "index".into(),
             BlockType::End => "end".into(),
             BlockType::Log => "log".into(),
+            BlockType::Time => "time".into(),
             BlockType::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -451,6 +460,8 @@ pub(crate) struct Scratch {
     records: Vec<(u32, u32)>,
     /// Whether `records` holds the ranges of the last decoded block.
     kept: bool,
+    /// The times a time block gives, when the last decoded block is one.
+    times: Vec<i64>,
 }
 
 /// The most bytes the buffers kept from decodings that ended may hold allocated together
@@ -515,6 +526,7 @@ impl Spares {
         scratch.body.clear();
         scratch.plain.clear();
         scratch.records.clear();
+        scratch.times.clear();
         scratch.in_plain = false;
         scratch.kept = false;
         scratch
@@ -546,6 +558,13 @@ impl Scratch {
         self.body.capacity()
             + self.plain.capacity()
             + self.records.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self.times.capacity() * std::mem::size_of::<i64>()
+    }
+
+    /// The times of the records of the data block after the last decoded block, if that is
+    /// a time block.
+    pub(crate) fn times(&self) -> &[i64] {
+        &self.times
     }
 
     /// The range in [`buffer`](Self::buffer) of each record of the last decoded block, if it
@@ -651,6 +670,11 @@ pub(crate) fn decode(
                 "dictionary block compressed with a dictionary (codec 2)",
             ))
         }
+        (BlockType::Time, codec::ZSTD_DICTIONARY) => {
+            return Err(malformed(
+                "time block compressed with a dictionary (codec 2)",
+            ))
+        }
         _ => {}
     }
     let mut crc = crc32fast::Hasher::new();
@@ -730,6 +754,7 @@ pub(crate) fn decode(
         });
     }
     let mut records = std::mem::take(&mut scratch.records);
+    let mut times = std::mem::take(&mut scratch.times);
     let bytes = &scratch.buffer()[payload.clone()];
     let mut kept = false;
     let (items, version) = match block_type {
@@ -742,6 +767,21 @@ pub(crate) fn decode(
         BlockType::Metadata => (Some(check_metadata(bytes).map_err(malformed)?), None),
         BlockType::Header => (None, Some(header_version(bytes).map_err(malformed)?)),
         BlockType::Index => (Some(check_index_payload(bytes).map_err(malformed)?), None),
+        // Compressed only when that makes it smaller, so that the time block before a data
+        // block is found within a bound of it (spec 8.8, `time::frame_bound`).
+        BlockType::Time
+            if codec != codec::NONE && scratch.body.len() > ENVELOPE_LEN + bytes.len() =>
+        {
+            scratch.times = times;
+            return Err(malformed("time block compressed to more than its payload"));
+        }
+        BlockType::Time => match time::parse_payload(bytes, &mut times) {
+            Ok(_) => (Some(times.len() as u64), None),
+            Err(what) => {
+                scratch.times = times;
+                return Err(malformed(what));
+            }
+        },
         BlockType::End | BlockType::Log if !bytes.is_empty() => {
             return Err(malformed("end or log block with a payload"))
         }
@@ -750,6 +790,7 @@ pub(crate) fn decode(
         }
     };
     scratch.records = records;
+    scratch.times = times;
     scratch.kept = kept;
     Ok(Body {
         payload,

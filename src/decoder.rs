@@ -74,6 +74,7 @@ use crate::ending::{Ending, Tail};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Found, Frame};
 use crate::limits::Limits;
+use crate::time::{self, Pairing};
 use crate::varint;
 
 /// Where a block is and what it holds.
@@ -99,15 +100,22 @@ pub struct Block<'a> {
     info: BlockInfo,
     version: Option<i64>,
     payload: &'a [u8],
+    times: Option<&'a [i64]>,
 }
 
 impl<'a> Block<'a> {
     /// A block of `info` whose payload is `payload`.
-    pub(crate) fn new(info: BlockInfo, version: Option<i64>, payload: &'a [u8]) -> Self {
+    pub(crate) fn new(
+        info: BlockInfo,
+        version: Option<i64>,
+        payload: &'a [u8],
+        times: Option<&'a [i64]>,
+    ) -> Self {
         Block {
             info,
             version,
             payload,
+            times,
         }
     }
 
@@ -142,6 +150,13 @@ impl<'a> Block<'a> {
     pub fn version(&self) -> Option<i64> {
         self.version
     }
+
+    /// The event times of a data block's records, one per record in order, if a time block
+    /// describes the block (spec 8.8); for a time block, the times it gives. In nanoseconds
+    /// since the Unix epoch.
+    pub fn times(&self) -> Option<&'a [i64]> {
+        self.times
+    }
 }
 
 /// Counts of what a reader has seen so far.
@@ -155,6 +170,9 @@ pub struct Stats {
     pub damaged_regions: u64,
     /// Bytes in damaged regions.
     pub damaged_bytes: u64,
+    /// Time blocks that describe no data block (spec 8.8): followed by a block of another
+    /// type or another number of records, or by damage.
+    pub unpaired_time_blocks: u64,
 }
 
 /// The bytes a driver holds: `bytes` is the input from the absolute offset `offset` on.
@@ -297,6 +315,14 @@ pub struct Decoder {
     ended: Option<u64>,
     /// Some blocks were skipped by their length (a skipping scan): the tail is not the file's.
     skipped: bool,
+    /// Time blocks and the data blocks they describe.
+    pairing: Pairing,
+    /// Where reading began without the block before it (a range, a seek), while nothing was
+    /// settled since: a data block that opens there may be described by a time block before.
+    look_from: Option<u64>,
+    /// A data block just settled that opens at `look_from`, undescribed: the bytes before it
+    /// may hold its time block ([`times_before`](Self::times_before)).
+    look_back: Option<u64>,
 }
 
 impl Drop for Decoder {
@@ -336,6 +362,9 @@ impl Decoder {
             tail: Tail::default(),
             ended: None,
             skipped: false,
+            pairing: Pairing::default(),
+            look_from: None,
+            look_back: None,
         }
     }
 
@@ -349,6 +378,7 @@ impl Decoder {
         decoder.resume = first_sync;
         decoder.stop = stop;
         decoder.prefix = (first_sync > 0).then_some(first_sync);
+        decoder.look_from = (first_sync > 0).then_some(first_sync);
         decoder
     }
 
@@ -358,6 +388,7 @@ impl Decoder {
         let mut decoder = Self::new(limits);
         decoder.at = offset;
         decoder.resume = offset;
+        decoder.look_from = (offset > 0).then_some(offset);
         decoder
     }
 
@@ -442,6 +473,7 @@ impl Decoder {
             info.clone(),
             body.version,
             &self.scratch.buffer()[body.payload.clone()],
+            self.times(),
         ))
     }
 
@@ -476,6 +508,20 @@ impl Decoder {
 
     /// Reads on; see the module documentation.
     pub fn step(&mut self, input: Input<'_>, want: Want) -> Step {
+        self.look_back = None;
+        let step = self.step_on(input, want);
+        if let Some(at) = self.look_back {
+            if input.offset < at {
+                self.look_back = None;
+                self.times_before(at, input);
+            }
+        }
+        step
+    }
+
+    /// [`step`](Self::step), but for the look back at the bytes before a range's first data
+    /// block.
+    fn step_on(&mut self, input: Input<'_>, want: Want) -> Step {
         self.current = None;
         self.skipped |= want != Want::Blocks;
         if let Some((info, body)) = self.ready.take() {
@@ -553,8 +599,93 @@ impl Decoder {
         self.tail.block(info.block_type);
         self.ended = None;
         self.resume = info.offset + info.size;
+        match info.block_type {
+            BlockType::Time => {
+                self.settled_other();
+                (self.pairing).time_block(info.offset + info.size, self.scratch.times());
+            }
+            BlockType::Data => {
+                let items = body.items.unwrap_or(0);
+                let paired = self.pairing.data_block(info.offset, items);
+                self.stats.unpaired_time_blocks = self.pairing.unpaired;
+                if !paired && self.look_from == Some(info.offset) {
+                    self.look_back = Some(info.offset);
+                }
+            }
+            _ => self.settled_other(),
+        }
+        self.look_from = None;
         self.current = Some((info.clone(), body));
         Step::Block(info)
+    }
+
+    /// A block that is not a data block, or damage, was settled.
+    fn settled_other(&mut self) {
+        self.pairing.other();
+        self.stats.unpaired_time_blocks = self.pairing.unpaired;
+        self.look_from = None;
+        self.look_back = None;
+    }
+
+    /// The event times of the records of the data block the last [`Step::Block`] announced,
+    /// if a time block describes it (spec 8.8); for a time block, the times it gives.
+    pub fn times(&self) -> Option<&[i64]> {
+        match self.current.as_ref()?.0.block_type {
+            BlockType::Data => self.pairing.times(),
+            BlockType::Time => Some(self.scratch.times()),
+            _ => None,
+        }
+    }
+
+    /// Where a data block just settled opens, if it opens where reading began (a range, a
+    /// seek) with no time block read before it: the bytes before it may hold one
+    /// ([`times_before`](Self::times_before)). Taken once.
+    pub(crate) fn take_look_back(&mut self) -> Option<u64> {
+        self.look_back.take()
+    }
+
+    /// Gives the data block just settled, which opens at `at` (see
+    /// [`take_look_back`](Self::take_look_back)), the times of the time block that closes at
+    /// its opening sync byte, if there is one: found in `input`, which holds the bytes before
+    /// `at` (as many as a time block for its records may take, [`time::frame_bound`]) and the
+    /// sync byte at `at`. The frame before a sync
+    /// byte opens at the last 0x00 before it (no frame holds one, spec 6), and a full read
+    /// meets every 0x00 as a position (9.1), so this finds exactly the block a full read
+    /// settles right before this one.
+    pub(crate) fn times_before(&mut self, at: u64, input: Input<'_>) {
+        let Some(items) = (self.current.as_ref())
+            .filter(|(info, _)| info.offset == at && info.block_type == BlockType::Data)
+            .and_then(|(_, body)| body.items)
+        else {
+            return;
+        };
+        let Some(end) = at.checked_sub(input.offset).map(|end| end as usize) else {
+            return;
+        };
+        if end >= input.bytes.len() || end == 0 {
+            return;
+        }
+        let reach = usize::try_from(time::frame_bound(items)).unwrap_or(usize::MAX);
+        let from = end.saturating_sub(reach);
+        let Some(z) = memchr::memrchr(0, &input.bytes[from..end]).map(|z| from + z) else {
+            return;
+        };
+        // Only a time block is worth decoding (a data block's is never far).
+        if input.bytes.get(z + 1) != Some(&time::TYPE_FIELD) {
+            return;
+        }
+        let offset = input.offset + z as u64;
+        let mut before = Decoder::starting_at(self.limits, offset).share_spares(&self.spares);
+        let frame = Input {
+            bytes: &input.bytes[z..=end],
+            offset,
+            end: true,
+        };
+        if let Step::Block(info) = before.step(frame, Want::Blocks) {
+            if info.block_type == BlockType::Time && info.offset + info.size == at {
+                self.pairing.found_before(before.scratch.times(), items);
+            }
+        }
     }
 
     /// Adds the dictionaries that the blocks before a range read's first sync byte (and ending
@@ -662,6 +793,7 @@ impl Decoder {
         }
         self.tail.damage();
         self.ended = None;
+        self.settled_other();
         self.stats.damaged_regions += 1;
         self.stats.damaged_bytes += end - start;
         Some(Error::Damaged { start, end, cause })
@@ -945,6 +1077,9 @@ impl Decoder {
         self.resume = first_sync;
         self.stop = stop;
         self.prefix = (first_sync > 0).then_some(first_sync);
+        self.pairing.reset();
+        self.look_from = (first_sync > 0).then_some(first_sync);
+        self.look_back = None;
         self.damage = None;
         self.zero_free = None;
         self.stopped = false;
@@ -967,6 +1102,9 @@ impl Decoder {
     /// Moves the position to `at` (a driver that dropped what was scanned ahead of it), and
     /// forgets what it knew of the bytes there.
     pub(crate) fn rewind(&mut self, at: u64) {
+        self.pairing.rewind(at);
+        self.look_from = (at > 0).then_some(at);
+        self.look_back = None;
         self.at = at;
         self.ended = None;
         self.zero_free = None;

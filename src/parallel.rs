@@ -355,7 +355,7 @@ struct EncodeJob {
 enum Slot {
     /// A data block sent to the workers: the job's sequence number and the block's record
     /// count.
-    Worker(u64, u64),
+    Worker(u64, u64, Option<Vec<u8>>),
     /// A block encoded on the writer's thread (metadata, dictionary, raw), at `out[start..]`.
     Ready { out: Vec<u8>, start: usize },
 }
@@ -383,6 +383,8 @@ pub(crate) struct Encoders {
     free_payloads: Vec<Vec<u8>>,
     /// Encoded-block buffers back from the inner writer.
     free_outs: Vec<Vec<u8>>,
+    /// A time block and its data block, together for their one write.
+    pair: Vec<u8>,
 }
 
 impl fmt::Debug for Encoders {
@@ -417,6 +419,7 @@ impl Encoders {
             limit,
             free_payloads: Vec::with_capacity(limit + 1),
             free_outs: Vec::with_capacity(limit),
+            pair: Vec::new(),
         })
     }
 
@@ -435,6 +438,7 @@ impl Encoders {
         payload: Vec<u8>,
         start: usize,
         items: u64,
+        time_block: Option<Vec<u8>>,
         inner: &mut W,
         index: &mut IndexBuilder,
     ) -> Result<()> {
@@ -446,7 +450,7 @@ impl Encoders {
             out,
             result: Ok(0),
         });
-        self.queue.push_back(Slot::Worker(seq, items));
+        self.queue.push_back(Slot::Worker(seq, items, time_block));
         room
     }
 
@@ -503,23 +507,24 @@ impl Encoders {
         let Some(slot) = self.queue.pop_front() else {
             return Ok(());
         };
-        let (out, start, items) = match slot {
-            Slot::Ready { out, start } => (out, Ok(start), 0),
-            Slot::Worker(seq, items) => {
+        let (out, start, items, time_block) = match slot {
+            Slot::Ready { out, start } => (out, Ok(start), 0, None),
+            Slot::Worker(seq, items, time_block) => {
                 let job = self.pool.recv(seq);
                 self.free_payloads.push(job.payload);
-                (job.out, job.result, items)
+                (job.out, job.result, items, time_block)
             }
         };
-        let written = start.and_then(|start| match inner.write_all(&out[start..]) {
-            Ok(()) => {
-                index.push(&out[start..], items);
-                Ok(())
-            }
-            Err(e) => {
-                index.disable();
-                Err(e.into())
-            }
+        let written = start.and_then(|start| {
+            crate::writer::emit_with_times(
+                inner,
+                None,
+                index,
+                time_block.as_deref(),
+                &out[start..],
+                items,
+                &mut self.pair,
+            )
         });
         self.free_outs.push(out);
         written
@@ -727,7 +732,7 @@ mod tests {
             let mut payload = encoders.spare_payload();
             payload.extend_from_slice(&[0, 1, 1, b'x']);
             encoders
-                .write_data(payload, 2, 1, &mut sink, &mut index)
+                .write_data(payload, 2, 1, None, &mut sink, &mut index)
                 .unwrap();
             assert!(encoders.free_payloads.len() + encoders.queue.len() <= encoders.limit + 1);
         }

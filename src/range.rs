@@ -412,6 +412,43 @@ impl RangeRead {
         searched
     }
 
+    /// Fetches the bytes before the data block just read, which opens at `at` where the
+    /// range's reading began, that the time block describing it would lie in
+    /// ([`Decoder::times_before`]): one request, of at most a time block's bound for its
+    /// records (spec 8.8).
+    fn times_before(&mut self, file: &dyn Fetched, at: u64) -> std::io::Result<()> {
+        let items = self
+            .decoder
+            .block()
+            .and_then(|b| b.info().items)
+            .unwrap_or(0);
+        let mut start = at.saturating_sub(crate::time::frame_bound(items));
+        // An index that lists the block says what is before it, to fetch nothing else.
+        if let Some(index) = file.index().filter(|index| at < index.offset()) {
+            let entries = index.entries();
+            let i = entries.partition_point(|e| e.offset < at);
+            if entries.get(i).is_some_and(|e| e.offset == at) {
+                match i.checked_sub(1).map(|i| &entries[i]) {
+                    Some(e)
+                        if e.block_type == crate::BlockType::Time && e.offset + e.size == at =>
+                    {
+                        start = start.max(e.offset)
+                    }
+                    _ => return Ok(()),
+                }
+            }
+        }
+        let end = (at + 1).min(file.len());
+        let bytes = fetch_one(file, start..end)?;
+        let input = Input {
+            bytes: &bytes,
+            offset: start,
+            end: end == file.len(),
+        };
+        self.decoder.times_before(at, input);
+        Ok(())
+    }
+
     /// The next intact block, or the damage before it.
     pub(crate) fn next_block(&mut self, ctx: Ctx<'_>) -> Option<Result<Block<'_>>> {
         if let Some(e) = self.window.failed.take() {
@@ -428,7 +465,17 @@ impl RangeRead {
             };
             let step = self.decoder.step(input, Want::Blocks);
             let fetched = match (step, ctx.bytes) {
-                (Step::Block(_), _) => return Some(Ok(self.decoder.block().expect("announced"))),
+                (Step::Block(_), Bytes::Slice(_)) => {
+                    return Some(Ok(self.decoder.block().expect("announced")))
+                }
+                (Step::Block(_), Bytes::Fetched(file)) => {
+                    if let Some(at) = self.decoder.take_look_back() {
+                        if let Err(e) = self.times_before(file, at) {
+                            return Some(Err(e.into()));
+                        }
+                    }
+                    return Some(Ok(self.decoder.block().expect("announced")));
+                }
                 (Step::Damaged(e) | Step::Stopped(e), _) => return Some(Err(e)),
                 (Step::NeedDictionaries { before }, Bytes::Slice(bytes)) => {
                     let mut search = ctx.searches.take(before, self.decoder.limits());

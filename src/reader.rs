@@ -561,6 +561,8 @@ struct Cursor {
     kept: Range<usize>,
     /// Bytes in the decoder's buffer.
     walk: Range<usize>,
+    /// Records taken from the block so far, returned or skipped.
+    taken: usize,
 }
 
 /// A reader of blocks, records and metadata over any [`Source`]: a driver of the [`Decoder`].
@@ -787,13 +789,24 @@ impl<S: Source> Reader<S> {
     pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
         if let Some(i) = self.cursor.kept.next() {
             let &(start, end) = self.decoder.records()?.get(i)?;
+            self.cursor.taken += 1;
             return Some(start as usize..end as usize);
         }
         let walk = &mut self.cursor.walk;
         let item = block::next_string(self.decoder.buffer().get(walk.clone())?)?;
         let range = walk.start + item.start..walk.start + item.end;
         walk.start = range.end;
+        self.cursor.taken += 1;
         Some(range)
+    }
+
+    /// The event time of the record [`next_record`](Self::next_record) (or
+    /// [`next_item`](Self::next_item), or the iterators) returned last, in nanoseconds since the
+    /// Unix epoch, if its data block has a time block (spec 8.8); `None` for a record without a
+    /// time, and once the reader moved on from its block.
+    pub fn record_time(&self) -> Option<i64> {
+        let taken = self.cursor.taken.checked_sub(1)?;
+        self.decoder.times()?.get(taken).copied()
     }
 
     /// The bytes of a record whose range [`next_in_cursor`](Self::next_in_cursor) gave.
@@ -985,6 +998,7 @@ impl<S: Source> Reader<S> {
                         Some(records) => Cursor {
                             kept: 0..records.len(),
                             walk: 0..0,
+                            taken: 0,
                         },
                         None => {
                             let (buffer, payload) =
@@ -992,6 +1006,7 @@ impl<S: Source> Reader<S> {
                             Cursor {
                                 kept: 0..0,
                                 walk: strings_start(buffer, payload),
+                                taken: 0,
                             }
                         }
                     };
@@ -1004,7 +1019,8 @@ impl<S: Source> Reader<S> {
             | BlockType::Dictionary
             | BlockType::Index
             | BlockType::End
-            | BlockType::Log => {}
+            | BlockType::Log
+            | BlockType::Time => {}
         }
         Some(Ok(info))
     }

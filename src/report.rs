@@ -238,6 +238,8 @@ pub struct BlockCounts {
     pub end: u64,
     /// Log blocks.
     pub log: u64,
+    /// Time blocks.
+    pub time: u64,
     /// Blocks of types this version does not define, by type id.
     pub unknown: BTreeMap<i64, u64>,
 }
@@ -252,6 +254,7 @@ impl BlockCounts {
             + self.index
             + self.end
             + self.log
+            + self.time
             + self.unknown.values().sum::<u64>()
     }
 
@@ -264,6 +267,7 @@ impl BlockCounts {
         self.index += other.index;
         self.end += other.end;
         self.log += other.log;
+        self.time += other.time;
         for (&id, &n) in &other.unknown {
             *self.unknown.entry(id).or_default() += n;
         }
@@ -279,6 +283,7 @@ impl BlockCounts {
             BlockType::Index => self.index += 1,
             BlockType::End => self.end += 1,
             BlockType::Log => self.log += 1,
+            BlockType::Time => self.time += 1,
             BlockType::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
         }
     }

@@ -9,6 +9,7 @@ use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::parallel::{Encoders, Kept};
 use crate::pipe;
+use crate::time::{self, TimeSpan};
 use crate::varint;
 
 /// The default target of record bytes per uncompressed data block: 256 KiB (see
@@ -260,6 +261,11 @@ impl WriterBuilder {
             pending: 0,
             records: vec![0; COUNT_ROOM],
             out: Vec::new(),
+            times: Vec::new(),
+            span: None,
+            time_payload: Vec::new(),
+            time_block: Vec::new(),
+            pair: Vec::new(),
         };
         if writer.options.header {
             writer.out = block::file_start();
@@ -338,6 +344,15 @@ pub struct Writer<W: Write> {
     out: Vec<u8>,
     /// The blocks written so far, for the index `finish` writes.
     index: IndexBuilder,
+    /// The event times of the open data block's records, when they have times (all of them
+    /// or none do), and their span.
+    times: Vec<i64>,
+    span: Option<TimeSpan>,
+    /// The time block of the data block being closed: payload, and encoded block.
+    time_payload: Vec<u8>,
+    time_block: Vec<u8>,
+    /// A time block and its data block, together for their one write.
+    pair: Vec<u8>,
 }
 
 impl<W: Write> Writer<W> {
@@ -355,16 +370,61 @@ impl<W: Write> Writer<W> {
 
     /// Adds a record to the open data block, closing the block when it reaches its target.
     pub fn write_record(&mut self, record: &[u8]) -> Result<()> {
+        self.take_record(record, None)
+    }
+
+    /// Adds a record with an event time (nanoseconds since the Unix epoch, UTC), as
+    /// [`write_record`](Self::write_record) adds one without: the file gets a time block before
+    /// each data block of timed records (spec 8.8), by which readers find the records of a
+    /// time window ([`ReaderBuilder::window`](crate::ReaderBuilder::window)) without decoding
+    /// the others. Times need not be sorted. A data block holds records with times or records
+    /// without, so a record of the other kind closes the open block first; so does a time
+    /// further than `i64::MAX` nanoseconds (292 years) from another of the block's.
+    ///
+    /// ```
+    /// let mut writer = cobsfile::Writer::new(Vec::new())?;
+    /// writer.write_record_at(b"boot", 1_700_000_000_000_000_000)?;
+    /// writer.write_record_at(b"late", 1_699_999_999_000_000_000)?;
+    /// let file = writer.finish()?;
+    ///
+    /// let mut reader = cobsfile::ReaderBuilder::new().from_slice(&file);
+    /// assert_eq!(reader.next_record().unwrap()?, b"boot");
+    /// assert_eq!(reader.record_time(), Some(1_700_000_000_000_000_000));
+    /// assert_eq!(reader.next_record().unwrap()?, b"late");
+    /// assert_eq!(reader.record_time(), Some(1_699_999_999_000_000_000));
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn write_record_at(&mut self, record: &[u8], time: i64) -> Result<()> {
+        self.take_record(record, Some(time))
+    }
+
+    /// [`write_record`](Self::write_record) with the record's time, if it has one.
+    fn take_record(&mut self, record: &[u8], time: Option<i64>) -> Result<()> {
         let len = record.len();
         let max = self.max_record_len();
         if len > max {
             return Err(Error::RecordTooLarge { len, max });
         }
+        // A data block's records all have times or none do, and their times fit one span.
+        if self.count > 0 {
+            let fits = match (time, self.span) {
+                (None, None) => true,
+                (Some(t), Some(open)) => TimeSpan::of(&[open.min, open.max, t]).is_some(),
+                _ => false,
+            };
+            if !fits {
+                self.close_block()?;
+            }
+        }
         let framed = varint::encoded_len(len as i64) + len;
         // The body with this record: codec, count, records and CRC. It must not exceed the
         // maximum block size even when the target allows more.
-        let body =
+        let mut body =
             ENVELOPE_LEN + varint::encoded_len(self.count as i64 + 1) + self.pending + framed;
+        if time.is_some() && self.options.atomic_limit.is_some() {
+            // The time block goes in the same write: room for it as for more records.
+            body += time_frame_bound(self.count + 1);
+        }
         if self.count > 0
             && (self.pending + framed > self.block_target || body > self.options.max_body_size)
         {
@@ -373,6 +433,16 @@ impl<W: Write> Writer<W> {
         match &mut self.data {
             Some(data) => data.push(record),
             None => block::put_bytes(record, &mut self.records),
+        }
+        if let Some(t) = time {
+            self.times.push(t);
+            self.span = Some(match self.span {
+                Some(open) => TimeSpan {
+                    min: open.min.min(t),
+                    max: open.max.max(t),
+                },
+                None => TimeSpan { min: t, max: t },
+            });
         }
         self.count += 1;
         self.pending += framed;
@@ -494,13 +564,29 @@ impl<W: Write> Writer<W> {
             .expect("inner writer present until finish")
     }
 
-    /// Encodes the open data block, if it holds records, and writes it.
+    /// Encodes the time block of the open data block's records, if they have times, into
+    /// `time_block`: returns where it starts there.
+    fn close_times(&mut self) -> Result<Option<usize>> {
+        let Some(span) = self.span.take() else {
+            return Ok(None);
+        };
+        self.time_payload.clear();
+        time::encode_payload(&self.times, span, &mut self.time_payload);
+        self.times.clear();
+        let start = block::encode(types::TIME, &self.time_payload, None, &mut self.time_block)?;
+        Ok(Some(start))
+    }
+
+    /// Encodes the open data block, if it holds records, and writes it (after its time
+    /// block, in the same write, if its records have times).
     #[inline(never)]
     fn close_block(&mut self) -> Result<()> {
         if self.count == 0 {
             return Ok(());
         }
         let count = self.count;
+        let time_start = self.close_times()?;
+        let time_block = time_start.map(|start| &self.time_block[start..]);
         if let Some(data) = &mut self.data {
             (self.count, self.pending) = (0, 0);
             let start = data.finish(count)?;
@@ -509,12 +595,14 @@ impl<W: Write> Writer<W> {
                 .as_mut()
                 .expect("inner writer present until finish");
             let block = &data.output()[start..];
-            return emit(
+            return emit_with_times(
                 inner,
                 self.options.atomic_limit,
                 &mut self.index,
+                time_block,
                 block,
                 count,
+                &mut self.pair,
             );
         }
         let mut count_field = [0; varint::MAX_LEN];
@@ -530,7 +618,15 @@ impl<W: Write> Writer<W> {
                 .inner
                 .as_mut()
                 .expect("inner writer present until finish");
-            return encoders.write_data(payload, payload_start, count, inner, &mut self.index);
+            let time_block = time_block.map(<[u8]>::to_vec);
+            return encoders.write_data(
+                payload,
+                payload_start,
+                count,
+                time_block,
+                inner,
+                &mut self.index,
+            );
         }
         let payload = &self.records[payload_start..];
         let start = block::encode(
@@ -541,7 +637,19 @@ impl<W: Write> Writer<W> {
         )?;
         (self.count, self.pending) = (0, 0);
         self.records.truncate(COUNT_ROOM);
-        self.write_out(start, count)
+        let inner = self
+            .inner
+            .as_mut()
+            .expect("inner writer present until finish");
+        emit_with_times(
+            inner,
+            self.options.atomic_limit,
+            &mut self.index,
+            time_block,
+            &self.out[start..],
+            count,
+            &mut self.pair,
+        )
     }
 
     /// Writes `out[start..]`, a block holding `items` records, in one `write_all`, and
@@ -560,6 +668,46 @@ impl<W: Write> Writer<W> {
             items,
         )
     }
+}
+
+/// The most bytes the time block of `n` records takes, framed (spec 8.8: three varints and
+/// one per record, each at most 10 bytes; the envelope; COBS; type, length and sync byte).
+fn time_frame_bound(n: u64) -> usize {
+    let body = (n as usize + 3) * varint::MAX_LEN + ENVELOPE_LEN;
+    2 * varint::MAX_LEN + body + body / 254 + 2
+}
+
+/// Writes the data block `block`, holding `items` records, after its time block `time_block`
+/// if it has one, to `inner` in one `write_all` (the two copied together into `pair`), and
+/// records them in `index`; without a time block, as [`emit`] does.
+pub(crate) fn emit_with_times(
+    inner: &mut impl Write,
+    atomic_limit: Option<usize>,
+    index: &mut IndexBuilder,
+    time_block: Option<&[u8]>,
+    block: &[u8],
+    items: u64,
+    pair: &mut Vec<u8>,
+) -> Result<()> {
+    let Some(time_block) = time_block else {
+        return emit(inner, atomic_limit, index, block, items);
+    };
+    pair.clear();
+    pair.extend_from_slice(time_block);
+    pair.extend_from_slice(block);
+    if let Some(limit) = atomic_limit.filter(|&limit| pair.len() > limit) {
+        return Err(Error::TooLargeForOneWrite {
+            len: pair.len(),
+            limit,
+        });
+    }
+    if let Err(e) = inner.write_all(pair) {
+        index.disable();
+        return Err(e.into());
+    }
+    index.push(time_block, 0);
+    index.push(block, items);
+    Ok(())
 }
 
 /// Writes `block`, holding `items` records, to `inner` in one `write_all` (refused if longer

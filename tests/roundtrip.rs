@@ -530,14 +530,14 @@ fn cobs_run_edges_round_trip() {
 }
 
 /// A hand-built file (built from the format description, not by the writer) with unknown
-/// block types - reserved (8), application-defined (-1) and large (2^40) - among data and
+/// block types - reserved (10), application-defined (-1) and large (2^40) - among data and
 /// metadata: readers skip them in `next_record` and show them in `blocks()`.
 #[test]
 fn unknown_block_types_are_skipped() {
     let mut file = vec![0];
     file.extend(raw_block(1, &header_payload(1)));
     file.extend(raw_block(3, &data_payload(&[b"before", b""])));
-    file.extend(raw_block(8, b"a future block"));
+    file.extend(raw_block(10, b"a future block"));
     file.extend(raw_block(-1, b"application \x00 data"));
     file.extend(raw_block(1 << 40, b""));
     file.extend(raw_block(i64::MIN, b"\x00\x00"));
@@ -564,7 +564,7 @@ fn unknown_block_types_are_skipped() {
         [
             BlockType::Header,
             BlockType::Data,
-            BlockType::Unknown(8),
+            BlockType::Unknown(10),
             BlockType::Unknown(-1),
             BlockType::Unknown(1 << 40),
             BlockType::Unknown(i64::MIN),

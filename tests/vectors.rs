@@ -6,7 +6,9 @@
 //! ```text
 //! header VERSION
 //! metadata "KEY" "VALUE" ...
-//! data COUNT            followed by COUNT lines: record "BYTES"
+//! data COUNT            followed by COUNT lines: record "BYTES", with ` at TIME` when a
+//!                       time block describes the data block
+//! time COUNT MIN SPAN   followed by COUNT lines: at TIME
 //! dictionary ID "BYTES"
 //! index COUNT SPAN      followed by COUNT lines: entry TYPE SIZE ITEMS
 //! end
@@ -177,7 +179,17 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
             }
             BlockType::Data => {
                 lines.push(format!("data {}", block.info().items.unwrap()));
-                lines.extend(block.records().map(|r| format!("record {}", esc(r))));
+                let times = block.times();
+                lines.extend(block.records().enumerate().map(|(i, r)| match times {
+                    Some(times) => format!("record {} at {}", esc(r), times[i]),
+                    None => format!("record {}", esc(r)),
+                }));
+            }
+            BlockType::Time => {
+                let times = block.times().unwrap();
+                let (min, max) = (times.iter().min().unwrap(), times.iter().max().unwrap());
+                lines.push(format!("time {} {min} {}", times.len(), max - min));
+                lines.extend(times.iter().map(|t| format!("at {t}")));
             }
             BlockType::Dictionary => {
                 let id = cobsfile::dictionary_id(block.payload());
@@ -297,12 +309,19 @@ fn build(v: &Vector) -> Vec<u8> {
                 for _ in 0..num(&line[1]) {
                     let record = lines.next().expect("record line");
                     assert_eq!(record[0], b"record");
-                    writer.write_record(&record[1]).unwrap();
+                    match record.get(2..4) {
+                        Some([at, time]) if at == b"at" => {
+                            writer.write_record_at(&record[1], num(time)).unwrap()
+                        }
+                        _ => writer.write_record(&record[1]).unwrap(),
+                    }
                 }
                 writer.flush().unwrap();
             }
             "unknown" => writer.write_raw_block(num(&line[1]), &line[2]).unwrap(),
             "dictionary" => {} // written by the writer when it embeds its dictionary
+            // Written by the writer before the data block of records with times.
+            "time" => lines.by_ref().take(num(&line[1]) as usize).for_each(drop),
             "index" => {
                 // Written by `finish`; its entries are what the writer wrote before it.
                 lines.by_ref().take(num(&line[1]) as usize).for_each(drop);

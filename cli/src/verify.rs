@@ -223,6 +223,7 @@ pub fn report_json(name: &str, report: &Report) -> Value {
             "index": b.index,
             "end": b.end,
             "log": b.log,
+            "time": b.time,
             "unknown": unknown,
         },
         "records": report.records,

@@ -64,6 +64,7 @@ impl Report {
             ("index", b.index),
             ("end", b.end),
             ("log", b.log),
+            ("time", b.time),
         ] {
             blocks.set_item(name, n)?;
         }

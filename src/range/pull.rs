@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Bytes, Ctx, Cuts, Part, RangeRead, Reading, Schedule, Searches, PART_BUDGET};
 use crate::block::{BlockType, Body, Scratch, Spares};
 use crate::codec::{Dictionary, Loaded};
-use crate::decoder::{BlockInfo, Decoder, Step};
+use crate::decoder::{BlockInfo, Decoder, Input, Step};
 use crate::ending::Tail;
 use crate::error::{Cause, Error};
 use crate::limits::Limits;
@@ -293,8 +293,18 @@ impl Pull {
                         if info.block_type == BlockType::Dictionary {
                             decoder.keep_settled_dictionary(offset, &body);
                         }
-                        if let Some(step) = decoder.settle_decoded(offset, Ok((info, body))) {
-                            return Some(step);
+                        let step = decoder.settle_decoded(offset, Ok((info, body)));
+                        if let Some(at) = decoder.take_look_back() {
+                            let bytes = self.job.bytes.bytes();
+                            let input = Input {
+                                bytes,
+                                offset: 0,
+                                end: true,
+                            };
+                            decoder.times_before(at, input);
+                        }
+                        if step.is_some() {
+                            return step;
                         }
                     }
                     // Bytes that changed under the read (a mapped file cut while its ranges

@@ -1,0 +1,300 @@
+//! Event times (spec 8.8): written per record, read back per record and per block by every
+//! path (one thread, threads, range reads cut anywhere, streams), and time blocks that
+//! describe no data block.
+
+use std::ops::ControlFlow;
+
+use cobsfile::{
+    AppenderBuilder, Block, BlockType, Compression, Durability, RangeSink, ReaderBuilder,
+    WriterBuilder,
+};
+use proptest::prelude::*;
+
+/// A record and its time, if it has one.
+type Event = (Vec<u8>, Option<i64>);
+
+fn write(events: &[Event], builder: WriterBuilder) -> Vec<u8> {
+    let mut writer = builder.build(Vec::new()).unwrap();
+    for (record, time) in events {
+        match time {
+            Some(t) => writer.write_record_at(record, *t).unwrap(),
+            None => writer.write_record(record).unwrap(),
+        }
+    }
+    writer.finish().unwrap()
+}
+
+/// Records and their times as a reader returns them, and the errors it met.
+fn read(file: &[u8], options: &ReaderBuilder) -> (Vec<Event>, Vec<String>) {
+    let shared: std::sync::Arc<[u8]> = file.into();
+    let mut reader = options.from_shared(&shared);
+    let mut events = Vec::new();
+    let mut errors = Vec::new();
+    while let Some(item) = reader.next_record() {
+        match item {
+            Ok(record) => {
+                let record = record.to_vec();
+                events.push((record, reader.record_time()));
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    (events, errors)
+}
+
+/// Records and times as range reads of `options` give them, block by block.
+fn read_ranges(file: &[u8], options: &ReaderBuilder) -> (Vec<Event>, Vec<String>) {
+    #[derive(Default)]
+    struct Sink(Vec<Event>, Vec<String>);
+    impl RangeSink<Vec<Event>> for Sink {
+        fn part(&mut self, part: Vec<Event>) -> ControlFlow<()> {
+            self.0.extend(part);
+            ControlFlow::Continue(())
+        }
+        fn damage(&mut self, damage: &cobsfile::Damage) -> ControlFlow<()> {
+            self.1.push(damage.to_string());
+            ControlFlow::Continue(())
+        }
+    }
+    let collect = |events: &mut Vec<Event>, block: &Block<'_>| {
+        let times = block.times();
+        for (i, record) in block.records().enumerate() {
+            events.push((record.to_vec(), times.map(|t| t[i])));
+        }
+    };
+    let mut sink = Sink::default();
+    options.read_ranges(file, collect, &mut sink).unwrap();
+    (sink.0, sink.1)
+}
+
+fn events(n: usize, time: impl Fn(usize) -> Option<i64>) -> Vec<Event> {
+    (0..n)
+        .map(|i| (format!("event {i:05}").into_bytes(), time(i)))
+        .collect()
+}
+
+#[test]
+fn times_come_back_as_written() {
+    let base = 1_764_000_000_000_000_000i64;
+    let cases: Vec<(&str, Vec<Event>)> = vec![
+        (
+            "sorted",
+            events(3000, |i| Some(base + i as i64 * 1_000_000)),
+        ),
+        (
+            "unsorted",
+            events(3000, |i| {
+                Some(base + ((i * 7919) % 3000) as i64 * 3_000_000_000)
+            }),
+        ),
+        (
+            "negative",
+            events(500, |i| Some(-(i as i64) * 1_000_000_007)),
+        ),
+        (
+            "extremes",
+            events(40, |i| Some(if i % 2 == 0 { i64::MIN } else { -1 })),
+        ),
+        (
+            "mixed",
+            events(3000, |i| (i / 700 % 2 == 0).then_some(base + i as i64)),
+        ),
+        (
+            "far apart",
+            events(10, |i| Some(if i % 2 == 0 { i64::MIN } else { i64::MAX })),
+        ),
+        ("none", events(1000, |_| None)),
+    ];
+    let builders = [
+        ("plain", WriterBuilder::new().block_target(2000)),
+        (
+            "zstd",
+            WriterBuilder::new()
+                .block_target(2000)
+                .compression(Compression::zstd(3).unwrap()),
+        ),
+        (
+            "threads",
+            WriterBuilder::new()
+                .block_target(2000)
+                .compression(Compression::zstd(1).unwrap())
+                .threads(3),
+        ),
+        (
+            "uncompressed threads",
+            WriterBuilder::new().block_target(2000).threads(2),
+        ),
+    ];
+    for (what, events) in &cases {
+        for (how, builder) in &builders {
+            let file = write(events, builder.clone());
+            let one = ReaderBuilder::new();
+            let (got, errors) = read(&file, &one);
+            assert!(errors.is_empty(), "{what}, {how}: {errors:?}");
+            assert!(&got == events, "{what}, {how}: one thread");
+            let threads = ReaderBuilder::new().threads(2).min_split(1000);
+            assert!(read(&file, &threads).0 == *events, "{what}, {how}: threads");
+            for split in [1, 700, 5000] {
+                let ranges = ReaderBuilder::new().threads(3).min_split(split);
+                assert!(
+                    read_ranges(&file, &ranges).0 == *events,
+                    "{what}, {how}: ranges of {split}"
+                );
+            }
+            let mut stream = ReaderBuilder::new().from_read(&file[..]);
+            let mut streamed = Vec::new();
+            while let Some(record) = stream.next_record() {
+                let record = record.unwrap().to_vec();
+                streamed.push((record, stream.record_time()));
+            }
+            assert!(streamed == *events, "{what}, {how}: stream");
+            let report = cobsfile::verify(&mut one.from_slice(&file)).unwrap();
+            assert!(report.is_clean(), "{what}, {how}");
+        }
+    }
+}
+
+#[test]
+fn far_apart_times_take_blocks_of_their_own() {
+    let file = write(
+        &events(4, |i| Some(if i % 2 == 0 { i64::MIN } else { i64::MAX })),
+        WriterBuilder::new(),
+    );
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    let mut spans = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let block = block.unwrap();
+        if block.info().block_type == BlockType::Time {
+            spans.push(block.times().unwrap().to_vec());
+        }
+    }
+    assert_eq!(spans, [[i64::MIN], [i64::MAX], [i64::MIN], [i64::MAX]]);
+}
+
+#[test]
+fn a_time_block_describes_only_the_data_block_right_after_it() {
+    let base = 1_000_000_000i64;
+    let timed = events(30, |i| Some(base + i as i64));
+    let file = write(&timed, WriterBuilder::new().block_target(100));
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    let mut blocks = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let info = block.unwrap().info().clone();
+        blocks.push(info);
+    }
+    let time_blocks: Vec<_> = blocks
+        .iter()
+        .filter(|b| b.block_type == BlockType::Time)
+        .collect();
+    assert!(time_blocks.len() > 3);
+    for t in &time_blocks {
+        let next = blocks
+            .iter()
+            .find(|b| b.offset == t.offset + t.size)
+            .unwrap();
+        assert_eq!(next.block_type, BlockType::Data);
+        assert_eq!(next.items, t.items);
+    }
+
+    // A flipped byte in a data block: its time block describes nothing, and only that block's
+    // records are lost; every other record keeps its time.
+    let data = blocks
+        .iter()
+        .filter(|b| b.block_type == BlockType::Data)
+        .nth(1)
+        .unwrap();
+    let mut damaged = file.clone();
+    damaged[(data.offset + 4) as usize] ^= 0x10;
+    let mut reader = ReaderBuilder::new().from_slice(&damaged);
+    let mut kept = Vec::new();
+    while let Some(item) = reader.next_record() {
+        if let Ok(record) = item {
+            let record = record.to_vec();
+            kept.push((record, reader.record_time()));
+        }
+    }
+    assert_eq!(reader.stats().unpaired_time_blocks, 1);
+    assert_eq!(reader.stats().damaged_regions, 1);
+    let lost = data.items.unwrap() as usize;
+    assert_eq!(kept.len(), timed.len() - lost);
+    assert!(kept.iter().all(|e| timed.contains(e)));
+
+    // A flipped byte in a time block: its data block's records are read, without times.
+    let time = time_blocks[1];
+    let mut damaged = file.clone();
+    damaged[(time.offset + 4) as usize] ^= 0x10;
+    let (events, errors) = read(&damaged, &ReaderBuilder::new());
+    assert_eq!(errors.len(), 1);
+    assert_eq!(events.len(), timed.len());
+    let untimed: Vec<_> = events.iter().filter(|e| e.1.is_none()).collect();
+    assert_eq!(untimed.len() as u64, time.items.unwrap());
+    for (got, want) in events.iter().zip(&timed) {
+        assert_eq!(got.0, want.0);
+        assert!(got.1.is_none() || got.1 == want.1);
+    }
+}
+
+#[test]
+fn appended_records_keep_their_times() {
+    let dir = std::env::temp_dir().join(format!("cobsfile-time-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    let options = AppenderBuilder::new().durability(Durability::Flush);
+    for round in 0..3i64 {
+        let mut appender = options.open(&path).unwrap();
+        appender.append(b"untimed").unwrap();
+        appender.append_at(b"timed", round * 10).unwrap();
+        let batch = [(&b"a"[..], round * 10 + 2), (&b"b"[..], round * 10 + 1)];
+        appender.append_batch_at(batch).unwrap();
+        appender.close().unwrap();
+    }
+    let file = std::fs::read(&path).unwrap();
+    let (events, errors) = read(&file, &ReaderBuilder::new());
+    assert!(errors.is_empty());
+    let want: Vec<Event> = (0..3i64)
+        .flat_map(|round| {
+            [
+                (b"untimed".to_vec(), None),
+                (b"timed".to_vec(), Some(round * 10)),
+                (b"a".to_vec(), Some(round * 10 + 2)),
+                (b"b".to_vec(), Some(round * 10 + 1)),
+            ]
+        })
+        .collect();
+    assert_eq!(events, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the times, the block sizes and where ranges are cut, every path gives the
+    /// records with the times they were written with; after damage, every path gives what a
+    /// full read on one thread gives.
+    #[test]
+    fn every_path_reads_the_same_times(
+        times in proptest::collection::vec(proptest::option::weighted(0.8, any::<i64>()), 1..200),
+        target in 8usize..400,
+        split in 1u64..600,
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
+    ) {
+        let events: Vec<Event> = times
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("r{i}").into_bytes(), *t))
+            .collect();
+        let mut file = write(&events, WriterBuilder::new().block_target(target));
+        let one = ReaderBuilder::new();
+        prop_assert_eq!(&read(&file, &one).0, &events);
+        for (at, mask) in &flips {
+            let i = at.index(file.len());
+            file[i] ^= mask;
+        }
+        let (want, errors) = read(&file, &one);
+        let threads = ReaderBuilder::new().threads(2).min_split(split);
+        prop_assert_eq!(&read(&file, &threads), &(want.clone(), errors.clone()));
+        let ranges = ReaderBuilder::new().threads(3).min_split(split);
+        prop_assert_eq!(&read_ranges(&file, &ranges), &(want, errors));
+    }
+}
