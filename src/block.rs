@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use crate::cobs;
 use crate::codec::{self, Compressor, DecompressError, Decompressor};
 use crate::error::{Cause, Error, Result};
-use crate::time;
+use crate::time::{self, Window};
 use crate::varint;
 
 /// The format version this library writes and the newest it reads.
@@ -943,6 +943,12 @@ fn check_metadata(payload: &[u8]) -> Result<u64, &'static str> {
 #[derive(Debug, Clone)]
 pub struct Records<'a> {
     rest: &'a [u8],
+    /// The records' event times, when a time block describes their block (spec 8.8).
+    times: Option<&'a [i64]>,
+    /// In a window read (spec 9.9): only the records whose time is in it are returned.
+    window: Option<Window>,
+    /// Records walked so far.
+    walked: usize,
 }
 
 impl<'a> Records<'a> {
@@ -952,7 +958,31 @@ impl<'a> Records<'a> {
             Ok((_, used)) => &payload[used..],
             Err(_) => &[],
         };
-        Records { rest }
+        Records {
+            rest,
+            times: None,
+            window: None,
+            walked: 0,
+        }
+    }
+
+    /// Iterates over the records of a checked data payload whose times are `times`, if they
+    /// have times, that lie in `window`, if one is given.
+    pub(crate) fn timed(
+        payload: &'a [u8],
+        times: Option<&'a [i64]>,
+        window: Option<Window>,
+    ) -> Self {
+        Records {
+            times,
+            window,
+            ..Records::new(payload)
+        }
+    }
+
+    /// The event time of the record returned last, if it has one (spec 8.8).
+    pub fn time(&self) -> Option<i64> {
+        self.times?.get(self.walked.checked_sub(1)?).copied()
     }
 }
 
@@ -961,10 +991,18 @@ impl<'a> Iterator for Records<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
-        let item = next_string(self.rest)?;
-        let bytes = &self.rest[item.clone()];
-        self.rest = &self.rest[item.end..];
-        Some(bytes)
+        loop {
+            let item = next_string(self.rest)?;
+            let bytes = &self.rest[item.clone()];
+            self.rest = &self.rest[item.end..];
+            self.walked += 1;
+            let Some(window) = self.window else {
+                return Some(bytes);
+            };
+            if self.time().is_some_and(|t| window.contains(t)) {
+                return Some(bytes);
+            }
+        }
     }
 }
 

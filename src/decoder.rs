@@ -74,7 +74,7 @@ use crate::ending::{Ending, Tail};
 use crate::error::{Cause, Error};
 use crate::frame::{self, Check, Found, Frame};
 use crate::limits::Limits;
-use crate::time::{self, Pairing};
+use crate::time::{self, Pairing, Window};
 use crate::varint;
 
 /// Where a block is and what it holds.
@@ -101,6 +101,7 @@ pub struct Block<'a> {
     version: Option<i64>,
     payload: &'a [u8],
     times: Option<&'a [i64]>,
+    window: Option<Window>,
 }
 
 impl<'a> Block<'a> {
@@ -110,12 +111,14 @@ impl<'a> Block<'a> {
         version: Option<i64>,
         payload: &'a [u8],
         times: Option<&'a [i64]>,
+        window: Option<Window>,
     ) -> Self {
         Block {
             info,
             version,
             payload,
             times,
+            window,
         }
     }
 
@@ -129,10 +132,13 @@ impl<'a> Block<'a> {
         self.payload
     }
 
-    /// The records of a data block (none for other types).
+    /// The records of a data block (none for other types): in a read of a time window
+    /// ([`ReaderBuilder::window`](crate::ReaderBuilder::window)), those whose time lies in
+    /// it, so that [`info`](Self::info)'s `items` may count more. [`Records::time`] gives
+    /// the time of each.
     pub fn records(&self) -> Records<'a> {
         match self.info.block_type {
-            BlockType::Data => Records::new(self.payload),
+            BlockType::Data => Records::timed(self.payload, self.times, self.window),
             _ => Records::new(&[]),
         }
     }
@@ -173,6 +179,11 @@ pub struct Stats {
     /// Time blocks that describe no data block (spec 8.8): followed by a block of another
     /// type or another number of records, or by damage.
     pub unpaired_time_blocks: u64,
+    /// Data blocks a window read passed over because their times miss the window.
+    pub outside_window_blocks: u64,
+    /// Data blocks a window read passed over because no time block describes them: their
+    /// records have no times, so none is in any window (spec 9.9).
+    pub untimed_blocks_passed: u64,
 }
 
 /// The bytes a driver holds: `bytes` is the input from the absolute offset `offset` on.
@@ -243,6 +254,18 @@ pub enum Step {
     },
     /// The input, or the range being read, ends here.
     End,
+    /// A data block passed over without decoding it, only in a read of a time window
+    /// ([`Decoder::set_window`], spec 9.9): its time block says none of its records is in the
+    /// window, or it has none (`timed` false). Its frame was checked in full, as in a full
+    /// read (spec 6), so that a window read meets every block a full read meets.
+    Passed {
+        /// The absolute offset of the block's opening sync byte.
+        offset: u64,
+        /// The block's size (spec 6).
+        size: u64,
+        /// Whether a time block described it.
+        timed: bool,
+    },
 }
 
 /// A frame found, or the end of the input or range.
@@ -323,6 +346,12 @@ pub struct Decoder {
     /// A data block just settled that opens at `look_from`, undescribed: the bytes before it
     /// may hold its time block ([`times_before`](Self::times_before)).
     look_back: Option<u64>,
+    /// The times whose records a read returns (spec 9.9): data blocks none of whose records
+    /// can be in it are passed over undecoded.
+    window: Option<Window>,
+    /// A block passed over while damage was pending: announced on the next call, after the
+    /// damage.
+    passed: Option<Step>,
 }
 
 impl Drop for Decoder {
@@ -365,7 +394,33 @@ impl Decoder {
             pairing: Pairing::default(),
             look_from: None,
             look_back: None,
+            window: None,
+            passed: None,
         }
+    }
+
+    /// Makes this a decoder of the records whose times lie in `window` (spec 9.9), or of all
+    /// records (`None`): data blocks that no time block describes, or whose time block's span
+    /// misses the window, are passed over undecoded ([`Step::Passed`]), their frames checked
+    /// in full. Blocks of other types are read as before, and the records of the blocks it
+    /// decodes are all there: a driver returns those in the window.
+    pub fn set_window(&mut self, window: Option<Window>) {
+        self.window = window;
+    }
+
+    /// The window this decoder reads (see [`set_window`](Self::set_window)).
+    pub fn window(&self) -> Option<Window> {
+        self.window
+    }
+
+    /// Whether a block of `block_type` at `offset` is passed over in a read of `want`:
+    /// a data block of a window read that its time block (if any) keeps out of the window.
+    fn passes(&self, want: Want, block_type: BlockType, offset: u64) -> bool {
+        let Some(window) = self.window.filter(|_| want == Want::Blocks) else {
+            return false;
+        };
+        block_type == BlockType::Data
+            && !(self.pairing.describes(offset)).is_some_and(|span| window.meets(span))
     }
 
     /// A decoder of the blocks that open in `start..stop` (spec 9.4), where `first_sync` is
@@ -474,6 +529,7 @@ impl Decoder {
             body.version,
             &self.scratch.buffer()[body.payload.clone()],
             self.times(),
+            self.window,
         ))
     }
 
@@ -523,14 +579,17 @@ impl Decoder {
     /// block.
     fn step_on(&mut self, input: Input<'_>, want: Want) -> Step {
         self.current = None;
-        self.skipped |= want != Want::Blocks;
+        self.skipped |= want != Want::Blocks || self.window.is_some();
+        if let Some(passed) = self.passed.take() {
+            return passed;
+        }
         if let Some((info, body)) = self.ready.take() {
             if want.decodes(info.block_type) {
                 return self.finish(info, body);
             }
         }
         loop {
-            let f = match self.next_frame(input, want.check()) {
+            let f = match self.next_frame(input, want) {
                 Event::Damage { start, cause } => {
                     self.note_damage(start, cause);
                     continue;
@@ -548,6 +607,16 @@ impl Decoder {
             };
             let block_type = BlockType::from_type(f.block_type);
             let offset = input.offset + f.start as u64;
+            let undecided = self.window.is_some()
+                && want == Want::Blocks
+                && block_type == BlockType::Data
+                && self.look_from == Some(offset)
+                && self.pairing.describes(offset).is_none()
+                && !self.look_back_before_passing(offset, input);
+            if !undecided && self.passes(want, block_type, offset) {
+                let size = (f.end - f.start) as u64;
+                return self.pass(offset, size);
+            }
             if !want.decodes(block_type) {
                 match self.settle(offset, Ok(None)) {
                     Settled::Damage(err) => return Step::Damaged(err),
@@ -619,6 +688,42 @@ impl Decoder {
         Step::Block(info)
     }
 
+    /// Passes over the data block at `offset`, `size` bytes long, undecoded (a window read):
+    /// announced after the damage pending before it, if any.
+    fn pass(&mut self, offset: u64, size: u64) -> Step {
+        let timed = self.pairing.passed(offset);
+        self.stats.unpaired_time_blocks = self.pairing.unpaired;
+        match timed {
+            true => self.stats.outside_window_blocks += 1,
+            false => self.stats.untimed_blocks_passed += 1,
+        }
+        self.look_from = None;
+        self.look_back = None;
+        self.resume = offset + size;
+        let passed = Step::Passed {
+            offset,
+            size,
+            timed,
+        };
+        match self.settle(offset, Ok(None)) {
+            Settled::Damage(err) => {
+                self.passed = Some(passed);
+                Step::Damaged(err)
+            }
+            _ => passed,
+        }
+    }
+
+    /// Settles a data block at `offset`, `size` bytes long, that a range's decoder passed
+    /// over ([`Step::Passed`]), as passing it here would have: for a driver that settles in
+    /// one decoder what the decoders of ranges read.
+    pub(crate) fn settle_passed(&mut self, offset: u64, size: u64) -> Option<Step> {
+        self.current = None;
+        let step = self.pass(offset, size);
+        self.passed = None;
+        matches!(step, Step::Damaged(_)).then_some(step)
+    }
+
     /// A block that is not a data block, or damage, was settled.
     fn settled_other(&mut self) {
         self.pairing.other();
@@ -659,20 +764,25 @@ impl Decoder {
         else {
             return;
         };
-        let Some(end) = at.checked_sub(input.offset).map(|end| end as usize) else {
-            return;
-        };
-        if end >= input.bytes.len() || end == 0 {
-            return;
-        }
         let reach = usize::try_from(time::frame_bound(items)).unwrap_or(usize::MAX);
+        if let Some(before) = self.time_block_before(at, input, reach) {
+            self.pairing.found_before(before.scratch.times(), items);
+        }
+    }
+
+    /// The time block that closes at the sync byte at `at`, if one opens within `reach`
+    /// bytes before it in `input` (which holds the sync byte at `at`): decoded in a decoder
+    /// of its own, whose buffers hold its times.
+    fn time_block_before(&self, at: u64, input: Input<'_>, reach: usize) -> Option<Decoder> {
+        let end = usize::try_from(at.checked_sub(input.offset)?).ok()?;
+        if end >= input.bytes.len() || end == 0 {
+            return None;
+        }
         let from = end.saturating_sub(reach);
-        let Some(z) = memchr::memrchr(0, &input.bytes[from..end]).map(|z| from + z) else {
-            return;
-        };
-        // Only a time block is worth decoding (a data block's is never far).
+        let z = from + memchr::memrchr(0, &input.bytes[from..end])?;
+        // Only a time block is worth decoding.
         if input.bytes.get(z + 1) != Some(&time::TYPE_FIELD) {
-            return;
+            return None;
         }
         let offset = input.offset + z as u64;
         let mut before = Decoder::starting_at(self.limits, offset).share_spares(&self.spares);
@@ -681,11 +791,30 @@ impl Decoder {
             offset,
             end: true,
         };
-        if let Step::Block(info) = before.step(frame, Want::Blocks) {
-            if info.block_type == BlockType::Time && info.offset + info.size == at {
-                self.pairing.found_before(before.scratch.times(), items);
+        match before.step(frame, Want::Blocks) {
+            Step::Block(info)
+                if info.block_type == BlockType::Time && info.offset + info.size == at =>
+            {
+                Some(before)
             }
+            _ => None,
         }
+    }
+
+    /// Before a window read decides whether to pass over the data block at `offset`, where
+    /// reading began (a range, a seek) with nothing settled before it: the time block that
+    /// may describe it, found in `input` if that holds the bytes before it. Returns false if
+    /// it does not: the block is then decoded, and its driver finds its time block after
+    /// ([`times_before`](Self::times_before)), so that no record of the window is passed.
+    fn look_back_before_passing(&mut self, offset: u64, input: Input<'_>) -> bool {
+        if input.offset >= offset {
+            return false;
+        }
+        self.look_from = None;
+        if let Some(before) = self.time_block_before(offset, input, self.max_window()) {
+            self.pairing.time_block(offset, before.scratch.times());
+        }
+        true
     }
 
     /// Adds the dictionaries that the blocks before a range read's first sync byte (and ending
@@ -810,7 +939,8 @@ impl Decoder {
     /// Looks for the next frame from the position on, and moves the position past what it
     /// found. A frame is checked as `check` says; in a landing check, frames of the types a
     /// skipping scan decodes are checked in full.
-    pub(crate) fn next_frame(&mut self, input: Input<'_>, check: Check) -> Event {
+    pub(crate) fn next_frame(&mut self, input: Input<'_>, want: Want) -> Event {
+        let check = want.check();
         if self.stopped {
             return Event::End { end: self.at };
         }
@@ -1078,6 +1208,7 @@ impl Decoder {
         self.stop = stop;
         self.prefix = (first_sync > 0).then_some(first_sync);
         self.pairing.reset();
+        self.passed = None;
         self.look_from = (first_sync > 0).then_some(first_sync);
         self.look_back = None;
         self.damage = None;
@@ -1103,6 +1234,7 @@ impl Decoder {
     /// forgets what it knew of the bytes there.
     pub(crate) fn rewind(&mut self, at: u64) {
         self.pairing.rewind(at);
+        self.passed = None;
         self.look_from = (at > 0).then_some(at);
         self.look_back = None;
         self.at = at;

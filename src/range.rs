@@ -116,6 +116,8 @@ struct Part<T> {
     error: Option<Error>,
     /// The payload bytes of its blocks.
     payload: u64,
+    /// Data blocks a window read passed over in it (not in `report`).
+    passed: u64,
 }
 
 /// The bytes a range read reads: a slice of the whole file, or a file it fetches by byte
@@ -450,7 +452,13 @@ impl RangeRead {
     }
 
     /// The next intact block, or the damage before it.
-    pub(crate) fn next_block(&mut self, ctx: Ctx<'_>) -> Option<Result<Block<'_>>> {
+    /// Data blocks a window read passes over go into `passed` (offset, size), in order: they
+    /// come before the block or damage returned.
+    pub(crate) fn next_block(
+        &mut self,
+        ctx: Ctx<'_>,
+        passed: &mut Vec<(u64, u64)>,
+    ) -> Option<Result<Block<'_>>> {
         if let Some(e) = self.window.failed.take() {
             return Some(Err(e.into()));
         }
@@ -487,6 +495,10 @@ impl RangeRead {
                     self.dictionaries(ctx.searches, file, before)
                 }
                 (Step::NeedInput { from }, Bytes::Fetched(file)) => self.window.more(file, from),
+                (Step::Passed { offset, size, .. }, _) => {
+                    passed.push((offset, size));
+                    Ok(())
+                }
                 // A slice is the whole input.
                 (Step::NeedInput { .. } | Step::End, _) => return None,
             };
@@ -518,9 +530,23 @@ fn read_part<T>(
         last: true,
         error: None,
         payload: 0,
+        passed: 0,
     };
     let mut seen_block = false;
-    while let Some(item) = reader.next_block(ctx) {
+    let passed = &mut Vec::new();
+    loop {
+        let item = reader.next_block(ctx, passed);
+        // Data blocks a window read passed over came before it.
+        if !passed.is_empty() {
+            part.passed += passed.len() as u64;
+            passed.clear();
+            part.tail.block(crate::BlockType::Data);
+            seen_block = true;
+            part.last_damaged = false;
+        }
+        let Some(item) = item else {
+            break;
+        };
         match item {
             Ok(block) => {
                 part.report.add_block(block.info());
@@ -1065,6 +1091,7 @@ impl<'a> Merged<'a> {
             last_damaged,
             last: _,
             payload: _,
+            passed,
             error,
         } = part;
         let had_damage = !report.damaged.is_empty();
@@ -1086,7 +1113,7 @@ impl<'a> Merged<'a> {
         r.records += report.records;
         r.block_bytes += report.block_bytes;
         // A range with neither blocks nor damage (no sync byte opens in it) changes nothing.
-        if had_blocks || had_damage {
+        if had_blocks || had_damage || passed > 0 {
             self.open = last_damaged;
         }
         let flow = sink.part(value);

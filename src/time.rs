@@ -162,6 +162,8 @@ pub(crate) struct Pairing {
     pending: Vec<i64>,
     /// Where the block that time block describes must open (its closing sync byte).
     pending_at: Option<u64>,
+    /// The span of the pending times.
+    pending_span: Option<TimeSpan>,
     /// The times of the records of the data block settled last, when `timed`.
     times: Vec<i64>,
     timed: bool,
@@ -176,6 +178,27 @@ impl Pairing {
         self.pending.clear();
         self.pending.extend_from_slice(times);
         self.pending_at = Some(end);
+        self.pending_span = TimeSpan::of(times);
+    }
+
+    /// The span of the times of the data block that opens at `offset`, if the time block
+    /// settled last describes the block there (once it is settled, with as many records).
+    pub fn describes(&self, offset: u64) -> Option<TimeSpan> {
+        self.pending_span
+            .filter(|_| self.pending_at == Some(offset))
+    }
+
+    /// The data block at `offset` was passed over undecoded (a window read): whether the time
+    /// block settled last describes it. Its record count is not known: the time block's is
+    /// taken for it.
+    pub fn passed(&mut self, offset: u64) -> bool {
+        self.timed = false;
+        let described = self.pending_at == Some(offset);
+        match described {
+            true => self.pending_at = None,
+            false => self.other(),
+        }
+        described
     }
 
     /// A data block at `offset` holding `items` records was settled: whether a time block

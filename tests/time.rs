@@ -5,7 +5,7 @@
 use std::ops::ControlFlow;
 
 use cobsfile::{
-    AppenderBuilder, Block, BlockType, Compression, Durability, RangeSink, ReaderBuilder,
+    AppenderBuilder, Block, BlockType, Compression, Durability, RangeSink, ReaderBuilder, Window,
     WriterBuilder,
 };
 use proptest::prelude::*;
@@ -57,9 +57,9 @@ fn read_ranges(file: &[u8], options: &ReaderBuilder) -> (Vec<Event>, Vec<String>
         }
     }
     let collect = |events: &mut Vec<Event>, block: &Block<'_>| {
-        let times = block.times();
-        for (i, record) in block.records().enumerate() {
-            events.push((record.to_vec(), times.map(|t| t[i])));
+        let mut records = block.records();
+        while let Some(record) = records.next() {
+            events.push((record.to_vec(), records.time()));
         }
     };
     let mut sink = Sink::default();
@@ -296,5 +296,110 @@ proptest! {
         prop_assert_eq!(&read(&file, &threads), &(want.clone(), errors.clone()));
         let ranges = ReaderBuilder::new().threads(3).min_split(split);
         prop_assert_eq!(&read_ranges(&file, &ranges), &(want, errors));
+    }
+}
+
+/// The records of `events` (as a full read returns them, with their times) whose time lies in
+/// `window`.
+fn in_window(events: &[Event], window: Window) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|(_, t)| t.is_some_and(|t| window.contains(t)))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_window_reads_exactly_its_records_and_decodes_only_blocks_that_may_hold_them() {
+    let second = 1_000_000_000i64;
+    // A day of events, a little out of order, with untimed records now and then.
+    let events = events(20_000, |i| {
+        (i % 997 != 5).then(|| (i as i64 * 4 + (i as i64 * 7919) % 11 - 5) * second)
+    });
+    let file = write(&events, WriterBuilder::new().block_target(4000));
+    let window = Window::new(Some(40_000 * second), Some(40_600 * second));
+    let want = in_window(&events, window);
+    assert!(want.len() > 100);
+    let options = ReaderBuilder::new().window(window);
+    let (got, errors) = read(&file, &options);
+    assert!(errors.is_empty());
+    assert!(got == want);
+
+    let mut reader = options.from_slice(&file);
+    let mut decoded = 0;
+    while let Some(block) = reader.next_block() {
+        if block.unwrap().info().block_type == BlockType::Data {
+            decoded += 1;
+        }
+    }
+    let stats = reader.stats();
+    assert!(decoded <= 4, "{decoded} data blocks decoded");
+    assert!(stats.outside_window_blocks > 50, "{stats:?}");
+    assert!(stats.untimed_blocks_passed > 10, "{stats:?}");
+
+    let threads = ReaderBuilder::new()
+        .window(window)
+        .threads(2)
+        .min_split(10_000);
+    assert!(read(&file, &threads).0 == want);
+    assert!(read_ranges(&file, &threads).0 == want);
+    let mut stream = options.from_read(&file[..]);
+    let mut streamed = Vec::new();
+    while let Some(record) = stream.next_record() {
+        let record = record.unwrap().to_vec();
+        streamed.push((record, stream.record_time()));
+    }
+    assert!(streamed == want);
+
+    // Skipping counts the records of the window.
+    let mut reader = options.from_slice(&file);
+    reader.skip_records(10);
+    let record = reader.next_record().unwrap().unwrap().to_vec();
+    assert_eq!(record, want[10].0);
+    assert_eq!(reader.record_time(), want[10].1);
+
+    // An empty window, and one before every time.
+    for window in [
+        Window::new(Some(5), Some(4)),
+        Window::new(None, Some(-10 * second)),
+    ] {
+        let options = ReaderBuilder::new().window(window);
+        assert_eq!(read(&file, &options), (vec![], vec![]));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A window read on every path gives the records of a full read whose times are in the
+    /// window, and every path gives the same records and damage, whatever the damage.
+    #[test]
+    fn a_window_read_is_the_full_read_filtered(
+        times in proptest::collection::vec(proptest::option::weighted(0.9, -1000i64..1000), 1..300),
+        target in 8usize..300,
+        split in 1u64..600,
+        since in proptest::option::of(-1100i64..1100),
+        until in proptest::option::of(-1100i64..1100),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
+    ) {
+        let events: Vec<Event> = times
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("r{i}").into_bytes(), *t))
+            .collect();
+        let mut file = write(&events, WriterBuilder::new().block_target(target));
+        for (at, mask) in &flips {
+            let i = at.index(file.len());
+            file[i] ^= mask;
+        }
+        let window = Window::new(since, until);
+        let full = read(&file, &ReaderBuilder::new()).0;
+        let options = ReaderBuilder::new().window(window);
+        let (got, errors) = read(&file, &options);
+        prop_assert_eq!(&got, &in_window(&full, window));
+        let threads = ReaderBuilder::new().window(window).threads(2).min_split(split);
+        prop_assert_eq!(&read(&file, &threads), &(got.clone(), errors.clone()));
+        let ranges = ReaderBuilder::new().window(window).threads(3).min_split(split);
+        prop_assert_eq!(&read_ranges(&file, &ranges), &(got, errors));
     }
 }

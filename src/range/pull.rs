@@ -46,6 +46,8 @@ pub(crate) enum Met {
     Damage { start: u64, cause: Cause },
     /// The end of the range's input at this absolute offset.
     End(u64),
+    /// A data block a window read passed over: its offset and size.
+    Passed(u64, u64),
     /// An error that ends the read.
     Failed(Error),
 }
@@ -66,6 +68,8 @@ struct Job {
     decoders: Mutex<Vec<Decoder>>,
     /// The dictionaries the decoders loaded into zstd.
     loaded: Arc<Loaded>,
+    /// The reader's time window, if any.
+    window: Option<crate::Window>,
 }
 
 /// Locks `mutex`, ignoring poisoning: what it guards (free lists) stays consistent.
@@ -90,6 +94,7 @@ impl Job {
         }
         let mut decoder = Decoder::range(self.limits, first_sync, stop).share_spares(&self.spares);
         decoder.share_loaded(&self.loaded);
+        decoder.set_window(self.window);
         for dictionary in &self.given {
             decoder.give_dictionary(dictionary);
         }
@@ -115,8 +120,15 @@ impl Job {
         let ctx = self.ctx();
         let mut payload = 0;
         let mut last = true;
+        let mut passed = Vec::new();
         loop {
-            let size = match reader.next_block(ctx) {
+            let item = reader.next_block(ctx, &mut passed);
+            met.extend(
+                passed
+                    .drain(..)
+                    .map(|(offset, size)| Met::Passed(offset, size)),
+            );
+            let size = match item {
                 Some(Ok(block)) => block.info().payload_size,
                 Some(Err(Error::Damaged { start, cause, .. })) => {
                     met.push_back(Met::Damage { start, cause });
@@ -169,6 +181,7 @@ impl Job {
             last,
             error: None,
             payload,
+            passed: 0,
         }
     }
 }
@@ -240,6 +253,7 @@ impl Pull {
             free: Mutex::default(),
             decoders: Mutex::default(),
             loaded: Arc::default(),
+            window: decoder.window(),
         });
         let mut workers = Vec::with_capacity(threads - 1);
         for _ in 1..threads {
@@ -312,6 +326,12 @@ impl Pull {
                     // inside a block an earlier range read whole: it starts after that block.
                     Met::Damage { start, cause } => {
                         decoder.note_damage(start.max(self.consumed), cause)
+                    }
+                    Met::Passed(offset, size) => {
+                        self.consumed = offset + size;
+                        if let Some(step) = decoder.settle_passed(offset, size) {
+                            return Some(step);
+                        }
                     }
                     Met::End(end) => self.end = Some(end),
                     Met::Failed(e) => {
