@@ -452,12 +452,13 @@ impl RangeRead {
     }
 
     /// The next intact block, or the damage before it.
-    /// Data blocks a window read passes over go into `passed` (offset, size), in order: they
+    /// Data blocks a window read passes over go into `passed` (offset, size, whether a time
+    /// block described it), in order: they
     /// come before the block or damage returned.
     pub(crate) fn next_block(
         &mut self,
         ctx: Ctx<'_>,
-        passed: &mut Vec<(u64, u64)>,
+        passed: &mut Vec<(u64, u64, bool)>,
     ) -> Option<Result<Block<'_>>> {
         if let Some(e) = self.window.failed.take() {
             return Some(Err(e.into()));
@@ -495,8 +496,15 @@ impl RangeRead {
                     self.dictionaries(ctx.searches, file, before)
                 }
                 (Step::NeedInput { from }, Bytes::Fetched(file)) => self.window.more(file, from),
-                (Step::Passed { offset, size, .. }, _) => {
-                    passed.push((offset, size));
+                (
+                    Step::Passed {
+                        offset,
+                        size,
+                        timed,
+                    },
+                    _,
+                ) => {
+                    passed.push((offset, size, timed));
                     Ok(())
                 }
                 // A slice is the whole input.
@@ -539,6 +547,7 @@ fn read_part<T>(
         // Data blocks a window read passed over came before it.
         if !passed.is_empty() {
             part.passed += passed.len() as u64;
+            part.report.untimed_blocks_passed += passed.iter().filter(|p| !p.2).count() as u64;
             passed.clear();
             part.tail.block(crate::BlockType::Data);
             seen_block = true;
@@ -1111,6 +1120,7 @@ impl<'a> Merged<'a> {
         let r = &mut self.report;
         r.blocks.add_counts(&report.blocks);
         r.records += report.records;
+        r.untimed_blocks_passed += report.untimed_blocks_passed;
         r.block_bytes += report.block_bytes;
         // A range with neither blocks nor damage (no sync byte opens in it) changes nothing.
         if had_blocks || had_damage || passed > 0 {

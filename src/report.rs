@@ -322,6 +322,10 @@ pub struct Report {
     pub block_bytes: u64,
     /// Damaged and unreadable ranges, in order ([`Damage::is_damage`] tells them apart).
     pub damaged: Vec<Damage>,
+    /// In a read of a time window ([`ReaderBuilder::window`](crate::ReaderBuilder::window)):
+    /// the data blocks passed over because no time block describes them, whose records are
+    /// in no window (spec 9.9).
+    pub untimed_blocks_passed: u64,
     /// How the input ends: finished, an open log, unfinished or empty (spec 9.5.1). A report
     /// of part of an input (a range reader's, a read a sink stopped) says how that part ends.
     pub ending: Ending,

@@ -266,6 +266,7 @@ impl WriterBuilder {
             time_payload: Vec::new(),
             time_block: Vec::new(),
             pair: Vec::new(),
+            time_compressor: None,
         };
         if writer.options.header {
             writer.out = block::file_start();
@@ -353,6 +354,9 @@ pub struct Writer<W: Write> {
     time_block: Vec<u8>,
     /// A time block and its data block, together for their one write.
     pair: Vec<u8>,
+    /// Compresses time blocks when data blocks are compressed: zstd without the dictionary
+    /// (spec 8.8: a time block is never stored with codec 2). Made when first needed.
+    time_compressor: Option<Compressor>,
 }
 
 impl<W: Write> Writer<W> {
@@ -573,7 +577,17 @@ impl<W: Write> Writer<W> {
         self.time_payload.clear();
         time::encode_payload(&self.times, span, &mut self.time_payload);
         self.times.clear();
-        let start = block::encode(types::TIME, &self.time_payload, None, &mut self.time_block)?;
+        if let (None, Compression::Zstd { level }) =
+            (&self.time_compressor, self.options.compression)
+        {
+            self.time_compressor = Some(Compressor::new(level, None)?);
+        }
+        let start = block::encode(
+            types::TIME,
+            &self.time_payload,
+            self.time_compressor.as_mut(),
+            &mut self.time_block,
+        )?;
         Ok(Some(start))
     }
 

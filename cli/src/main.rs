@@ -22,6 +22,7 @@ mod sql;
 mod text;
 mod typed;
 mod verify;
+mod when;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -284,6 +285,9 @@ pub struct ReadOptions {
     /// Decode blocks on N threads (0: one per core; files only, stdin is read on one).
     #[arg(long, value_name = "N", default_value = "1", value_parser = args::parse_threads)]
     pub threads: usize,
+    /// The times whose records are read (`cat --since/--until`); all records when absent.
+    #[arg(skip)]
+    pub window: Option<cobsfile::Window>,
 }
 
 impl ReadOptions {
@@ -294,6 +298,9 @@ impl ReadOptions {
         let mut builder = cobsfile::ReaderBuilder::new()
             .limits(limits)
             .threads(self.threads);
+        if let Some(window) = self.window {
+            builder = builder.window(window);
+        }
         for path in &self.dictionaries {
             builder = builder.dictionary(load_dictionary(path)?);
         }

@@ -16,6 +16,7 @@ use super::framing::{FramingError, FINAL_NEWLINE_KEY};
 use super::output::Output;
 use super::progress::Progress;
 use super::typed::JsonLines;
+use super::when::{TimeField, TimeUnit};
 use super::{input, is_stdio, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -94,6 +95,23 @@ pub struct Args {
     /// exits with 3.
     #[arg(long, value_enum, default_value = "stop", requires = "schema")]
     invalid: Invalid,
+    /// Give each record the event time its JSON field NAME holds (a top-level field of each
+    /// record, a JSON object): an RFC 3339 string (2025-12-01T10:00:00Z), or a number of
+    /// --time-unit since the epoch. With --schema, a field of a timestamp logical type
+    /// (timestamp-millis, -micros, -nanos; null: no time). Readers then read time windows
+    /// (`cat --since/--until`) without decoding blocks outside them. A record without such a
+    /// time stops the command, naming it.
+    #[arg(long, value_name = "NAME")]
+    time_field: Option<String>,
+    /// With --time-field: the unit of numeric times (seconds may have a fraction).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "s",
+        requires = "time_field",
+        conflicts_with = "schema"
+    )]
+    time_unit: TimeUnit,
     /// Input file, or `-` for stdin.
     #[arg(value_name = "INPUT", default_value = "-")]
     input: PathBuf,
@@ -162,6 +180,7 @@ impl From<cobsfile::avro::Error> for PackError {
 /// the JSON value it holds (after the metadata block announcing the schema).
 fn typed_or_raw<'a, S: cobsfile::avro::RecordSink + 'a>(
     lines: &'a mut Option<JsonLines>,
+    time_field: Option<TimeField>,
     sink: S,
 ) -> Result<impl FnMut(&[u8]) -> Result<(), PackError> + 'a, Failure> {
     enum Out<'a, S> {
@@ -178,16 +197,37 @@ fn typed_or_raw<'a, S: cobsfile::avro::RecordSink + 'a>(
         ),
         None => Out::Raw(sink),
     };
-    Ok(move |record: &[u8]| match &mut out {
-        Out::Raw(sink) => sink.write_record(record).map(drop).map_err(PackError::from),
-        Out::Typed(writer, lines) => match lines.value(record) {
-            Ok(Some(value)) => writer
-                .write_value(&value)
-                .map(drop)
-                .map_err(PackError::from),
-            Ok(None) => Ok(()),
-            Err(message) => Err(PackError::Invalid(message)),
-        },
+    let mut number = 0u64;
+    Ok(move |record: &[u8]| {
+        number += 1;
+        let untimed = |e: String| PackError::Invalid(format!("record {number}: {e}"));
+        match &mut out {
+            Out::Raw(sink) => {
+                let time = (time_field.as_ref())
+                    .map(|field| field.time_of(record))
+                    .transpose()
+                    .map_err(untimed)?;
+                sink.write_record_at(record, time)
+                    .map(drop)
+                    .map_err(PackError::from)
+            }
+            Out::Typed(writer, lines) => match lines.value(record) {
+                Ok(Some(value)) => {
+                    let time = match &time_field {
+                        Some(field) => {
+                            cobsfile::avro::timestamp_field(&value, &field.name).map_err(untimed)?
+                        }
+                        None => None,
+                    };
+                    writer
+                        .write_value_at(&value, time)
+                        .map(drop)
+                        .map_err(PackError::from)
+                }
+                Ok(None) => Ok(()),
+                Err(message) => Err(PackError::Invalid(message)),
+            },
+        }
     })
 }
 
@@ -264,7 +304,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
             size,
             out_name: &out_name,
         };
-        let write = typed_or_raw(&mut lines, &mut writer)?;
+        let write = typed_or_raw(&mut lines, time_field(&args), &mut writer)?;
         let unterminated = records.feed("packing", max_len, write)?;
         // Typed records are values, not lines: nothing to say of a final newline.
         if unterminated && lines.is_none() {
@@ -285,6 +325,14 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         output.persist()?;
     }
     Ok(skipped(&lines))
+}
+
+/// `--time-field` and `--time-unit`.
+fn time_field(args: &Args) -> Option<TimeField> {
+    (args.time_field.clone()).map(|name| TimeField {
+        name,
+        unit: args.time_unit,
+    })
 }
 
 /// Clean, or with lines skipped by `--invalid skip` (said on stderr), damaged: records of the
@@ -413,7 +461,7 @@ fn append(
     // A log's last line stays open to the lines appended after it: `cat` ends it with a
     // newline whether the input had one or not.
     // A typed writer announces its schema each time it opens the log (spec 15.1).
-    let write = typed_or_raw(lines, &mut log)?;
+    let write = typed_or_raw(lines, time_field(args), &mut log)?;
     records.feed("appending", max_len, write)?;
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)

@@ -152,6 +152,10 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
         "{} header, {} metadata, {} data, {} dictionary, {} index, {} end, {} log",
         b.header, b.metadata, b.data, b.dictionary, b.index, b.end, b.log
     );
+    // Named only in files that have them, so that other files' lines stay as they were.
+    if b.time > 0 {
+        kinds.push_str(&format!(", {} time", b.time));
+    }
     for (id, n) in &b.unknown {
         kinds.push_str(&format!(", {n} of unknown type {id}"));
     }

@@ -68,7 +68,7 @@ pub use reader::{AvroReader, AvroReaderBuilder, Datum, RecordCheck};
 pub use schema::{
     SchemaLimits, Schemas, WriterSchema, DEFAULT_MAX_SCHEMAS, DEFAULT_MAX_SCHEMA_BYTES,
 };
-pub use writer::{AvroWriter, RecordSink};
+pub use writer::{timestamp_field, AvroWriter, RecordSink};
 
 /// The metadata key of a schema's JSON text.
 pub const SCHEMA_KEY: &str = "avro.schema";

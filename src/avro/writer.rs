@@ -23,6 +23,21 @@ pub trait RecordSink {
     /// Writes one record.
     fn write_record(&mut self, record: &[u8]) -> crate::Result<Self::Receipt>;
 
+    /// Writes one record with an event time, in nanoseconds since the Unix epoch (spec 8.8),
+    /// or without one. A sink that keeps no times refuses a time rather than drop it.
+    fn write_record_at(
+        &mut self,
+        record: &[u8],
+        time: Option<i64>,
+    ) -> crate::Result<Self::Receipt> {
+        match time {
+            None => self.write_record(record),
+            Some(_) => Err(crate::Error::InvalidMetadata(
+                "this sink keeps no event times".into(),
+            )),
+        }
+    }
+
     /// Writes a metadata block with these entries, after the records written so far.
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()>;
 
@@ -41,6 +56,13 @@ impl<W: Write> RecordSink for Writer<W> {
         Writer::write_record(self, record)
     }
 
+    fn write_record_at(&mut self, record: &[u8], time: Option<i64>) -> crate::Result<()> {
+        match time {
+            Some(time) => Writer::write_record_at(self, record, time),
+            None => Writer::write_record(self, record),
+        }
+    }
+
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
         Writer::write_metadata(self, entries.iter().copied())
     }
@@ -51,6 +73,13 @@ impl RecordSink for Appender {
 
     fn write_record(&mut self, record: &[u8]) -> crate::Result<u64> {
         self.append(record)
+    }
+
+    fn write_record_at(&mut self, record: &[u8], time: Option<i64>) -> crate::Result<u64> {
+        match time {
+            Some(time) => self.append_at(record, time),
+            None => self.append(record),
+        }
     }
 
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
@@ -67,6 +96,10 @@ impl<T: RecordSink + ?Sized> RecordSink for &mut T {
 
     fn write_record(&mut self, record: &[u8]) -> crate::Result<T::Receipt> {
         (**self).write_record(record)
+    }
+
+    fn write_record_at(&mut self, record: &[u8], time: Option<i64>) -> crate::Result<T::Receipt> {
+        (**self).write_record_at(record, time)
     }
 
     fn write_metadata(&mut self, entries: &[(&str, &[u8])]) -> crate::Result<()> {
@@ -180,6 +213,14 @@ impl<S: RecordSink> AvroWriter<S> {
         Ok(self.sink.write_record(&self.record)?)
     }
 
+    /// Writes `value` as [`write_value`](Self::write_value) does, with the event time of its
+    /// record (nanoseconds since the Unix epoch; spec 8.8), or without one: see
+    /// [`timestamp_field`] for a time the value holds.
+    pub fn write_value_at(&mut self, value: &Value, time: Option<i64>) -> Result<S::Receipt> {
+        self.encode_value(value)?;
+        Ok(self.sink.write_record_at(&self.record, time)?)
+    }
+
     /// Writes `value` converted to Avro by `serde` and then to the schema (Avro's schema
     /// resolution of a value: an `i32` for a `long` field, a string for an enum symbol, an
     /// `Option` for a union with null).
@@ -286,4 +327,39 @@ fn reason(e: &apache_avro::Error) -> String {
         apache_avro::error::Details::Validation => "does not match the schema".into(),
         _ => e.to_string(),
     }
+}
+
+/// The instant the field `name` of a record value holds, in nanoseconds since the Unix epoch:
+/// a field of one of Avro's timestamp logical types (`timestamp-millis`, `-micros`,
+/// `-nanos`), or a union of one with null. `Ok(None)` for a null; an error naming what is
+/// wrong for a value that is not a record, a missing field, a field of another type (a
+/// `local-timestamp-*` has no time zone, so it names no instant), or an instant outside the
+/// years 1677 to 2262.
+pub fn timestamp_field(value: &Value, name: &str) -> std::result::Result<Option<i64>, String> {
+    let Value::Record(fields) = value else {
+        return Err("the value is not a record".into());
+    };
+    let Some((_, field)) = fields.iter().find(|(field, _)| field == name) else {
+        return Err(format!("no field {name:?}"));
+    };
+    let field = match field {
+        Value::Union(_, inner) => inner.as_ref(),
+        other => other,
+    };
+    let (value, per_second) = match *field {
+        Value::Null => return Ok(None),
+        Value::TimestampMillis(ms) => (ms, 1_000),
+        Value::TimestampMicros(us) => (us, 1_000_000),
+        Value::TimestampNanos(ns) => (ns, 1_000_000_000),
+        _ => {
+            return Err(format!(
+                "field {name:?} is not of a timestamp logical type (timestamp-millis, \
+                 timestamp-micros or timestamp-nanos)"
+            ))
+        }
+    };
+    value
+        .checked_mul(1_000_000_000 / per_second)
+        .map(Some)
+        .ok_or_else(|| format!("field {name:?}: {value} is outside the years 1677 to 2262"))
 }

@@ -126,7 +126,7 @@ impl Job {
             met.extend(
                 passed
                     .drain(..)
-                    .map(|(offset, size)| Met::Passed(offset, size)),
+                    .map(|(offset, size, _)| Met::Passed(offset, size)),
             );
             let size = match item {
                 Some(Ok(block)) => block.info().payload_size,
