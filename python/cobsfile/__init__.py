@@ -76,6 +76,8 @@ class DamageWarning(UserWarning):
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Any]
 Schema = Union[str, Mapping[str, Any], Sequence[Any]]
 OnDamage = Union[str, Callable[[Damage], Any]]
+# An event time: int nanoseconds since the epoch, an aware datetime, or an RFC 3339 string.
+Time = Union[None, int, "datetime.datetime", str]
 
 
 def _schema_json(schema: Optional[Schema]) -> Optional[str]:
@@ -93,12 +95,23 @@ class Reader(_cobsfile.Reader):
     """
 
     def records(
-        self, decode: Union[bool, str] = False, *, reader_schema: Optional[Schema] = None
+        self,
+        decode: Union[bool, str] = False,
+        *,
+        reader_schema: Optional[Schema] = None,
+        times: bool = False,
     ) -> Iterator[Any]:
         """The records: `bytes` (decode=False); JSON values, one per record (decode="json");
         or, for typed records (an Avro schema in the file), Python objects as fastavro gives
         them, dicts for records (decode=True or "avro"), resolved to `reader_schema` if given.
+
+        times=True: `(time, record)` pairs of raw records, `time` their event time in
+        nanoseconds since the epoch (None for a record written without one).
         """
+        if times:
+            if decode not in (False, None):
+                raise ValueError("times=True gives raw records: decode them yourself")
+            return iter(self._next_timed, None)
         if decode is False or decode is None:
             return iter(self)
         if decode == "json":
@@ -171,6 +184,8 @@ def open(
     dictionaries: Optional[Iterable[bytes]] = None,
     threads: int = 1,
     max_body_size: Optional[int] = None,
+    since: Time = None,
+    until: Time = None,
 ) -> Reader:
     """Opens a cobsfile for reading: a path (mapped, not read into memory), bytes, a binary
     file object (read whole), or an object in S3-compatible storage, "s3://bucket/key",
@@ -187,6 +202,11 @@ def open(
     dictionaries: zstd dictionaries the file's blocks may need (bytes each).
     threads: threads decoding blocks (the calling thread and threads - 1 workers). Raises
     `NotACobsfileError` for a non-empty input with no intact block.
+    since, until: read only the records whose event time (written with `time=`) lies in
+    `since ..= until`, either bound optional: an int of nanoseconds since the epoch, an aware
+    `datetime`, or an RFC 3339 string. Blocks whose times all lie outside are passed over
+    undecoded, records without a time are left out; iteration, `records()` and `to_arrow()`
+    read the window alike.
     """
     return Reader(
         source,
@@ -194,7 +214,25 @@ def open(
         dictionaries=list(dictionaries) if dictionaries is not None else None,
         threads=threads,
         max_body_size=max_body_size,
+        since=_time(since),
+        until=_time(until),
     )
+
+
+
+def _time(value: Any) -> Any:
+    """An RFC 3339 string as an aware datetime; anything else as it is."""
+    if isinstance(value, str):
+        import datetime
+
+        try:
+            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an RFC 3339 time: {value!r}") from None
+        if parsed.tzinfo is None:
+            raise ValueError(f"{value!r} has no time zone (add Z or an offset)")
+        return parsed
+    return value
 
 
 def read_table(source: Source, columns: Optional[Sequence[str]] = None, **options: Any):

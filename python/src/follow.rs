@@ -56,7 +56,7 @@ impl Follower {
             })
             .transpose()?;
         let builder = FollowerBuilder::new()
-            .reader(reader_options(dictionaries, 1, max_body_size))
+            .reader(reader_options(dictionaries, 1, max_body_size, None))
             .from_end(from_end);
         let follower = py
             .detach(|| builder.open(&path))

@@ -10,6 +10,7 @@ mod errors;
 mod follow;
 mod reader;
 mod report;
+mod time;
 mod values;
 mod writer;
 

@@ -404,6 +404,8 @@ self_cell!(
 struct Batch {
     payload: Vec<u8>,
     records: Vec<Range<usize>>,
+    /// Each record's event time, if its block has times.
+    times: Vec<Option<i64>>,
     next: usize,
 }
 
@@ -452,11 +454,14 @@ fn fill<S: Source>(
                 batch.payload.clear();
                 batch.payload.extend_from_slice(payload);
                 batch.records.clear();
+                batch.times.clear();
                 batch.next = 0;
                 let base = payload.as_ptr() as usize;
-                for record in block.records() {
+                let mut records = block.records();
+                while let Some(record) = records.next() {
                     let start = record.as_ptr() as usize - base;
                     batch.records.push(start..start + record.len());
+                    batch.times.push(records.time());
                 }
                 if !batch.records.is_empty() {
                     return Ok(Step::Filled);
@@ -532,6 +537,7 @@ pub(crate) fn reader_options(
     dictionaries: Option<Vec<Vec<u8>>>,
     threads: usize,
     max_body_size: Option<usize>,
+    window: Option<cobsfile::Window>,
 ) -> ReaderBuilder {
     // Clones of one set of options share their decoding buffers and worker threads: a
     // Python program that opens file after file reuses them, as one that kept its options
@@ -547,6 +553,9 @@ pub(crate) fn reader_options(
     if let Some(max) = max_body_size {
         options = options.max_body_size(max);
     }
+    if let Some(window) = window {
+        options = options.window(window);
+    }
     options
 }
 
@@ -555,12 +564,42 @@ impl Reader {
     fn damaged(&mut self, py: Python<'_>, damage: Damage) -> PyResult<()> {
         self.on_damage.handle(py, damage, &mut self.damage)
     }
+
+    /// The next record and its event time, if it has one; None at the end.
+    fn next_record(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyBytes>, Option<i64>)>> {
+        loop {
+            let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+            let batch = &mut state.batch;
+            if let Some(range) = batch.records.get(batch.next).cloned() {
+                let time = batch.times.get(batch.next).copied().flatten();
+                batch.next += 1;
+                return Ok(Some((
+                    PyBytes::new(py, &batch.payload[range]).unbind(),
+                    time,
+                )));
+            }
+            if state.done {
+                return Ok(None);
+            }
+            let step = py.detach(|| state.fill());
+            match step {
+                Ok(Step::Filled) => {}
+                Ok(Step::End) => state.done = true,
+                Ok(Step::Damage(damage)) => self.damaged(py, damage)?,
+                Err(e) => {
+                    state.done = true;
+                    return Err(file_error(py, e));
+                }
+            }
+        }
+    }
 }
 
 #[pymethods]
 impl Reader {
     #[new]
-    #[pyo3(signature = (source, *, on_damage=None, dictionaries=None, threads=1, max_body_size=None))]
+    #[pyo3(signature = (source, *, on_damage=None, dictionaries=None, threads=1, max_body_size=None, since=None, until=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
@@ -568,11 +607,19 @@ impl Reader {
         dictionaries: Option<Vec<Vec<u8>>>,
         threads: usize,
         max_body_size: Option<usize>,
+        since: Option<&Bound<'_, PyAny>>,
+        until: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let on_damage = OnDamage::parse(on_damage)?;
+        let (since, until) = (
+            crate::time::optional_nanos(since)?,
+            crate::time::optional_nanos(until)?,
+        );
+        let window =
+            (since.is_some() || until.is_some()).then(|| cobsfile::Window::new(since, until));
         let (bytes, name) = open_source(py, source)?;
         let bytes = Arc::new(bytes);
-        let options = reader_options(dictionaries, threads, max_body_size);
+        let options = reader_options(dictionaries, threads, max_body_size, window);
         let cursor = {
             let options = options.clone();
             RecordCursor::new(bytes.clone(), |bytes| bytes.reader(&options))
@@ -610,27 +657,13 @@ impl Reader {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
-        loop {
-            let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-            let batch = &mut state.batch;
-            if let Some(range) = batch.records.get(batch.next).cloned() {
-                batch.next += 1;
-                return Ok(Some(PyBytes::new(py, &batch.payload[range]).unbind()));
-            }
-            if state.done {
-                return Ok(None);
-            }
-            let step = py.detach(|| state.fill());
-            match step {
-                Ok(Step::Filled) => {}
-                Ok(Step::End) => state.done = true,
-                Ok(Step::Damage(damage)) => self.damaged(py, damage)?,
-                Err(e) => {
-                    state.done = true;
-                    return Err(file_error(py, e));
-                }
-            }
-        }
+        Ok(self.next_record(py)?.map(|(record, _)| record))
+    }
+
+    /// The next record and its event time (nanoseconds since the epoch, or None), or None at
+    /// the end.
+    fn _next_timed(&mut self, py: Python<'_>) -> PyResult<Option<(Option<i64>, Py<PyBytes>)>> {
+        Ok(self.next_record(py)?.map(|(record, time)| (time, record)))
     }
 
     /// Lets go of the file (its mapping) or bytes: iteration ends, and later calls see an

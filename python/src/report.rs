@@ -125,7 +125,7 @@ pub(crate) fn verify(
     max_body_size: Option<usize>,
 ) -> PyResult<Report> {
     let (bytes, _) = open_source(py, source)?;
-    let options = reader_options(dictionaries, threads, max_body_size);
+    let options = reader_options(dictionaries, threads, max_body_size, None);
     let report = py
         .detach(|| bytes.verify(&options))
         .map_err(|e| file_error(py, e))?;
@@ -169,7 +169,7 @@ pub(crate) fn recover(
     let (bytes, _) = open_source(py, source)?;
     // Recovery reads every byte in order: an object is fetched whole first.
     let bytes = py.detach(|| bytes.into_whole()).map_err(PyErr::from)?;
-    let options = reader_options(dictionaries, 1, max_body_size);
+    let options = reader_options(dictionaries, 1, max_body_size, None);
     // The library's new file: named only once whole and synced, nothing left behind on an
     // error; it refuses a name taken meanwhile unless `overwrite`.
     let recovery = py

@@ -254,18 +254,29 @@ impl Writer {
         })
     }
 
-    /// Writes one record: bytes, or with a schema a value of it (a dict for a record).
-    fn write(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Writes one record: bytes, or with a schema a value of it (a dict for a record); with
+    /// its event time if given (an int of nanoseconds since the epoch, or an aware datetime).
+    #[pyo3(signature = (record, time=None))]
+    fn write(
+        &mut self,
+        py: Python<'_>,
+        record: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let time = crate::time::optional_nanos(time)?;
         match self.sink()? {
             Sink::Plain(writer) => {
                 let bytes = record_of(record)?;
-                py.detach(|| writer.write_record(&bytes))
-                    .map_err(|e| file_error(py, e))?;
+                py.detach(|| match time {
+                    Some(time) => writer.write_record_at(&bytes, time),
+                    None => writer.write_record(&bytes),
+                })
+                .map_err(|e| file_error(py, e))?;
             }
             Sink::Typed(writer) => {
                 let schema = writer.schema();
                 let value = from_py(record, schema.schema(), schema.names())?;
-                py.detach(|| writer.write_value(&value).map(drop))
+                py.detach(|| writer.write_value_at(&value, time).map(drop))
                     .map_err(|e| avro_error(py, e))?;
             }
         }
@@ -277,7 +288,7 @@ impl Writer {
     fn write_many(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<u64> {
         let mut n = 0;
         for record in records.try_iter()? {
-            self.write(py, &record?)?;
+            self.write(py, &record?, None)?;
             n += 1;
         }
         Ok(n)
@@ -524,11 +535,23 @@ impl Appender {
 
     /// Appends one record (bytes, or with a schema a value of it); returns its sequence
     /// number (from 1, in this appender), which `wait_durable` takes.
-    fn append(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// With `time`, the record's event time: an int of nanoseconds since the epoch, or an
+    /// aware datetime.
+    #[pyo3(signature = (record, time=None))]
+    fn append(
+        &mut self,
+        py: Python<'_>,
+        record: &Bound<'_, PyAny>,
+        time: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let time = crate::time::optional_nanos(time)?;
         let bytes = self.encode(record)?;
         let log = self.log()?;
-        py.detach(|| log.append(&bytes))
-            .map_err(|e| file_error(py, e))
+        py.detach(|| match time {
+            Some(time) => log.append_at(&bytes, time),
+            None => log.append(&bytes),
+        })
+        .map_err(|e| file_error(py, e))
     }
 
     /// Appends the records of an iterable as one batch (one block with `flush` or `fsync`
