@@ -50,6 +50,8 @@ pub mod types {
     pub const LOG: i64 = 7;
     /// The times of the records of the data block after it.
     pub const TIME: i64 = 8;
+    /// The spans of the time blocks the index after it lists.
+    pub const TIME_INDEX: i64 = 9;
 }
 
 /// What a block holds.
@@ -76,6 +78,9 @@ pub enum BlockType {
     /// The event times of the records of the data block right after it (spec 8.8); see
     /// [`Block::times`](crate::Block::times).
     Time,
+    /// The spans of the time blocks that the index block after it lists (spec 8.9), by which
+    /// a window read of a finished file reads only the blocks it needs.
+    TimeIndex,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
@@ -92,6 +97,7 @@ impl BlockType {
             types::END => BlockType::End,
             types::LOG => BlockType::Log,
             types::TIME => BlockType::Time,
+            types::TIME_INDEX => BlockType::TimeIndex,
             other => BlockType::Unknown(other),
         }
     }
@@ -107,12 +113,13 @@ impl BlockType {
             BlockType::End => types::END,
             BlockType::Log => types::LOG,
             BlockType::Time => types::TIME,
+            BlockType::TimeIndex => types::TIME_INDEX,
             BlockType::Unknown(id) => id,
         }
     }
 
     /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index`, `end`,
-    /// `log`, `time` or `unknown(N)`.
+    /// `log`, `time`, `time-index` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockType::Header => "header".into(),
@@ -123,6 +130,7 @@ impl BlockType {
             BlockType::End => "end".into(),
             BlockType::Log => "log".into(),
             BlockType::Time => "time".into(),
+            BlockType::TimeIndex => "time-index".into(),
             BlockType::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -670,6 +678,11 @@ pub(crate) fn decode(
                 "dictionary block compressed with a dictionary (codec 2)",
             ))
         }
+        (BlockType::TimeIndex, codec::ZSTD_DICTIONARY) => {
+            return Err(malformed(
+                "time index compressed with a dictionary (codec 2)",
+            ))
+        }
         (BlockType::Time, codec::ZSTD_DICTIONARY) => {
             return Err(malformed(
                 "time block compressed with a dictionary (codec 2)",
@@ -782,6 +795,10 @@ pub(crate) fn decode(
                 return Err(malformed(what));
             }
         },
+        BlockType::TimeIndex => {
+            let entries = time::parse_index_payload(bytes, |_, _| Some(())).map_err(malformed)?;
+            (Some(entries), None)
+        }
         BlockType::End | BlockType::Log if !bytes.is_empty() => {
             return Err(malformed("end or log block with a payload"))
         }

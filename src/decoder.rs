@@ -278,6 +278,9 @@ pub(crate) enum Event {
     End { end: u64 },
     /// More input is needed.
     NeedInput,
+    /// The range ends here, and the read goes on at the next range of its plan
+    /// ([`Decoder::set_plan`]).
+    Jump,
 }
 
 /// What becomes of a frame once it is decoded (or known to need no decoding).
@@ -352,6 +355,10 @@ pub struct Decoder {
     /// A block passed over while damage was pending: announced on the next call, after the
     /// damage.
     passed: Option<Step>,
+    /// The byte ranges still to read after the current one, in order, when the read follows
+    /// a plan ([`set_plan`](Self::set_plan)).
+    plan: std::collections::VecDeque<Range<u64>>,
+    planned: bool,
 }
 
 impl Drop for Decoder {
@@ -396,7 +403,35 @@ impl Decoder {
             look_back: None,
             window: None,
             passed: None,
+            plan: std::collections::VecDeque::new(),
+            planned: false,
         }
+    }
+
+    /// Makes the read follow `ranges` (in order, each starting at a block's opening sync
+    /// byte): the blocks that open in each are read as a range read reads them (spec 9.4),
+    /// and nothing between them. A window read of a file with a time index reads so (spec
+    /// 9.9); `untimed` is the number of data blocks it leaves out for want of times, counted
+    /// in the stats as if passed over.
+    pub(crate) fn set_plan(&mut self, ranges: Vec<Range<u64>>, untimed: u64) {
+        self.planned = true;
+        let mut ranges = std::collections::VecDeque::from(ranges);
+        let Some(first) = ranges.pop_front() else {
+            // Nothing to read: a read that ends at once.
+            self.stop = self.at;
+            return;
+        };
+        self.at = first.start;
+        self.resume = first.start;
+        self.stop = first.end;
+        self.plan = ranges;
+        self.skipped = true;
+        self.stats.untimed_blocks_passed += untimed;
+    }
+
+    /// Whether the read follows a plan of ranges ([`set_plan`](Self::set_plan)).
+    pub(crate) fn has_plan(&self) -> bool {
+        self.planned
     }
 
     /// Makes this a decoder of the records whose times lie in `window` (spec 9.9), or of all
@@ -604,6 +639,17 @@ impl Decoder {
                     };
                 }
                 Event::NeedInput => return Step::NeedInput { from: self.at },
+                Event::Jump => {
+                    let damage = self.take_damage(self.at);
+                    let next = self.plan.pop_front().expect("a range to jump to");
+                    self.pairing.rewind(next.start);
+                    (self.at, self.stop) = (next.start, next.end);
+                    self.zero_free = None;
+                    match damage {
+                        Some(err) => return Step::Damaged(err),
+                        None => continue,
+                    }
+                }
             };
             let block_type = BlockType::from_type(f.block_type);
             let offset = input.offset + f.start as u64;
@@ -957,6 +1003,9 @@ impl Decoder {
             // is not a sync byte: the stop waits for the next one.)
             let opens = window.get(pos) == Some(&0) && window.get(pos + 1).is_some_and(|&b| b != 0);
             if self.at >= self.stop && opens {
+                if !self.plan.is_empty() {
+                    return Event::Jump;
+                }
                 return Event::End { end: self.at };
             }
             let searched = match self.zero_free {

@@ -20,6 +20,7 @@ use crate::codec::Decompressor;
 use crate::decoder::Block;
 use crate::frame::{self, Check, Found};
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
+use crate::time::{TimeSpan, Window};
 use crate::varint;
 
 /// One block as an [`Index`] lists it.
@@ -168,6 +169,81 @@ impl Index {
         })
     }
 
+    /// The spans of the time blocks that the time index right before this index lists (spec
+    /// 8.9), by entry position, if the index's last entry is a usable time index in `bytes`
+    /// (the file the index was found in): intact, and naming only time blocks followed by data
+    /// blocks.
+    pub(crate) fn time_spans(&self, bytes: &[u8]) -> Option<Vec<Option<TimeSpan>>> {
+        let last = self.entries.last()?;
+        if last.block_type != BlockType::TimeIndex {
+            return None;
+        }
+        let start = usize::try_from(last.offset).ok()?;
+        let end = usize::try_from(last.offset.checked_add(last.size)?).ok()?;
+        let mut scratch = Scratch::default();
+        let (at, _, body) =
+            last_block_of(bytes.get(start..=end)?, &[types::TIME_INDEX], &mut scratch)?;
+        if at != 0 {
+            return None;
+        }
+        let mut spans = vec![None; self.entries.len()];
+        crate::time::parse_index_payload(&scratch.buffer()[body.payload], |position, span| {
+            let p = usize::try_from(position).ok()?;
+            let describes = self.entries.get(p)?.block_type == BlockType::Time
+                && self.entries.get(p + 1)?.block_type == BlockType::Data;
+            describes.then(|| spans[p] = Some(span))
+        })
+        .ok()?;
+        Some(spans)
+    }
+
+    /// What a read of `window` reads of the file, by the time index's `spans` (spec 9.9): the
+    /// byte ranges of the runs of blocks it keeps (every block but the time blocks that miss
+    /// the window with their data blocks, and the data blocks no time block describes), in
+    /// order, and the number of data blocks it leaves out for want of times.
+    pub(crate) fn window_ranges(
+        &self,
+        spans: &[Option<TimeSpan>],
+        window: Window,
+    ) -> (Vec<Range<u64>>, u64) {
+        // Runs of blocks kept: (first offset, where the next block opens, last offset).
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        let mut untimed = 0;
+        let mut kept_time = false;
+        for (i, entry) in self.entries.iter().enumerate() {
+            let keep = match entry.block_type {
+                BlockType::Time => {
+                    // A time block the time index does not list is read, with its data block.
+                    kept_time = spans[i].is_none_or(|span| window.meets(span));
+                    kept_time
+                }
+                BlockType::Data => {
+                    let timed = i > 0 && self.entries[i - 1].block_type == BlockType::Time;
+                    untimed += u64::from(!timed);
+                    timed && kept_time
+                }
+                _ => true,
+            };
+            if entry.block_type != BlockType::Time {
+                kept_time = false;
+            }
+            if !keep {
+                continue;
+            }
+            let next = entry.offset + entry.size;
+            match runs.last_mut() {
+                Some(run) if run.1 == entry.offset => (run.1, run.2) = (next, entry.offset),
+                _ => runs.push((entry.offset, next, entry.offset)),
+            }
+        }
+        // A range read reads the blocks that open in its range (spec 9.4).
+        let ranges = runs
+            .iter()
+            .map(|&(first, _, last)| first..last + 1)
+            .collect();
+        (ranges, untimed)
+    }
+
     /// Offset of the index block's opening sync byte.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -225,6 +301,16 @@ impl Index {
 /// The last block of `bytes` if it is an intact index or end block (spec 9.6): the offset of
 /// its opening sync byte, its type and its body, decoded into `scratch`.
 fn last_block(bytes: &[u8], scratch: &mut Scratch) -> Option<(usize, BlockType, Body)> {
+    last_block_of(bytes, &[types::INDEX, types::END], scratch)
+}
+
+/// The intact block of one of `wanted` types that closes at the last byte of `bytes`, with
+/// its offset in `bytes`.
+fn last_block_of(
+    bytes: &[u8],
+    wanted: &[i64],
+    scratch: &mut Scratch,
+) -> Option<(usize, BlockType, Body)> {
     let (&last, rest) = bytes.split_last()?;
     if last != 0 {
         return None;
@@ -233,11 +319,7 @@ fn last_block(bytes: &[u8], scratch: &mut Scratch) -> Option<(usize, BlockType, 
     let max_body_size = DEFAULT_MAX_BODY_SIZE;
     let limit = crate::cobs::max_encoded_len(max_body_size) as u64 + 1;
     let f = match frame::read_at(bytes, start, 0, true, limit, Check::Full, 0) {
-        Found::Frame(f)
-            if matches!(f.block_type, types::INDEX | types::END) && f.end == rest.len() =>
-        {
-            f
-        }
+        Found::Frame(f) if wanted.contains(&f.block_type) && f.end == rest.len() => f,
         _ => return None,
     };
     let block_type = BlockType::from_type(f.block_type);
@@ -265,6 +347,8 @@ pub(crate) struct IndexBuilder {
     count: u64,
     span: u64,
     entries: Vec<u8>,
+    /// The time blocks recorded: their positions among the entries, and their spans.
+    times: Vec<(u64, TimeSpan)>,
 }
 
 impl IndexBuilder {
@@ -293,10 +377,29 @@ impl IndexBuilder {
         self.span += block.len() as u64;
     }
 
+    /// Records that the next block pushed is a time block of times in `span`.
+    pub fn push_time(&mut self, span: TimeSpan) {
+        if self.enabled {
+            self.times.push((self.count, span));
+        }
+    }
+
     /// Stops recording: after a failed write the file no longer matches what was recorded.
     pub fn disable(&mut self) {
         self.enabled = false;
         self.entries = Vec::new();
+        self.times = Vec::new();
+    }
+
+    /// The time index's payload (spec 8.9), if the writer is to write an index, wrote time
+    /// blocks, and it fits in a block body of `max_body_size` bytes.
+    pub fn time_payload(&self, max_body_size: usize) -> Option<Vec<u8>> {
+        if !self.enabled || self.times.is_empty() {
+            return None;
+        }
+        let mut payload = Vec::new();
+        crate::time::encode_index_payload(&self.times, &mut payload);
+        (payload.len() + block::ENVELOPE_LEN <= max_body_size).then_some(payload)
     }
 
     /// The index block's payload, if the writer is to write one and it fits in a block body

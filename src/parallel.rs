@@ -355,7 +355,7 @@ struct EncodeJob {
 enum Slot {
     /// A data block sent to the workers: the job's sequence number and the block's record
     /// count.
-    Worker(u64, u64, Option<Vec<u8>>),
+    Worker(u64, u64, Option<(Vec<u8>, crate::TimeSpan)>),
     /// A block encoded on the writer's thread (metadata, dictionary, raw), at `out[start..]`.
     Ready { out: Vec<u8>, start: usize },
 }
@@ -438,7 +438,7 @@ impl Encoders {
         payload: Vec<u8>,
         start: usize,
         items: u64,
-        time_block: Option<Vec<u8>>,
+        time_block: Option<(Vec<u8>, crate::TimeSpan)>,
         inner: &mut W,
         index: &mut IndexBuilder,
     ) -> Result<()> {
@@ -520,7 +520,7 @@ impl Encoders {
                 inner,
                 None,
                 index,
-                time_block.as_deref(),
+                time_block.as_ref().map(|(bytes, span)| (&bytes[..], *span)),
                 &out[start..],
                 items,
                 &mut self.pair,

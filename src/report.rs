@@ -240,6 +240,8 @@ pub struct BlockCounts {
     pub log: u64,
     /// Time blocks.
     pub time: u64,
+    /// Time index blocks.
+    pub time_index: u64,
     /// Blocks of types this version does not define, by type id.
     pub unknown: BTreeMap<i64, u64>,
 }
@@ -255,6 +257,7 @@ impl BlockCounts {
             + self.end
             + self.log
             + self.time
+            + self.time_index
             + self.unknown.values().sum::<u64>()
     }
 
@@ -268,6 +271,7 @@ impl BlockCounts {
         self.end += other.end;
         self.log += other.log;
         self.time += other.time;
+        self.time_index += other.time_index;
         for (&id, &n) in &other.unknown {
             *self.unknown.entry(id).or_default() += n;
         }
@@ -284,6 +288,7 @@ impl BlockCounts {
             BlockType::End => self.end += 1,
             BlockType::Log => self.log += 1,
             BlockType::Time => self.time += 1,
+            BlockType::TimeIndex => self.time_index += 1,
             BlockType::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
         }
     }

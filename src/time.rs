@@ -153,6 +153,58 @@ pub(crate) fn parse_payload(
     Ok(TimeSpan { min, max })
 }
 
+/// Appends the payload of a time index (spec 8.9) for time blocks at index positions
+/// `entries` (increasing) with their spans, to `out`.
+pub(crate) fn encode_index_payload(entries: &[(u64, TimeSpan)], out: &mut Vec<u8>) {
+    varint::write(entries.len() as i64, out);
+    let mut previous = 0;
+    for &(position, span) in entries {
+        varint::write((position - previous) as i64, out);
+        varint::write(span.min, out);
+        varint::write(span.max - span.min, out);
+        previous = position;
+    }
+}
+
+/// Walks a time index payload (spec 8.9), calling `each` with every entry's index position
+/// and span, and checks it. Returns the number of entries. `each` may stop the walk by
+/// returning `None` (reported as malformed).
+pub(crate) fn parse_index_payload(
+    payload: &[u8],
+    mut each: impl FnMut(u64, TimeSpan) -> Option<()>,
+) -> Result<u64, &'static str> {
+    let mut at = 0;
+    let mut next = |what| -> Result<i64, &'static str> {
+        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
+        at += used;
+        Ok(value)
+    };
+    let count = u64::try_from(next("invalid count varint")?).map_err(|_| "negative count")?;
+    // Each entry takes at least 3 bytes: this bounds the loop by the payload size.
+    if count > payload.len() as u64 / 3 {
+        return Err("count larger than the block");
+    }
+    let mut position = 0u64;
+    for i in 0..count {
+        let gap = u64::try_from(next("invalid gap varint")?).map_err(|_| "negative gap")?;
+        if i > 0 && gap == 0 {
+            return Err("entries not in increasing order");
+        }
+        position = position.checked_add(gap).ok_or("position out of range")?;
+        let min = next("invalid min varint")?;
+        let span = next("invalid span varint")?;
+        let max = u64::try_from(span)
+            .ok()
+            .and_then(|_| min.checked_add(span))
+            .ok_or("span negative or past 2^63 - 1")?;
+        each(position, TimeSpan { min, max }).ok_or("entry not usable")?;
+    }
+    if at != payload.len() {
+        return Err("bytes after the last entry");
+    }
+    Ok(count)
+}
+
 /// Pairs time blocks with the data blocks they describe (spec 8.8), as a decoder settles
 /// blocks in file order: the times of the data block settled last, if a time block described
 /// it, and a count of the time blocks that described nothing.

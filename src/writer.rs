@@ -542,6 +542,10 @@ impl<W: Write> Writer<W> {
         self.close_block()?;
         // The index lists the blocks as written: every block in flight first.
         self.drain()?;
+        // The time index right before the index, which lists it (spec 8.9).
+        if let Some(payload) = self.index.time_payload(self.options.max_body_size) {
+            self.write_block(types::TIME_INDEX, &payload)?;
+        }
         if let Some(payload) = self.index.payload(self.options.max_body_size) {
             self.index.disable();
             self.write_block(types::INDEX, &payload)?;
@@ -570,7 +574,7 @@ impl<W: Write> Writer<W> {
 
     /// Encodes the time block of the open data block's records, if they have times, into
     /// `time_block`: returns where it starts there.
-    fn close_times(&mut self) -> Result<Option<usize>> {
+    fn close_times(&mut self) -> Result<Option<(usize, TimeSpan)>> {
         let Some(span) = self.span.take() else {
             return Ok(None);
         };
@@ -588,7 +592,7 @@ impl<W: Write> Writer<W> {
             self.time_compressor.as_mut(),
             &mut self.time_block,
         )?;
-        Ok(Some(start))
+        Ok(Some((start, span)))
     }
 
     /// Encodes the open data block, if it holds records, and writes it (after its time
@@ -600,7 +604,7 @@ impl<W: Write> Writer<W> {
         }
         let count = self.count;
         let time_start = self.close_times()?;
-        let time_block = time_start.map(|start| &self.time_block[start..]);
+        let time_block = time_start.map(|(start, span)| (&self.time_block[start..], span));
         if let Some(data) = &mut self.data {
             (self.count, self.pending) = (0, 0);
             let start = data.finish(count)?;
@@ -632,7 +636,7 @@ impl<W: Write> Writer<W> {
                 .inner
                 .as_mut()
                 .expect("inner writer present until finish");
-            let time_block = time_block.map(<[u8]>::to_vec);
+            let time_block = time_block.map(|(bytes, span)| (bytes.to_vec(), span));
             return encoders.write_data(
                 payload,
                 payload_start,
@@ -698,12 +702,12 @@ pub(crate) fn emit_with_times(
     inner: &mut impl Write,
     atomic_limit: Option<usize>,
     index: &mut IndexBuilder,
-    time_block: Option<&[u8]>,
+    time_block: Option<(&[u8], TimeSpan)>,
     block: &[u8],
     items: u64,
     pair: &mut Vec<u8>,
 ) -> Result<()> {
-    let Some(time_block) = time_block else {
+    let Some((time_block, span)) = time_block else {
         return emit(inner, atomic_limit, index, block, items);
     };
     pair.clear();
@@ -719,6 +723,7 @@ pub(crate) fn emit_with_times(
         index.disable();
         return Err(e.into());
     }
+    index.push_time(span);
     index.push(time_block, 0);
     index.push(block, items);
     Ok(())

@@ -9,6 +9,7 @@
 //! data COUNT            followed by COUNT lines: record "BYTES", with ` at TIME` when a
 //!                       time block describes the data block
 //! time COUNT MIN SPAN   followed by COUNT lines: at TIME
+//! time-index COUNT      followed by COUNT lines: at-entry POSITION MIN SPAN
 //! dictionary ID "BYTES"
 //! index COUNT SPAN      followed by COUNT lines: entry TYPE SIZE ITEMS
 //! end
@@ -185,6 +186,25 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
                     None => format!("record {}", esc(r)),
                 }));
             }
+            BlockType::TimeIndex => {
+                let mut entries = Vec::new();
+                let payload = block.payload();
+                let mut at = 0;
+                let mut next = || {
+                    let (v, used) = cobsfile::varint::read(&payload[at..]).unwrap();
+                    at += used;
+                    v
+                };
+                let count = next();
+                let mut position = 0;
+                for _ in 0..count {
+                    position += next();
+                    let (min, span) = (next(), next());
+                    entries.push(format!("at-entry {position} {min} {span}"));
+                }
+                lines.push(format!("time-index {count}"));
+                lines.extend(entries);
+            }
             BlockType::Time => {
                 let times = block.times().unwrap();
                 let (min, max) = (times.iter().min().unwrap(), times.iter().max().unwrap());
@@ -322,6 +342,8 @@ fn build(v: &Vector) -> Vec<u8> {
             "dictionary" => {} // written by the writer when it embeds its dictionary
             // Written by the writer before the data block of records with times.
             "time" => lines.by_ref().take(num(&line[1]) as usize).for_each(drop),
+            // Written by `finish`, before the index, from the time blocks written.
+            "time-index" => lines.by_ref().take(num(&line[1]) as usize).for_each(drop),
             "index" => {
                 // Written by `finish`; its entries are what the writer wrote before it.
                 lines.by_ref().take(num(&line[1]) as usize).for_each(drop);

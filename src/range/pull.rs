@@ -236,6 +236,11 @@ impl Pull {
         bytes: Shared,
         decoder: &Decoder,
     ) -> Option<Self> {
+        // A read that follows a plan of ranges (a window read by a time index) reads few
+        // blocks, on the reader's thread.
+        if decoder.has_plan() {
+            return None;
+        }
         let span = decoder.position()..decoder.stop();
         let len = bytes.bytes().len() as u64;
         let cuts = Cuts::new(&span, threads, min_split, len, None)?;
