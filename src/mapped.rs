@@ -52,10 +52,6 @@ pub struct MappedFile {
     /// worker threads of its readers, which read frames from it in place: a mapping lives
     /// until the last of them is done with it.
     map: Option<Arc<Mapping>>,
-    /// Metadata scans alive, which keep the mapping advised for random access. The lock is
-    /// held while the advice changes, so the last scan to end never undoes the first one of
-    /// the next round.
-    scans: Mutex<usize>,
 }
 
 impl SharedBytes for Mapping {
@@ -73,6 +69,63 @@ struct Mapping {
     _registration: crate::sigbus::Registration,
     map: Mmap,
     _file: File,
+    /// Reads alive that jump here and there (metadata scans, window reads by a time index),
+    /// which keep the mapping advised for random access. The lock is held while the advice
+    /// changes, so the last read to end never undoes the first one of the next round.
+    jumping: Mutex<usize>,
+}
+
+impl Mapping {
+    /// Counts a read that jumps in; the first advises the mapping for random access.
+    fn begin_jumping(&self) {
+        let mut jumping = self.jumping.lock().unwrap_or_else(|e| e.into_inner());
+        if *jumping == 0 {
+            self.advise(Access::Random);
+        }
+        *jumping += 1;
+    }
+
+    /// Counts a read that jumps out; the last puts the advice back to normal.
+    fn end_jumping(&self) {
+        let mut jumping = self.jumping.lock().unwrap_or_else(|e| e.into_inner());
+        *jumping -= 1;
+        if *jumping == 0 {
+            self.advise(Access::Normal);
+        }
+    }
+
+    /// Tells the kernel how the mapping will be read. Advice only: a kernel that refuses it
+    /// changes the speed of reading, not what is read, so its error is ignored.
+    fn advise(&self, access: Access) {
+        #[cfg(unix)]
+        {
+            let advice = match access {
+                Access::Normal => memmap2::Advice::Normal,
+                Access::Random => memmap2::Advice::Random,
+            };
+            let _ = self.map.advise(advice);
+        }
+        #[cfg(not(unix))]
+        let _ = access;
+    }
+}
+
+/// Keeps a mapping advised for random access while it lives (see
+/// [`MappedFile::metadata_with`]): a read that jumps from block to block.
+#[derive(Debug)]
+struct Jumping(Arc<Mapping>);
+
+impl Jumping {
+    fn new(map: &Arc<Mapping>) -> Self {
+        map.begin_jumping();
+        Jumping(Arc::clone(map))
+    }
+}
+
+impl Drop for Jumping {
+    fn drop(&mut self) {
+        self.0.end_jumping();
+    }
 }
 
 /// Whether opening takes the shared lock, or its caller holds a lock on the file already.
@@ -115,10 +168,7 @@ impl MappedFile {
             share(&file);
         }
         if file.metadata()?.len() == 0 {
-            return Ok(MappedFile {
-                map: None,
-                scans: Mutex::new(0),
-            });
+            return Ok(MappedFile { map: None });
         }
         // SAFETY: the `&[u8]` this mapping gives is sound only while the mapped bytes do not
         // change, and nothing in the language keeps another process (or another handle in this
@@ -143,8 +193,8 @@ impl MappedFile {
                 _registration: crate::sigbus::register(&map, &file)?,
                 map,
                 _file: file,
+                jumping: Mutex::new(0),
             })),
-            scans: Mutex::new(0),
         })
     }
 
@@ -161,8 +211,30 @@ impl MappedFile {
     /// A reader over the file with the given options. With
     /// [`threads`](ReaderBuilder::threads), its workers read the frames from the mapping
     /// itself; readers over a borrowed slice copy each frame for them.
+    ///
+    /// A reader of a time window ([`ReaderBuilder::window`]) that reads by the file's time
+    /// index jumps from the blocks it needs to the next: while it lives, the mapping is
+    /// advised for random access, as for a metadata scan ([`metadata_with`](Self::metadata_with)),
+    /// so that the kernel reads the pages it touches and not megabytes around each.
     pub fn reader_with(&self, options: &ReaderBuilder) -> SliceReader<'_> {
-        self.share(options.from_slice(self.bytes()))
+        self.jumping_if_planned(options, || options.from_slice(self.bytes()))
+    }
+
+    /// The reader `make` makes, with the mapping shared with its workers, and advised for
+    /// random access while it lives if it reads a window by a plan of ranges (and during the
+    /// look at the file's tail that plans it).
+    fn jumping_if_planned<'a>(
+        &'a self,
+        options: &ReaderBuilder,
+        make: impl FnOnce() -> SliceReader<'a>,
+    ) -> SliceReader<'a> {
+        let jumping = (self.map.as_ref()).filter(|_| options.get_window().is_some());
+        let jumping = jumping.map(Jumping::new);
+        let reader = self.share(make());
+        match jumping {
+            Some(jumping) if reader.follows_plan() => reader.keeping(Box::new(jumping)),
+            _ => reader,
+        }
     }
 
     /// `reader` with the mapping handed to its workers.
@@ -194,7 +266,9 @@ impl MappedFile {
     /// A reader over the file that starts at record `record`, with the index when the file
     /// has a usable one; see [`ReaderBuilder::from_slice_at_record`].
     pub fn reader_at_record(&self, options: &ReaderBuilder, record: u64) -> SliceReader<'_> {
-        self.share(options.from_slice_at_record(self.bytes(), record))
+        self.jumping_if_planned(options, || {
+            options.from_slice_at_record(self.bytes(), record)
+        })
     }
 
     /// The file's metadata blocks, found by a skipping scan with default options; see
@@ -244,44 +318,11 @@ impl MappedFile {
     /// # }
     /// ```
     pub fn metadata_with(&self, options: &ReaderBuilder) -> MetadataScan<'_> {
-        self.begin_scan();
+        let jumping = self.map.as_ref().map(Jumping::new);
         MetadataScan {
             reader: self.reader_with(options),
-            file: self,
+            _jumping: jumping,
         }
-    }
-
-    /// Counts a metadata scan in; the first advises the mapping for random access.
-    fn begin_scan(&self) {
-        let mut scans = self.scans.lock().unwrap_or_else(|e| e.into_inner());
-        if *scans == 0 {
-            self.advise(Access::Random);
-        }
-        *scans += 1;
-    }
-
-    /// Counts a metadata scan out; the last puts the advice back to normal.
-    fn end_scan(&self) {
-        let mut scans = self.scans.lock().unwrap_or_else(|e| e.into_inner());
-        *scans -= 1;
-        if *scans == 0 {
-            self.advise(Access::Normal);
-        }
-    }
-
-    /// Tells the kernel how the mapping will be read. Advice only: a kernel that refuses it
-    /// changes the speed of reading, not what is read, so its error is ignored.
-    fn advise(&self, access: Access) {
-        #[cfg(unix)]
-        if let Some(mapping) = &self.map {
-            let advice = match access {
-                Access::Normal => memmap2::Advice::Normal,
-                Access::Random => memmap2::Advice::Random,
-            };
-            let _ = mapping.map.advise(advice);
-        }
-        #[cfg(not(unix))]
-        let _ = access;
     }
 }
 
@@ -300,7 +341,8 @@ enum Access {
 #[derive(Debug)]
 pub struct MetadataScan<'a> {
     reader: SliceReader<'a>,
-    file: &'a MappedFile,
+    /// Keeps the mapping advised for random access while the scan lives.
+    _jumping: Option<Jumping>,
 }
 
 impl<'a> MetadataScan<'a> {
@@ -315,12 +357,6 @@ impl Iterator for MetadataScan<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.reader.metadata().next()
-    }
-}
-
-impl Drop for MetadataScan<'_> {
-    fn drop(&mut self) {
-        self.file.end_scan();
     }
 }
 
@@ -343,4 +379,55 @@ pub(crate) fn share(file: &File) {
 /// Maps the file at `path`; shorthand for [`MappedFile::open`].
 pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
     MappedFile::open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Window, WriterBuilder};
+
+    fn jumping(file: &MappedFile) -> usize {
+        *file.map.as_ref().unwrap().jumping.lock().unwrap()
+    }
+
+    /// A window read by a time index, and a metadata scan, keep the mapping advised for
+    /// random access while they live; other reads leave it as it was.
+    #[test]
+    fn reads_that_jump_advise_random_access_while_they_live() {
+        let mut writer = WriterBuilder::new()
+            .block_target(100)
+            .build(Vec::new())
+            .unwrap();
+        for i in 0..1000i64 {
+            writer
+                .write_record_at(format!("event {i}").as_bytes(), i)
+                .unwrap();
+        }
+        let path = std::env::temp_dir().join(format!("cobsfile-jumping-{}", std::process::id()));
+        std::fs::write(&path, writer.finish().unwrap()).unwrap();
+        let file = MappedFile::open(&path).unwrap();
+        let window = ReaderBuilder::new().window(Window::new(Some(500), Some(510)));
+
+        let mut reader = file.reader_with(&window);
+        assert!(reader.follows_plan());
+        assert_eq!(jumping(&file), 1);
+        let scan = file.metadata();
+        assert_eq!(jumping(&file), 2);
+        assert_eq!(reader.read_all().0.len(), 11);
+        drop(reader);
+        assert_eq!(jumping(&file), 1);
+        drop(scan);
+        assert_eq!(jumping(&file), 0);
+
+        let mut whole = file.reader();
+        assert!(!whole.follows_plan());
+        assert_eq!(jumping(&file), 0);
+        assert_eq!(whole.read_all().0.len(), 1000);
+        let at = file.reader_at_record(&window, 0);
+        assert_eq!(jumping(&file), 1);
+        drop(at);
+        assert_eq!(jumping(&file), 0);
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
+    }
 }

@@ -656,6 +656,17 @@ pub struct Reader<S> {
     /// The input's bytes, which worker threads read in place (a mapped file, an `Arc`):
     /// readers without it read on one thread.
     shared: Option<Shared>,
+    /// What the reader keeps alive for its driver (a mapping's advice for random access).
+    alive: Option<Alive>,
+}
+
+/// Something a driver keeps alive as long as its reader.
+struct Alive(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Alive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Alive")
+    }
 }
 
 /// The threads a reader reads on: how many were asked for (0 or 1: one), the options'
@@ -678,6 +689,7 @@ impl<S: Source> Reader<S> {
             pull: None,
             workers,
             shared: None,
+            alive: None,
         }
     }
 
@@ -1096,6 +1108,17 @@ impl<S: Source> Reader<S> {
 impl SliceReader<'_> {
     /// Hands the worker threads `shared`, which holds the same bytes as this reader's slice,
     /// to read frames from in place.
+    /// Keeps `kept` alive as long as the reader.
+    pub(crate) fn keeping(mut self, kept: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        self.alive = Some(Alive(kept));
+        self
+    }
+
+    /// Whether the reader follows a plan of ranges (a window read by a time index, spec 9.9).
+    pub(crate) fn follows_plan(&self) -> bool {
+        self.decoder.has_plan()
+    }
+
     pub(crate) fn sharing(mut self, shared: Shared) -> Self {
         let (ours, theirs) = (self.src.0, shared.bytes());
         assert!(
