@@ -877,6 +877,13 @@ impl<S: Source> Reader<S> {
         Some(range)
     }
 
+    /// The earliest and latest event time of the block returned last (by
+    /// [`next_block`](Self::next_block), [`blocks`](Self::blocks) or with the record returned
+    /// last): a time block's, or a data block's that a time block describes (spec 8.8).
+    pub fn block_times(&self) -> Option<crate::TimeSpan> {
+        crate::TimeSpan::of(self.decoder.times()?)
+    }
+
     /// The event time of the record [`next_record`](Self::next_record) (or
     /// [`next_item`](Self::next_item), or the iterators) returned last, in nanoseconds since the
     /// Unix epoch, if its data block has a time block (spec 8.8); `None` for a record without a

@@ -28,11 +28,14 @@ struct Row {
     status: &'static str,
     /// For damaged and unreadable rows: the range, and the error that reported it.
     damage: Option<(Damage, String)>,
+    /// A time block's earliest and latest time, or a data block's it describes.
+    times: Option<cobsfile::TimeSpan>,
 }
 
 impl Row {
-    fn block(info: &BlockInfo) -> Self {
+    fn block(info: &BlockInfo, times: Option<cobsfile::TimeSpan>) -> Self {
         Row {
+            times,
             offset: info.offset,
             block_type: info.block_type.name(),
             size: info.size,
@@ -53,6 +56,7 @@ impl Row {
             codec: "-",
             status,
             damage: Some((damage, err.to_string())),
+            times: None,
         }
     }
 
@@ -67,6 +71,11 @@ impl Row {
                 "codec": self.codec,
                 "status": self.status,
             });
+            // Event times in nanoseconds since the epoch (spec 8.8).
+            if let (Some(times), Some(row)) = (self.times, row.as_object_mut()) {
+                row.insert("min_time".into(), times.min.into());
+                row.insert("max_time".into(), times.max.into());
+            }
             // A damaged range's row has every field `verify --json` gives the range.
             if let (Some((damage, _)), Some(row)) = (&self.damage, row.as_object_mut()) {
                 if let Value::Object(fields) = damage_json(damage) {
@@ -122,7 +131,7 @@ impl ReadJob for Ls {
         let mut blocks = reader.blocks();
         while let Some(item) = blocks.next() {
             let row = match item {
-                Ok(info) => Row::block(&info),
+                Ok(info) => Row::block(&info, blocks.reader().block_times()),
                 Err(e) => {
                     let row = match Damage::of_error(&e) {
                         Some(mut damage) => {

@@ -230,4 +230,21 @@ fn time_units() {
         b"",
     );
     assert_eq!(lines(&out), ["{\"ts\":2500}"]);
+    // `ls --json` gives the time block's and its data block's earliest and latest times.
+    let out = run(bin().args(["ls", "--json"]).arg(&file), b"");
+    let rows: Vec<serde_json::Value> = lines(&out)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let timed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.get("min_time").is_some())
+        .collect();
+    assert_eq!(timed.len(), 2, "{rows:?}");
+    assert_eq!(timed[0]["type"], "time");
+    assert_eq!(timed[1]["type"], "data");
+    for row in timed {
+        assert_eq!(row["min_time"], 1_500_000_000i64);
+        assert_eq!(row["max_time"], 2_500_000_000i64);
+    }
 }
