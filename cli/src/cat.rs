@@ -35,13 +35,11 @@ pub struct Args {
     /// 2025-12-01), epoch seconds (1764583200, @1764583200.5), now, today, yesterday,
     /// tomorrow, or relative to now (-1h, -30min, "2 days ago"). Blocks whose times all lie
     /// outside are passed over undecoded; records without a time are left out, and said so
-    /// on stderr.
-    #[arg(long, value_name = "T", value_parser = super::when::parse_when, allow_hyphen_values = true,
-          conflicts_with = "follow")]
+    /// on stderr. With --follow, records as they land whose times are in the window.
+    #[arg(long, value_name = "T", value_parser = super::when::parse_when, allow_hyphen_values = true)]
     since: Option<i64>,
     /// Only records whose event time is at or before T (the forms of --since).
-    #[arg(long, value_name = "T", value_parser = super::when::parse_when, allow_hyphen_values = true,
-          conflicts_with = "follow")]
+    #[arg(long, value_name = "T", value_parser = super::when::parse_when, allow_hyphen_values = true)]
     until: Option<i64>,
     /// Keep reading as the file grows and write records as their blocks land, until
     /// interrupted. A block still being written is waited for; the file being truncated or

@@ -200,7 +200,6 @@ fn time_mistakes_are_one_line() {
         &["cat", "--since", "soon"][..],
         &["cat", "--since", "1h"],
         &["cat", "--since", "2025-12-02", "--until", "2025-12-01"],
-        &["cat", "--since", "-1h", "--follow"],
         &["pack", "--time-unit", "ms"],
     ] {
         let out = run(bin().args(args).arg(&file), b"");
@@ -247,4 +246,53 @@ fn time_units() {
         assert_eq!(row["min_time"], 1_500_000_000i64);
         assert_eq!(row["max_time"], 2_500_000_000i64);
     }
+}
+
+#[test]
+fn cat_follow_since_writes_the_records_of_the_window_as_they_land() {
+    use std::io::BufRead;
+    let dir = scratch("time-follow");
+    let log = dir.join("log.cobs");
+    let append = |lines: &str| {
+        let input = dir.join("in.jsonl");
+        std::fs::write(&input, lines).unwrap();
+        let out = run(
+            bin()
+                .args(["pack", "--append"])
+                .arg(&log)
+                .args(["--time-field", "ts", "--durability", "flush"])
+                .arg(&input),
+            b"",
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    append("{\"ts\":10}\n{\"ts\":20}\n");
+    let mut child = bin()
+        .args(["cat", "--follow", "--since", "15", "--until", "100"])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if send.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let line = || {
+        lines
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap()
+    };
+    assert_eq!(line(), "{\"ts\":20}");
+    append("{\"ts\":5}\n{\"ts\":50}\n{\"ts\":500}\n{\"ts\":60}\n");
+    assert_eq!(line(), "{\"ts\":50}");
+    assert_eq!(line(), "{\"ts\":60}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(lines.try_recv().is_err(), "nothing outside the window");
 }
