@@ -294,10 +294,13 @@ def follow(
     on_damage: OnDamage = "skip",
     dictionaries: Optional[Iterable[bytes]] = None,
     max_body_size: Optional[int] = None,
+    since: Time = None,
+    until: Time = None,
 ) -> Follower:
     """The records of a growing log as appenders add them, like `tail -f`: from its start (or
     its end, from_end=True), through truncation and rotation. Iteration ends after `timeout`
-    seconds without a record (never, if None); Ctrl-C interrupts a wait."""
+    seconds without a record (never, if None); Ctrl-C interrupts a wait. since, until: only
+    the records whose event time lies in the window, as `open` takes them."""
     return Follower(
         path,
         from_end=from_end,
@@ -305,4 +308,6 @@ def follow(
         on_damage=on_damage,
         dictionaries=list(dictionaries) if dictionaries is not None else None,
         max_body_size=max_body_size,
+        since=_time(since),
+        until=_time(until),
     )

@@ -37,7 +37,8 @@ pub(crate) struct Follower {
 #[pymethods]
 impl Follower {
     #[new]
-    #[pyo3(signature = (path, *, from_end=false, timeout=None, on_damage=None, dictionaries=None, max_body_size=None))]
+    #[pyo3(signature = (path, *, from_end=false, timeout=None, on_damage=None, dictionaries=None, max_body_size=None, since=None, until=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -46,8 +47,16 @@ impl Follower {
         on_damage: Option<&Bound<'_, PyAny>>,
         dictionaries: Option<Vec<Vec<u8>>>,
         max_body_size: Option<usize>,
+        since: Option<&Bound<'_, PyAny>>,
+        until: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let on_damage = OnDamage::parse(on_damage)?;
+        let (since, until) = (
+            crate::time::optional_nanos(since)?,
+            crate::time::optional_nanos(until)?,
+        );
+        let window =
+            (since.is_some() || until.is_some()).then(|| cobsfile::Window::new(since, until));
         let timeout = timeout
             .map(|t| {
                 Duration::try_from_secs_f64(t).map_err(|_| {
@@ -56,7 +65,7 @@ impl Follower {
             })
             .transpose()?;
         let builder = FollowerBuilder::new()
-            .reader(reader_options(dictionaries, 1, max_body_size, None))
+            .reader(reader_options(dictionaries, 1, max_body_size, window))
             .from_end(from_end);
         let follower = py
             .detach(|| builder.open(&path))

@@ -87,3 +87,13 @@ def test_time_mistakes(tmp_path):
         cobsfile.open(path, since="2025-12-01T00:00:00")
     with cobsfile.open(path) as r, pytest.raises(ValueError, match="raw"):
         r.records("json", times=True)
+
+
+def test_follow_a_window(tmp_path):
+    path = tmp_path / "log.cobs"
+    with cobsfile.Appender(path, durability="flush") as log:
+        for t in (10, 20, 30, 5):
+            log.append(b"t%d" % t, time=t)
+        log.append(b"untimed")
+    got = list(cobsfile.follow(path, timeout=0.2, since=15, until=30))
+    assert got == [b"t20", b"t30"]
