@@ -43,10 +43,13 @@
 //!
 //! ## Layers
 //! Each module depends only on those above it (no cycles):
-//! - [`varint`], [`cobs`], the frame scanner, the codecs and the block bodies (`block`) are
-//!   pure functions over byte slices; [`Limits`] bounds what a reader may spend;
+//! - [`varint`], [`cobs`], the frame scanner, the codecs, the block bodies (`block`) and the
+//!   time blocks' payloads (`time`: [`TimeSpan`], [`Window`]) are pure functions over byte
+//!   slices; [`Limits`] bounds what a reader may spend;
 //! - [`Decoder`] is the sans-I/O reader: bytes in, blocks and damage out, one home for the
-//!   frame scan, decoding, dictionaries, damage merging and range bounds;
+//!   frame scan, decoding, dictionaries, damage merging, range bounds, pairing time blocks
+//!   with their data blocks and passing over those outside a time window (or, by a time
+//!   index, jumping over them);
 //! - [`Reader`] drives a decoder over a slice, a [`MappedFile`] or any `io::Read`;
 //!   [`ReaderBuilder::read_ranges`] reads a slice in ranges ([`ReaderBuilder::from_slice_range`]),
 //!   each a decoder, on several threads with the result of one reader, applying the damage
@@ -60,7 +63,8 @@
 //!   with, to seek to a record;
 //! - [`fs`] is the file operations an appender performs (the real file system, and a
 //!   simulated one that can lose power, for tests);
-//! - [`Writer`] writes blocks to any `io::Write` ([`WriterBuilder::threads`] compresses on
+//! - [`Writer`] writes blocks to any `io::Write`, each in one write (`emit`; a time block with
+//!   its data block) ([`WriterBuilder::threads`] compresses on
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
 //!   block) and appends with the [`Durability`] the caller chooses, several processes at once
 //!   if need be;
@@ -80,6 +84,7 @@ mod block;
 pub mod cobs;
 mod codec;
 mod decoder;
+mod emit;
 mod ending;
 mod error;
 mod follow;

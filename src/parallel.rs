@@ -516,7 +516,7 @@ impl Encoders {
             }
         };
         let written = start.and_then(|start| {
-            crate::writer::emit_with_times(
+            crate::emit::emit_with_times(
                 inner,
                 None,
                 index,

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use crate::block::{self, types, BlockType, DataEncoder, ENVELOPE_LEN};
 use crate::codec::{Compression, Compressor, Dictionary};
+use crate::emit::{emit, emit_with_times};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
@@ -693,64 +694,6 @@ impl<W: Write> Writer<W> {
 fn time_frame_bound(n: u64) -> usize {
     let body = (n as usize + 3) * varint::MAX_LEN + ENVELOPE_LEN;
     2 * varint::MAX_LEN + body + body / 254 + 2
-}
-
-/// Writes the data block `block`, holding `items` records, after its time block `time_block`
-/// if it has one, to `inner` in one `write_all` (the two copied together into `pair`), and
-/// records them in `index`; without a time block, as [`emit`] does.
-pub(crate) fn emit_with_times(
-    inner: &mut impl Write,
-    atomic_limit: Option<usize>,
-    index: &mut IndexBuilder,
-    time_block: Option<(&[u8], TimeSpan)>,
-    block: &[u8],
-    items: u64,
-    pair: &mut Vec<u8>,
-) -> Result<()> {
-    let Some((time_block, span)) = time_block else {
-        return emit(inner, atomic_limit, index, block, items);
-    };
-    pair.clear();
-    pair.extend_from_slice(time_block);
-    pair.extend_from_slice(block);
-    if let Some(limit) = atomic_limit.filter(|&limit| pair.len() > limit) {
-        return Err(Error::TooLargeForOneWrite {
-            len: pair.len(),
-            limit,
-        });
-    }
-    if let Err(e) = inner.write_all(pair) {
-        index.disable();
-        return Err(e.into());
-    }
-    index.push_time(span);
-    index.push(time_block, 0);
-    index.push(block, items);
-    Ok(())
-}
-
-/// Writes `block`, holding `items` records, to `inner` in one `write_all` (refused if longer
-/// than an atomic write's `limit`), and records it in `index`.
-fn emit(
-    inner: &mut impl Write,
-    atomic_limit: Option<usize>,
-    index: &mut IndexBuilder,
-    block: &[u8],
-    items: u64,
-) -> Result<()> {
-    if let Some(limit) = atomic_limit.filter(|&limit| block.len() > limit) {
-        return Err(Error::TooLargeForOneWrite {
-            len: block.len(),
-            limit,
-        });
-    }
-    if let Err(e) = inner.write_all(block) {
-        index.disable();
-        return Err(e.into());
-    }
-    // The file's leading sync byte, written with the header, is no part of a block.
-    index.push(block.strip_prefix(&[0]).unwrap_or(block), items);
-    Ok(())
 }
 
 impl<W: Write> Drop for Writer<W> {
