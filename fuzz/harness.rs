@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use cobsfile::{
     cobs, varint, Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability,
-    Ending, Error, Index, Limits, RangeSink, ReaderBuilder, WriterBuilder,
+    Ending, Error, Index, Limits, RangeSink, ReaderBuilder, Window, WriterBuilder,
 };
 
 // The tests' temporary file, shared by path: the harness depends on std and the library only.
@@ -125,6 +125,8 @@ pub fn read_slice(data: &[u8]) {
         "2 threads found other damage"
     );
 
+    check_window(&options, data);
+
     let file = TempFile::with_contents(data);
     let mapped = cobsfile::open(&file.0).expect("map the input");
     assert_eq!(mapped.bytes(), data);
@@ -137,6 +139,70 @@ pub fn read_slice(data: &[u8]) {
         faults(&mapped_errors),
         faults(&errors),
         "the mapped reader found other damage"
+    );
+}
+
+/// Records with their event times, as `reader` returns them.
+fn timed_records<S: cobsfile::Source>(reader: &mut cobsfile::Reader<S>) -> Vec<(Vec<u8>, i64)> {
+    let mut records = Vec::new();
+    while let Some(item) = reader.next_record() {
+        if let Ok(record) = item {
+            let record = record.to_vec();
+            if let Some(time) = reader.record_time() {
+                records.push((record, time));
+            }
+        }
+    }
+    records
+}
+
+/// A read of a time window (spec 9.9), one drawn from the times the input holds: it returns
+/// the full read's records whose times lie in it, on one thread and on two. A read by a time
+/// index trusts the index about the blocks it does not read (like a seek, spec 9.6), so there
+/// it returns some of them, in order, and all of them when the index tells the truth.
+fn check_window(options: &ReaderBuilder, data: &[u8]) {
+    let full = timed_records(&mut options.from_slice(data));
+    let seed = fnv(data);
+    let pick = |k: u64| {
+        full.get((k % full.len().max(1) as u64) as usize)
+            .map(|r| r.1)
+    };
+    let (a, b) = (pick(seed), pick(seed >> 17));
+    let window = match (a, b, seed % 3) {
+        (Some(a), Some(b), 0) => Window::new(Some(a.min(b)), Some(a.max(b))),
+        (Some(a), _, 1) => Window::new(Some(a), None),
+        (_, Some(b), _) => Window::new(None, Some(b)),
+        _ => Window::new(Some(i64::MIN), Some(i64::MAX)),
+    };
+    let want: Vec<_> = full
+        .iter()
+        .filter(|r| window.contains(r.1))
+        .cloned()
+        .collect();
+    let windowed = options.clone().window(window);
+    let mut reader = windowed.from_slice(data);
+    let planned = reader.reads_by_time_index();
+    let got = timed_records(&mut reader);
+    if planned {
+        let mut rest = want.iter();
+        assert!(
+            got.iter().all(|g| rest.any(|w| w == g)),
+            "a window read by the time index returned records a full read does not"
+        );
+    } else {
+        assert_eq!(got, want, "a window read returned other records");
+    }
+    let shared: std::sync::Arc<[u8]> = data.into();
+    let threaded = timed_records(
+        &mut windowed
+            .clone()
+            .threads(2)
+            .min_split(64)
+            .from_shared(&shared),
+    );
+    assert_eq!(
+        threaded, got,
+        "a window read on 2 threads returned other records"
     );
 }
 

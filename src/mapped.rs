@@ -232,7 +232,7 @@ impl MappedFile {
         let jumping = jumping.map(Jumping::new);
         let reader = self.share(make());
         match jumping {
-            Some(jumping) if reader.follows_plan() => reader.keeping(Box::new(jumping)),
+            Some(jumping) if reader.reads_by_time_index() => reader.keeping(Box::new(jumping)),
             _ => reader,
         }
     }
@@ -409,7 +409,7 @@ mod tests {
         let window = ReaderBuilder::new().window(Window::new(Some(500), Some(510)));
 
         let mut reader = file.reader_with(&window);
-        assert!(reader.follows_plan());
+        assert!(reader.reads_by_time_index());
         assert_eq!(jumping(&file), 1);
         let scan = file.metadata();
         assert_eq!(jumping(&file), 2);
@@ -420,7 +420,7 @@ mod tests {
         assert_eq!(jumping(&file), 0);
 
         let mut whole = file.reader();
-        assert!(!whole.follows_plan());
+        assert!(!whole.reads_by_time_index());
         assert_eq!(jumping(&file), 0);
         assert_eq!(whole.read_all().0.len(), 1000);
         let at = file.reader_at_record(&window, 0);

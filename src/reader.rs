@@ -1121,8 +1121,10 @@ impl SliceReader<'_> {
         self
     }
 
-    /// Whether the reader follows a plan of ranges (a window read by a time index, spec 9.9).
-    pub(crate) fn follows_plan(&self) -> bool {
+    /// Whether this reader reads its time window by the file's time index (spec 9.9): only
+    /// the blocks that may hold records of the window, trusting the index about the others
+    /// (their damage goes unreported), as a seek trusts the index (spec 9.6).
+    pub fn reads_by_time_index(&self) -> bool {
         self.decoder.has_plan()
     }
 
