@@ -105,8 +105,11 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
 /// `cat` of one file.
 fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     // Range reads go through the whole file: with --skip or --limit, the reader (decoding on
-    // the same threads) goes straight to the record and stops after the last.
-    if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() {
+    // the same threads) goes straight to the record and stops after the last; with a time
+    // window, it goes by the file's time index to the blocks of the window (or, without one,
+    // reads on the same threads).
+    if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() && args.read.window.is_none()
+    {
         if let Some(url) = input::object_url(path) {
             let object = cobsfile_datafusion::RemoteObject::open(url)
                 .map_err(|e| Failure::new(e.to_string()))?;
