@@ -426,3 +426,47 @@ proptest! {
         }
     }
 }
+
+/// Writers that share a pipe write every block in one write of at most PIPE_BUF bytes: a time
+/// block and its data block together, with room kept for the time block however far apart
+/// the times are.
+#[test]
+fn atomic_writes_hold_a_time_block_and_its_data_block() {
+    struct Writes(Vec<usize>, Vec<u8>);
+    impl std::io::Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.len());
+            self.1.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let limit = cobsfile::pipe::PIPE_BUF;
+    let mut writer = WriterBuilder::new()
+        .atomic_writes(limit)
+        .build(Writes(Vec::new(), Vec::new()))
+        .unwrap();
+    let mut events = Vec::new();
+    for i in 0..5000i64 {
+        // Times far apart, so that each step takes 9 or 10 bytes.
+        let t = if i % 2 == 0 {
+            i64::MIN / 2 + i
+        } else {
+            i64::MAX / 2 - i
+        };
+        let record = format!("e{i}").into_bytes();
+        writer.write_record_at(&record, t).unwrap();
+        events.push((record, Some(t)));
+    }
+    let out = writer.finish().unwrap();
+    assert!(
+        out.0.iter().all(|&n| n <= limit),
+        "{:?}",
+        out.0.iter().max()
+    );
+    let (got, errors) = read(&out.1, &ReaderBuilder::new());
+    assert!(errors.is_empty());
+    assert!(got == events);
+}
