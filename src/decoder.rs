@@ -624,7 +624,7 @@ impl Decoder {
             }
         }
         loop {
-            let f = match self.next_frame(input, want) {
+            let f = match self.next_frame(input, want.check()) {
                 Event::Damage { start, cause } => {
                     self.note_damage(start, cause);
                     continue;
@@ -985,8 +985,7 @@ impl Decoder {
     /// Looks for the next frame from the position on, and moves the position past what it
     /// found. A frame is checked as `check` says; in a landing check, frames of the types a
     /// skipping scan decodes are checked in full.
-    pub(crate) fn next_frame(&mut self, input: Input<'_>, want: Want) -> Event {
-        let check = want.check();
+    pub(crate) fn next_frame(&mut self, input: Input<'_>, check: Check) -> Event {
         if self.stopped {
             return Event::End { end: self.at };
         }

@@ -25,16 +25,7 @@ pub(crate) fn emit_with_times(
     pair.clear();
     pair.extend_from_slice(time_block);
     pair.extend_from_slice(block);
-    if let Some(limit) = atomic_limit.filter(|&limit| pair.len() > limit) {
-        return Err(Error::TooLargeForOneWrite {
-            len: pair.len(),
-            limit,
-        });
-    }
-    if let Err(e) = inner.write_all(pair) {
-        index.disable();
-        return Err(e.into());
-    }
+    write_one(inner, atomic_limit, index, pair)?;
     index.push_time(span);
     index.push(time_block, 0);
     index.push(block, items);
@@ -50,17 +41,29 @@ pub(crate) fn emit(
     block: &[u8],
     items: u64,
 ) -> Result<()> {
-    if let Some(limit) = atomic_limit.filter(|&limit| block.len() > limit) {
+    write_one(inner, atomic_limit, index, block)?;
+    // The file's leading sync byte, written with the header, is no part of a block.
+    index.push(block.strip_prefix(&[0]).unwrap_or(block), items);
+    Ok(())
+}
+
+/// Writes `bytes` to `inner` in one `write_all`, refused if longer than an atomic write's
+/// `limit`; a failed write gives up `index` (the file no longer holds what it would list).
+fn write_one(
+    inner: &mut impl Write,
+    atomic_limit: Option<usize>,
+    index: &mut IndexBuilder,
+    bytes: &[u8],
+) -> Result<()> {
+    if let Some(limit) = atomic_limit.filter(|&limit| bytes.len() > limit) {
         return Err(Error::TooLargeForOneWrite {
-            len: block.len(),
+            len: bytes.len(),
             limit,
         });
     }
-    if let Err(e) = inner.write_all(block) {
+    if let Err(e) = inner.write_all(bytes) {
         index.disable();
         return Err(e.into());
     }
-    // The file's leading sync byte, written with the header, is no part of a block.
-    index.push(block.strip_prefix(&[0]).unwrap_or(block), items);
     Ok(())
 }
