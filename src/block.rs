@@ -788,13 +788,22 @@ pub(crate) fn decode(
             scratch.times = times;
             return Err(malformed("time block compressed to more than its payload"));
         }
-        BlockType::Time => match time::parse_payload(bytes, &mut times) {
-            Ok(_) => (Some(times.len() as u64), None),
-            Err(what) => {
-                scratch.times = times;
-                return Err(malformed(what));
+        BlockType::Time => {
+            match time::parse_payload(bytes, time::max_records(max_body), &mut times) {
+                Ok(_) => (Some(times.len() as u64), None),
+                Err(bad) => {
+                    scratch.times = times;
+                    return Err(match bad {
+                        time::Bad::Malformed(what) => malformed(what),
+                        time::Bad::TooManyRecords => Cause::Limit {
+                            offset,
+                            what: "records of one time block",
+                            limit: time::max_records(max_body),
+                        },
+                    });
+                }
             }
-        },
+        }
         BlockType::TimeIndex => {
             let entries = time::parse_index_payload(bytes, |_, _| Some(())).map_err(malformed)?;
             (Some(entries), None)

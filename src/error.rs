@@ -257,7 +257,8 @@ pub enum Cause {
     Limit {
         /// Offset of the block's opening sync byte.
         offset: u64,
-        /// What is limited: `"dictionaries"` or `"dictionary bytes"`.
+        /// What is limited: `"dictionaries"`, `"dictionary bytes"`, `"bytes decompressed for
+        /// damaged blocks"` or `"records of one time block"`.
         what: &'static str,
         /// The limit.
         limit: u64,

@@ -28,6 +28,7 @@ pub const DEFAULT_MAX_DAMAGED_DECODING: u64 = 1 << 30;
 /// | limit | bounds | over it |
 /// |---|---|---|
 /// | [`max_body_size`](Self::max_body_size) | the decoded body (and so the framed length, spec 10, and a stream reader's window) | the block is unreadable: [`Cause::TooLarge`] or [`Cause::BodyTooLarge`] |
+/// | | the decoded times of one time block, 8 bytes a record | the time block is unreadable: [`Cause::Limit`]; its data block's records have no times |
 /// | [`max_dictionaries`](Self::max_dictionaries) | distinct dictionaries kept from the input | the dictionary block is unreadable: [`Cause::Limit`] |
 /// | [`max_dictionary_bytes`](Self::max_dictionary_bytes) | their bytes, together | the same |
 /// | [`max_damaged_decoding`](Self::max_damaged_decoding) | bytes decompressed for blocks that then fail their checks (a CRC that does not match, say), plus 64 for each byte of block body met | a compressed block that would pass it is unreadable: [`Cause::Limit`] |

@@ -102,34 +102,65 @@ pub(crate) fn encode_payload(times: &[i64], span: TimeSpan, out: &mut Vec<u8>) {
     }
 }
 
+/// The most records a time block may describe for a reader whose maximum body size is
+/// `max_body`: their times, 8 bytes each once decoded, take no more than a body (spec 10).
+pub(crate) fn max_records(max_body: usize) -> u64 {
+    max_body as u64 / 8
+}
+
+/// The most records a writer whose maximum body size is `max_body` puts in a data block with
+/// times: so many that the time block's body, at most 10 bytes a step and 35 more, stays within
+/// `max_body` (and so within [`max_records`] of a reader with the same limit).
+pub(crate) fn max_timed_records(max_body: usize) -> usize {
+    (max_body.saturating_sub(35) / varint::MAX_LEN).max(1)
+}
+
+/// What is wrong with a time block's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bad {
+    /// It breaks a rule of spec 8.8: damage.
+    Malformed(&'static str),
+    /// It describes more than [`max_records`] records: a limit of this reader, not damage.
+    TooManyRecords,
+}
+
 /// Checks the payload of a time block (spec 8.8) and puts the times of its records into
-/// `times` (cleared first). Returns their span, or what is wrong with the payload.
+/// `times` (cleared first), refusing more than `max_records` of them before allocating for
+/// any. Returns their span, or what is wrong with the payload.
 pub(crate) fn parse_payload(
     payload: &[u8],
+    max_records: u64,
     times: &mut Vec<i64>,
-) -> Result<TimeSpan, &'static str> {
+) -> Result<TimeSpan, Bad> {
+    use Bad::Malformed;
     times.clear();
     let mut at = 0;
-    let mut next = |what| -> Result<i64, &'static str> {
-        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
+    let mut next = |what| -> Result<i64, Bad> {
+        let (value, used) = varint::read(&payload[at..]).map_err(|_| Malformed(what))?;
         at += used;
         Ok(value)
     };
     let count = next("invalid count varint")?;
     if count < 1 {
-        return Err("time block for no records");
+        return Err(Malformed("time block for no records"));
     }
-    // Each step takes at least one byte: this bounds the loop and the allocation.
+    // Each step takes at least one byte: this bounds the loop.
     let count = count as u64;
     if count > payload.len() as u64 {
-        return Err("count larger than the block");
+        return Err(Malformed("count larger than the block"));
+    }
+    // And this the allocation, before it is made.
+    if count > max_records {
+        return Err(Bad::TooManyRecords);
     }
     let min = next("invalid min varint")?;
     let span = next("invalid span varint")?;
     if span < 0 {
-        return Err("negative span");
+        return Err(Malformed("negative span"));
     }
-    let max = min.checked_add(span).ok_or("latest time past 2^63 - 1")?;
+    let max = min
+        .checked_add(span)
+        .ok_or(Malformed("latest time past 2^63 - 1"))?;
     times.reserve(count as usize);
     let (mut hit_min, mut hit_max) = (false, false);
     let mut previous = min;
@@ -138,17 +169,17 @@ pub(crate) fn parse_payload(
         let t = previous
             .checked_add(step)
             .filter(|t| (min..=max).contains(t))
-            .ok_or("time outside the block's span")?;
+            .ok_or(Malformed("time outside the block's span"))?;
         hit_min |= t == min;
         hit_max |= t == max;
         times.push(t);
         previous = t;
     }
     if at != payload.len() {
-        return Err("bytes after the last step");
+        return Err(Malformed("bytes after the last step"));
     }
     if !(hit_min && hit_max) {
-        return Err("span not that of the times");
+        return Err(Malformed("span not that of the times"));
     }
     Ok(TimeSpan { min, max })
 }
@@ -319,8 +350,31 @@ mod tests {
         let mut payload = Vec::new();
         encode_payload(times, span, &mut payload);
         let mut back = Vec::new();
-        assert_eq!(parse_payload(&payload, &mut back), Ok(span));
+        assert_eq!(parse_payload(&payload, u64::MAX, &mut back), Ok(span));
         back
+    }
+
+    #[test]
+    fn the_count_is_limited_before_anything_is_allocated() {
+        let times = vec![5; 100];
+        let mut payload = Vec::new();
+        encode_payload(&times, TimeSpan::of(&times).unwrap(), &mut payload);
+        let mut back = Vec::new();
+        assert_eq!(
+            parse_payload(&payload, 99, &mut back),
+            Err(Bad::TooManyRecords)
+        );
+        assert_eq!(back.capacity(), 0);
+        assert!(parse_payload(&payload, 100, &mut back).is_ok());
+        // A writer's time block stays within a reader's limit when both have the same body size.
+        for max_body in [1, 64, 4096, 1 << 20, 64 << 20] {
+            let n = max_timed_records(max_body);
+            assert!(n == 1 || (n as u64) <= max_records(max_body), "{max_body}");
+            assert!(
+                n == 1 || (n + 3) * varint::MAX_LEN + 5 <= max_body,
+                "{max_body}"
+            );
+        }
     }
 
     #[test]
@@ -364,8 +418,8 @@ mod tests {
         ];
         for (payload, problem) in bad {
             assert_eq!(
-                parse_payload(payload, &mut times),
-                Err(problem),
+                parse_payload(payload, u64::MAX, &mut times),
+                Err(Bad::Malformed(problem)),
                 "{payload:?}"
             );
         }
@@ -401,7 +455,7 @@ mod tests {
         #[test]
         fn any_payload_parses_or_is_refused(payload in proptest::collection::vec(any::<u8>(), 0..40)) {
             let mut times = Vec::new();
-            if let Ok(span) = parse_payload(&payload, &mut times) {
+            if let Ok(span) = parse_payload(&payload, u64::MAX, &mut times) {
                 prop_assert!(!times.is_empty());
                 prop_assert!(times.iter().all(|t| span.contains(*t)));
                 prop_assert_eq!(TimeSpan::of(&times), Some(span));

@@ -384,7 +384,8 @@ impl<W: Write> Writer<W> {
     /// time window ([`ReaderBuilder::window`](crate::ReaderBuilder::window)) without decoding
     /// the others. Times need not be sorted. A data block holds records with times or records
     /// without, so a record of the other kind closes the open block first; so does a time
-    /// further than `i64::MAX` nanoseconds (292 years) from another of the block's.
+    /// further than `i64::MAX` nanoseconds (292 years) from another of the block's, and a
+    /// record past the most a time block may describe (a tenth of the maximum body size).
     ///
     /// ```
     /// let mut writer = cobsfile::Writer::new(Vec::new())?;
@@ -410,11 +411,15 @@ impl<W: Write> Writer<W> {
         if len > max {
             return Err(Error::RecordTooLarge { len, max });
         }
-        // A data block's records all have times or none do, and their times fit one span.
+        // A data block's records all have times or none do, their times fit one span, and
+        // their time block stays within the maximum body size (spec 10).
         if self.count > 0 {
             let fits = match (time, self.span) {
                 (None, None) => true,
-                (Some(t), Some(open)) => TimeSpan::of(&[open.min, open.max, t]).is_some(),
+                (Some(t), Some(open)) => {
+                    TimeSpan::of(&[open.min, open.max, t]).is_some()
+                        && self.times.len() < time::max_timed_records(self.options.max_body_size)
+                }
                 _ => false,
             };
             if !fits {

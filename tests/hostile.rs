@@ -487,3 +487,60 @@ fn decompressing_damaged_blocks_has_a_budget() {
         "{message}"
     );
 }
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_time_block_of_zero_steps_costs_no_more_than_a_body() {
+    // A few KiB of zstd inflate to a time block of 2^23 + 1 zero steps: valid by spec 8.8, and
+    // 64 MiB of times once decoded, eight times its payload. A reader refuses more than its
+    // body limit's worth (8 bytes a time) from the count alone, before allocating, and reads
+    // the data block after it without times.
+    let n = (64 << 20) / 8 + 1;
+    let mut times = Vec::new();
+    cobsfile::varint::write(n, &mut times);
+    times.extend([0, 0]); // min 0, span 0
+    times.resize(times.len() + n as usize, 0);
+    let mut data = Vec::new();
+    cobsfile::varint::write(n, &mut data);
+    data.resize(data.len() + n as usize, 0); // empty records
+    let mut file = file_start();
+    for payload in [&times, &data] {
+        let frame = zstd::bulk::compress(payload, 3).unwrap();
+        let type_id = if payload == &times { 8 } else { 3 };
+        file.extend(raw_block_with(
+            type_id,
+            &zstd_fields(payload.len() as u64),
+            &frame,
+            payload,
+        ));
+    }
+    assert!(file.len() < 64 << 10, "{} bytes", file.len());
+
+    let (count, errors, untimed, faults) = std::thread::spawn(move || {
+        let before = thread_page_faults();
+        let mut reader = ReaderBuilder::new().from_slice(&file);
+        let (mut count, mut errors, mut untimed) = (0u64, Vec::new(), true);
+        while let Some(item) = reader.next_record() {
+            match item {
+                Ok(_) => {
+                    count += 1;
+                    untimed &= reader.record_time().is_none();
+                }
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        (count, errors, untimed, thread_page_faults() - before)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(count, n as u64);
+    assert!(untimed);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("records of one time block") && errors[0].contains("offset 18"),
+        "{}",
+        errors[0]
+    );
+    // The two 8 MiB payloads take some 4100 pages; the times would have taken 16384 more.
+    assert!(faults < 8192, "{faults} page faults");
+}

@@ -172,6 +172,57 @@ fn far_apart_times_take_blocks_of_their_own() {
 }
 
 #[test]
+fn time_blocks_stay_within_the_body_limit_writer_and_reader_share() {
+    // Empty records take a byte each in a data block and up to ten in a time block: a writer
+    // closes a timed block before its time block could pass the body limit, or describe more
+    // records than a reader with the same limit decodes times for (8 bytes each, spec 10).
+    let max_body = 4096;
+    let base = 1_700_000_000_000_000_000i64;
+    let far = events(3000, |i| {
+        Some(base + (i as i64 % 7) * 1_000_000_000_000_000)
+    });
+    let empty: Vec<Event> = far.iter().map(|(_, t)| (Vec::new(), *t)).collect();
+    let file = write(
+        &empty,
+        WriterBuilder::new()
+            .max_body_size(max_body)
+            .block_target(1 << 20),
+    );
+    let options = ReaderBuilder::new().max_body_size(max_body);
+    let mut reader = options.from_slice(&file);
+    while let Some(block) = reader.next_block() {
+        let block = block.unwrap();
+        if block.info().block_type == BlockType::Time {
+            assert!(block.info().items.unwrap() <= max_body as u64 / 10);
+        }
+    }
+    assert_eq!(read(&file, &options), (empty.clone(), vec![]));
+
+    // A reader with a lower limit reads the records, and reports each time block it will not
+    // decode as unreadable (a limit, not damage), its records without times: here time blocks
+    // of one-byte steps, 406 records in some 410 bytes, whose times would take 3248.
+    let near: Vec<Event> = (0..406 * 7).map(|i| (Vec::new(), Some(i % 7))).collect();
+    let file = write(
+        &near,
+        WriterBuilder::new()
+            .max_body_size(max_body)
+            .block_target(1 << 20),
+    );
+    assert_eq!(read(&file, &options), (near.clone(), vec![]));
+    let low = ReaderBuilder::new().max_body_size(max_body / 2);
+    let (events, errors) = read(&file, &low);
+    assert_eq!(events.len(), near.len());
+    assert!(events.iter().all(|e| e.1.is_none()));
+    assert!(!errors.is_empty());
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("records of one time block")),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn a_time_block_describes_only_the_data_block_right_after_it() {
     let base = 1_000_000_000i64;
     let timed = events(30, |i| Some(base + i as i64));
@@ -373,7 +424,6 @@ fn a_window_reads_exactly_its_records_and_decodes_only_blocks_that_may_hold_them
     assert_eq!(planned.outside_window_blocks, 0, "{planned:?}");
     assert_eq!(planned.untimed_blocks_passed, stats.untimed_blocks_passed);
     assert!(planned.blocks <= 9, "{planned:?}");
-
     // An empty window, and one before every time.
     for window in [
         Window::new(Some(5), Some(4)),
