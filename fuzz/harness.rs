@@ -204,6 +204,19 @@ fn check_window(options: &ReaderBuilder, data: &[u8]) {
         threaded, got,
         "a window read on 2 threads returned other records"
     );
+    // Range reads, cut small, plan each range as one reader plans the whole input.
+    let mut ranged = Collect::default();
+    let on_block = |records: &mut Vec<Vec<u8>>, block: &cobsfile::Block<'_>| {
+        records.extend(block.records().map(<[u8]>::to_vec));
+    };
+    let ranges = windowed.clone().threads(3).min_split(64);
+    if ranges.read_ranges(data, on_block, &mut ranged).is_ok() {
+        let records: Vec<&[u8]> = got.iter().map(|r| r.0.as_slice()).collect();
+        assert!(
+            ranged.records.iter().map(Vec::as_slice).eq(records),
+            "a window read by ranges returned other records"
+        );
+    }
 }
 
 /// The streaming reader over arbitrary bytes fed in chunks of pseudo-random sizes: it returns

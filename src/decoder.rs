@@ -359,6 +359,8 @@ pub struct Decoder {
     /// a plan ([`set_plan`](Self::set_plan)).
     plan: std::collections::VecDeque<Range<u64>>,
     planned: bool,
+    /// Data blocks the plan left out for want of times, until a range read takes them.
+    untimed_planned: u64,
 }
 
 impl Drop for Decoder {
@@ -405,6 +407,7 @@ impl Decoder {
             passed: None,
             plan: std::collections::VecDeque::new(),
             planned: false,
+            untimed_planned: 0,
         }
     }
 
@@ -415,6 +418,8 @@ impl Decoder {
     /// in the stats as if passed over.
     pub(crate) fn set_plan(&mut self, ranges: Vec<Range<u64>>, untimed: u64) {
         self.planned = true;
+        self.stats.untimed_blocks_passed += untimed;
+        self.untimed_planned += untimed;
         let mut ranges = std::collections::VecDeque::from(ranges);
         let Some(first) = ranges.pop_front() else {
             // Nothing to read: a read that ends at once.
@@ -426,12 +431,17 @@ impl Decoder {
         self.stop = first.end;
         self.plan = ranges;
         self.skipped = true;
-        self.stats.untimed_blocks_passed += untimed;
     }
 
     /// Whether the read follows a plan of ranges ([`set_plan`](Self::set_plan)).
     pub(crate) fn has_plan(&self) -> bool {
         self.planned
+    }
+
+    /// The data blocks the plan leaves out for want of times, not taken before: what a range
+    /// read's report counts as passed over.
+    pub(crate) fn take_untimed_planned(&mut self) -> u64 {
+        std::mem::take(&mut self.untimed_planned)
     }
 
     /// Makes this a decoder of the records whose times lie in `window` (spec 9.9), or of all

@@ -197,20 +197,28 @@ impl Index {
         Some(spans)
     }
 
-    /// What a read of `window` reads of the file, by the time index's `spans` (spec 9.9): the
-    /// byte ranges of the runs of blocks it keeps (every block but the time blocks that miss
-    /// the window with their data blocks, and the data blocks no time block describes), in
-    /// order, and the number of data blocks it leaves out for want of times.
+    /// What a read of `window` reads of the blocks opening in `within`, by the time index's
+    /// `spans` (spec 9.9): the byte ranges of the runs of blocks it keeps (every block but the
+    /// time blocks that miss the window with their data blocks, and the data blocks no time
+    /// block describes), in order, and the number of data blocks it leaves out for want of
+    /// times.
     pub(crate) fn window_ranges(
         &self,
         spans: &[Option<TimeSpan>],
         window: Window,
+        within: Range<u64>,
     ) -> (Vec<Range<u64>>, u64) {
         // Runs of blocks kept: (first offset, where the next block opens, last offset).
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut untimed = 0;
-        let mut kept_time = false;
-        for (i, entry) in self.entries.iter().enumerate() {
+        let first = self.entries.partition_point(|e| e.offset < within.start);
+        let last = self.entries.partition_point(|e| e.offset < within.end);
+        // A time block just before `within` decides whether its data block, in it, is kept.
+        let mut kept_time = first.checked_sub(1).is_some_and(|i| {
+            self.entries[i].block_type == BlockType::Time
+                && spans[i].is_none_or(|span| window.meets(span))
+        });
+        for (i, entry) in self.entries.iter().enumerate().take(last).skip(first) {
             let keep = match entry.block_type {
                 BlockType::Time => {
                     // A time block the time index does not list is read, with its data block.

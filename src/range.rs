@@ -542,6 +542,7 @@ fn read_part<T>(
     };
     let mut seen_block = false;
     let passed = &mut Vec::new();
+    part.report.untimed_blocks_passed += reader.decoder().take_untimed_planned();
     loop {
         let item = reader.next_block(ctx, passed);
         // Data blocks a window read passed over came before it.

@@ -483,7 +483,22 @@ impl ReaderBuilder {
         W: RangeWork<T> + ?Sized,
         K: RangeSink<T> + ?Sized,
     {
-        let decoder = |first_sync, stop| self.decoder_for_range(first_sync, stop);
+        // A window read of a slice with a time index reads, in each range, only the runs of
+        // blocks the index says may hold its records (spec 9.9), as one reader does.
+        let time_index = match (self.window, bytes) {
+            (Some(window), range::Bytes::Slice(slice)) => Index::find(slice)
+                .filter(|index| index.start() == 0)
+                .and_then(|index| Some((index.time_spans(slice)?, index, window))),
+            _ => None,
+        };
+        let decoder = |first_sync, stop| {
+            let mut decoder = self.decoder_for_range(first_sync, stop);
+            if let Some((spans, index, window)) = &time_index {
+                let (ranges, untimed) = index.window_ranges(spans, *window, first_sync..stop);
+                decoder.set_plan(ranges, untimed);
+            }
+            decoder
+        };
         let plan = range::Plan {
             span,
             threads: self.threads,
@@ -1392,7 +1407,7 @@ fn plan_window(decoder: &mut Decoder, bytes: &[u8], window: Window) {
         return;
     };
     if let Some(spans) = index.time_spans(bytes) {
-        let (ranges, untimed) = index.window_ranges(&spans, window);
+        let (ranges, untimed) = index.window_ranges(&spans, window, 0..u64::MAX);
         decoder.set_plan(ranges, untimed);
     }
 }
