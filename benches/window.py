@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reading an hour of a month-long log (issue 34's goal): `cat --since/--until` against a
-full `cat`, on a log packed with `pack --time-field`, uncompressed and zstd 3.
+full `cat`, and `sql` with `WHERE ts BETWEEN` against the same query over every row, on a log
+packed with `pack --time-field`, uncompressed and zstd 3.
 
 For each file it reports the time of a full read and of a one-hour window (best of RUNS,
 output to /dev/null, file in the page cache), and the bytes the window read brought in from
@@ -62,6 +63,10 @@ def events(path):
                 + "\n"
             )
     return n
+
+
+def rfc3339(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def best(cmd):
@@ -143,8 +148,9 @@ def main():
             f"| bytes read, read-ahead 128 KiB |"
         )
         print("|---|---|---|---|---|---|---|")
+        rows = []
         for name, extra in [("uncompressed", []), ("zstd 3", ["--zstd", "3"])]:
-            path = os.path.join(tmp, "log.cobs")
+            path = os.path.join(tmp, "events.cobs")
             subprocess.run(
                 [BIN, "pack", "--time-field", "ts", "-f", "-o", path, *extra, src], check=True
             )
@@ -158,11 +164,32 @@ def main():
             read = resident_after(path, cmd)
             small = resident_with_read_ahead(path, cmd, 128)
             small = "-" if small is None else f"{small / 1e6:.2f} MB ({100 * small / size:.2f}%)"
-            print(
-                f"| {name} | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms "
+            rows.append(
+                f"| {name}, `cat` | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms "
                 f"({records:,} records) | 1/{full / part:.0f} | {read / 1e6:.2f} MB "
                 f"({100 * read / size:.2f}%) | {small} |"
             )
+            # The same hour in SQL: the time column is `ts`, the field the times came from.
+            query = "SELECT count(*) AS n, avg(latency_ms) AS latency FROM events"
+            between = f" WHERE ts BETWEEN '{rfc3339(since)}' AND '{rfc3339(until)}'"
+            full = best([BIN, "sql", query, path])
+            part = best([BIN, "sql", query + between, path])
+            answer = subprocess.run(
+                [BIN, "sql", "--format", "csv", query + between, path],
+                capture_output=True,
+                check=True,
+            ).stdout.decode().splitlines()[1].split(",")[0]
+            cmd = [BIN, "sql", query + between, path]
+            read = resident_after(path, cmd)
+            small = resident_with_read_ahead(path, cmd, 128)
+            small = "-" if small is None else f"{small / 1e6:.2f} MB ({100 * small / size:.2f}%)"
+            rows.append(
+                f"| {name}, `sql` | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms "
+                f"({int(answer):,} rows) | 1/{full / part:.0f} | {read / 1e6:.2f} MB "
+                f"({100 * read / size:.2f}%) | {small} |"
+            )
+        for row in rows:
+            print(row)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,11 @@ pub(crate) fn max_timed_records(max_body: usize) -> usize {
     (max_body.saturating_sub(35) / varint::MAX_LEN).max(1)
 }
 
+/// The metadata key (spec 8.8) under which a writer may name the field of its records that
+/// their event times were taken from (`pack --time-field` does), so that tools show the times
+/// under that name.
+pub const TIME_FIELD_KEY: &str = "cobsfile.time_field";
+
 /// What is wrong with a time block's payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bad {

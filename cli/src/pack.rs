@@ -292,9 +292,10 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     }
     let packed = (|| {
         let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;
-        if !args.meta.is_empty() {
+        let meta = metadata(&args);
+        if !meta.is_empty() {
             writer
-                .write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
+                .write_metadata(meta)
                 .map_err(|e| Failure::at(&out_name, e))?;
         }
         let max_len = writer.max_record_len();
@@ -325,6 +326,18 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         output.persist()?;
     }
     Ok(skipped(&lines))
+}
+
+/// The metadata entries a file gets before its records: `--meta`'s, and with `--time-field`
+/// the field its times come from, by which `sql` names the time column.
+fn metadata(args: &Args) -> Vec<(&str, &str)> {
+    let mut entries: Vec<(&str, &str)> = (args.meta.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    if let Some(name) = &args.time_field {
+        entries.push((cobsfile::TIME_FIELD_KEY, name));
+    }
+    entries
 }
 
 /// `--time-field` and `--time-unit`.
@@ -447,9 +460,9 @@ fn append(
             torn.start, torn.end
         );
     }
-    if !args.meta.is_empty() {
-        log.write_metadata(args.meta.iter().map(|(k, v)| (k, v)))
-            .map_err(fail)?;
+    let meta = metadata(args);
+    if !meta.is_empty() {
+        log.write_metadata(meta).map_err(fail)?;
     }
     let max_len = log.max_record_len();
     let records = Records {

@@ -54,7 +54,10 @@ pub use options::{
 };
 pub use read::{read_file, read_object, FileBatches};
 pub use scan::Damage;
-pub use schema::{avro_schema, raw_schema, AVRO_SCHEMA_KEY, RAW_COLUMNS, RECORDS_KEY};
+pub use schema::{
+    avro_schema, raw_schema, time_type, with_time_column, AVRO_SCHEMA_KEY, DEFAULT_TIME_COLUMN,
+    RAW_COLUMNS, RECORDS_KEY, TIME_COLUMN_KEY,
+};
 pub use source::{CobsfileSource, DamageHook};
 pub use store::{
     fetch, fetch_into, fetch_mapped, register_store, store_error_line, ObjectStores, RemoteObject,

@@ -101,6 +101,10 @@ pub struct CobsfileOptions {
     /// The most bytes of Avro schema text held from one file (option `max_schema_bytes`);
     /// the library's default (16 MiB) when unset.
     pub max_schema_bytes: Option<usize>,
+    /// The name of the column of records' event times (option `time_column`; `""` for none).
+    /// Unset, a table whose files have times gets one: named as the field `pack
+    /// --time-field` took the times from, which it replaces, or else `time`.
+    pub time_column: Option<String>,
 }
 
 impl Default for CobsfileOptions {
@@ -115,6 +119,7 @@ impl Default for CobsfileOptions {
             max_body_size: None,
             max_schemas: None,
             max_schema_bytes: None,
+            time_column: None,
         }
     }
 }
@@ -152,6 +157,12 @@ impl CobsfileOptions {
     /// Sets the extension files in a directory must have (`""` for every file).
     pub fn file_extension(mut self, extension: impl Into<String>) -> Self {
         self.file_extension = extension.into();
+        self
+    }
+
+    /// Sets the name of the event time column (`""`: none).
+    pub fn time_column(mut self, name: impl Into<String>) -> Self {
+        self.time_column = Some(name.into());
         self
     }
 
@@ -194,11 +205,13 @@ impl CobsfileOptions {
             "max_body_size" => self.max_body_size = Some(number(value)?),
             "max_schemas" => self.max_schemas = Some(number(value)?),
             "max_schema_bytes" => self.max_schema_bytes = Some(number(value)?),
+            "time_column" => self.time_column = Some(value.to_string()),
             _ => {
                 return Err(plan_datafusion_err!(
                     "unknown cobsfile option '{key}': expected records, on_damage, \
                      schema_infer_max_records, index_statistics, reader_schema, \
-                     file_extension, max_body_size, max_schemas or max_schema_bytes"
+                     file_extension, max_body_size, max_schemas, max_schema_bytes or \
+                     time_column"
                 ))
             }
         }
@@ -232,6 +245,9 @@ impl CobsfileOptions {
         ]);
         if let Some(schema) = &self.reader_schema {
             map.insert("reader_schema".to_string(), schema.clone());
+        }
+        if let Some(name) = &self.time_column {
+            map.insert("time_column".to_string(), name.clone());
         }
         for (key, value) in [
             ("max_body_size", self.max_body_size),
@@ -279,6 +295,7 @@ mod tests {
             .index_statistics(false)
             .reader_schema("\"long\"")
             .file_extension(".log")
+            .time_column("ts")
             .schema_infer_max_records(7);
         let back = CobsfileOptions::new().with_map(&options.to_map()).unwrap();
         assert_eq!(back, options);

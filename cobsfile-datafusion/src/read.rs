@@ -10,7 +10,7 @@ use datafusion::common::{plan_datafusion_err, Result};
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
-use crate::schema::{infer, mode_of};
+use crate::schema::{infer, mode_of, time_column_of};
 
 /// Rows of one file, and what its read skipped.
 #[derive(Debug, Clone)]
@@ -111,10 +111,13 @@ fn read_whole(
             })
             .collect::<Result<Vec<usize>>>()?,
     };
+    let time = time_column_of(&schema, options)
+        .and_then(|column| projection.iter().position(|&c| c == column));
     let spec = ScanSpec {
         mode,
         projected: Arc::new(schema.project(&projection)?),
         projection,
+        time,
         batch_size: batch_size.max(1),
         limit: None,
         options: options.clone(),
@@ -227,6 +230,7 @@ mod tests {
                         mode: crate::schema::Mode::Raw,
                         projected: whole.schema.clone(),
                         projection: vec![0],
+                        time: None,
                         batch_size: 7,
                         limit: None,
                         options: options.clone(),

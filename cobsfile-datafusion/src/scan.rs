@@ -11,9 +11,10 @@ use std::sync::Arc;
 use arrow_avro::reader::{Decoder as AvroDecoder, ReaderBuilder as AvroArrowBuilder};
 use arrow_avro::schema::AvroSchema;
 use datafusion::arrow::array::{
-    ArrayRef, BinaryBuilder, RecordBatch, RecordBatchOptions, StringArray, UInt64Builder,
+    ArrayRef, BinaryBuilder, RecordBatch, RecordBatchOptions, StringArray,
+    TimestampNanosecondBuilder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::json::reader::{Decoder as JsonDecoder, ReaderBuilder as JsonBuilder};
 use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
 
@@ -85,6 +86,9 @@ pub(crate) struct ScanSpec {
     pub projected: SchemaRef,
     /// Their indices in the file schema.
     pub projection: Vec<usize>,
+    /// Where the event time column is among the projected columns, if it is one of them:
+    /// the other columns are made from the records, this one from their times.
+    pub time: Option<usize>,
     pub batch_size: usize,
     /// Rows after which the scan stops.
     pub limit: Option<usize>,
@@ -123,6 +127,20 @@ impl<'a> Whole<'a> {
         }
     }
 
+    /// The file's intact metadata blocks, in file order.
+    pub(crate) fn metadata(
+        &self,
+        file: &str,
+        reader: &cobsfile::ReaderBuilder,
+    ) -> Result<Vec<cobsfile::Metadata>> {
+        Ok(match self {
+            Whole::Slice(bytes) => reader.from_slice(bytes).metadata().flatten().collect(),
+            Whole::Remote(remote) => remote
+                .metadata(reader)
+                .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
+        })
+    }
+
     /// The file's Avro schemas, in file order, held within the options' limits.
     pub(crate) fn schemas(
         &self,
@@ -130,15 +148,10 @@ impl<'a> Whole<'a> {
         reader: &cobsfile::ReaderBuilder,
         options: &CobsfileOptions,
     ) -> Result<Schemas> {
-        Ok(match self {
-            Whole::Slice(bytes) => Schemas::scan_limited(bytes, reader, options.schema_limits()),
-            Whole::Remote(remote) => Schemas::of_metadata(
-                remote
-                    .metadata(reader)
-                    .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
-                options.schema_limits(),
-            ),
-        })
+        Ok(Schemas::of_metadata(
+            self.metadata(file, reader)?,
+            options.schema_limits(),
+        ))
     }
 
     /// Fails for a file that is not a cobsfile (spec 9.5, as the library decides it).
@@ -175,11 +188,22 @@ impl<'a> Whole<'a> {
         options: &CobsfileOptions,
         max_records: usize,
     ) -> Result<Sample> {
-        let schemas = self.schemas(file, reader, options)?;
-        Ok(match self {
+        let metadata = self.metadata(file, reader)?;
+        let time_field = metadata.iter().find_map(|block| {
+            let (_, name) = (block.entries.iter()).find(|(k, _)| k == cobsfile::TIME_FIELD_KEY)?;
+            String::from_utf8(name.clone()).ok()
+        });
+        let indexed_times = self
+            .index()
+            .is_some_and(|index| (index.entries().iter()).any(|e| e.block_type == BlockType::Time));
+        let schemas = Schemas::of_metadata(metadata, options.schema_limits());
+        let mut found = match self {
             Whole::Slice(bytes) => sample(&schemas, reader.from_slice(bytes), options, max_records),
             Whole::Remote(remote) => sample(&schemas, remote.reader(reader), options, max_records),
-        })
+        };
+        found.timed |= indexed_times || time_field.is_some();
+        found.time_field = time_field;
+        Ok(found)
     }
 
     fn read_ranges_within<T, W, K>(
@@ -295,7 +319,13 @@ impl Work<'_> {
     fn records(&self, part: &mut Batches, block: &cobsfile::Block<'_>) -> Result<()> {
         let offset = block.info().offset;
         let typed = matches!(self.spec.mode, Mode::Avro(_));
-        for (index, record) in block.records().enumerate() {
+        let mut records = block.records();
+        let mut index = 0;
+        while let Some(record) = records.next() {
+            let index = {
+                index += 1;
+                index - 1
+            };
             if typed {
                 let check = part.check.get_or_insert_with(|| {
                     RecordCheck::new(self.schemas.clone(), DatumLimits::default())
@@ -332,7 +362,7 @@ impl Work<'_> {
                 }
             }
             let rows = self.rows(part)?;
-            rows.push(record, offset, index as u64)?;
+            rows.push(record, records.time(), offset, index as u64)?;
             let full = rows.len() >= self.rows_per_batch;
             part.pending += record.len();
             if full || part.pending >= MAX_BATCH_BYTES {
@@ -450,8 +480,82 @@ impl cobsfile::RangeSink<Batches> for Out<'_> {
     }
 }
 
-/// Rows being gathered into a batch.
-enum Rows {
+/// Rows being gathered into a batch: the columns made from records, and the event time
+/// column if the scan has one.
+struct Rows {
+    kind: Kind,
+    time: Option<TimeColumn>,
+}
+
+/// The event time column being gathered.
+struct TimeColumn {
+    /// Its place among the scan's columns.
+    at: usize,
+    times: TimestampNanosecondBuilder,
+    /// The scan's columns, this one among them.
+    schema: SchemaRef,
+}
+
+impl Rows {
+    fn new(spec: &ScanSpec, file: &str, schemas: &Schemas) -> Result<Self> {
+        let Some(at) = spec.time else {
+            return Ok(Rows {
+                kind: Kind::new(spec, file, schemas)?,
+                time: None,
+            });
+        };
+        // The record columns are made as a scan without the time column makes them.
+        let mut inner = spec.clone();
+        inner.projection.remove(at);
+        let mut fields: Vec<_> = spec.projected.fields().iter().cloned().collect();
+        fields.remove(at);
+        inner.projected = Arc::new(Schema::new_with_metadata(
+            fields,
+            spec.projected.metadata().clone(),
+        ));
+        inner.time = None;
+        Ok(Rows {
+            kind: Kind::new(&inner, file, schemas)?,
+            time: Some(TimeColumn {
+                at,
+                times: TimestampNanosecondBuilder::new().with_timezone("UTC"),
+                schema: spec.projected.clone(),
+            }),
+        })
+    }
+
+    fn push(&mut self, record: &[u8], time: Option<i64>, offset: u64, index: u64) -> Result<()> {
+        self.kind.push(record, offset, index)?;
+        if let Some(column) = &mut self.time {
+            column.times.append_option(time);
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.kind.len()
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(batch) = self.kind.flush()? else {
+            return Ok(None);
+        };
+        let Some(column) = &mut self.time else {
+            return Ok(Some(batch));
+        };
+        let mut columns = batch.columns().to_vec();
+        columns.insert(column.at, Arc::new(column.times.finish()));
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(Some(RecordBatch::try_new_with_options(
+            column.schema.clone(),
+            columns,
+            &options,
+        )?))
+    }
+}
+
+/// The columns made from records, being gathered.
+enum Kind {
     /// No column asked for (`count(*)`): rows counted, records not decoded.
     Count {
         rows: usize,
@@ -462,16 +566,16 @@ enum Rows {
     Avro(AvroRows),
 }
 
-impl Rows {
+impl Kind {
     fn new(spec: &ScanSpec, file: &str, schemas: &Schemas) -> Result<Self> {
         if spec.projection.is_empty() {
-            return Ok(Rows::Count {
+            return Ok(Kind::Count {
                 rows: 0,
                 schema: spec.projected.clone(),
             });
         }
         Ok(match &spec.mode {
-            Mode::Raw => Rows::Raw(RawRows {
+            Mode::Raw => Kind::Raw(RawRows {
                 columns: spec.projection.clone(),
                 schema: spec.projected.clone(),
                 file: file.to_string(),
@@ -480,7 +584,7 @@ impl Rows {
                 ordinals: UInt64Builder::new(),
                 rows: 0,
             }),
-            Mode::Json => Rows::Json(JsonRows {
+            Mode::Json => Kind::Json(JsonRows {
                 decoder: JsonBuilder::new(spec.projected.clone())
                     .with_batch_size(spec.batch_size.max(1))
                     .build_decoder()?,
@@ -489,41 +593,41 @@ impl Rows {
                 blocks: None,
             }),
             Mode::Avro(reader_schema) => {
-                Rows::Avro(AvroRows::new(spec, reader_schema, file, schemas)?)
+                Kind::Avro(AvroRows::new(spec, reader_schema, file, schemas)?)
             }
         })
     }
 
     fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
         match self {
-            Rows::Count { rows, .. } => {
+            Kind::Count { rows, .. } => {
                 *rows += 1;
                 Ok(())
             }
-            Rows::Raw(raw) => {
+            Kind::Raw(raw) => {
                 raw.records.append_value(record);
                 raw.offsets.append_value(offset);
                 raw.ordinals.append_value(index);
                 raw.rows += 1;
                 Ok(())
             }
-            Rows::Json(json) => json.push(record, offset, index),
-            Rows::Avro(avro) => avro.push(record, offset, index),
+            Kind::Json(json) => json.push(record, offset, index),
+            Kind::Avro(avro) => avro.push(record, offset, index),
         }
     }
 
     fn len(&self) -> usize {
         match self {
-            Rows::Count { rows, .. } => *rows,
-            Rows::Raw(raw) => raw.rows,
-            Rows::Json(json) => json.decoder.len(),
-            Rows::Avro(avro) => avro.rows,
+            Kind::Count { rows, .. } => *rows,
+            Kind::Raw(raw) => raw.rows,
+            Kind::Json(json) => json.decoder.len(),
+            Kind::Avro(avro) => avro.rows,
         }
     }
 
     fn flush(&mut self) -> Result<Option<RecordBatch>> {
         match self {
-            Rows::Count { rows, schema } => {
+            Kind::Count { rows, schema } => {
                 if *rows == 0 {
                     return Ok(None);
                 }
@@ -535,9 +639,9 @@ impl Rows {
                     &options,
                 )?))
             }
-            Rows::Raw(raw) => raw.flush(),
-            Rows::Json(json) => json.flush(),
-            Rows::Avro(avro) => avro.flush(),
+            Kind::Raw(raw) => raw.flush(),
+            Kind::Json(json) => json.flush(),
+            Kind::Avro(avro) => avro.flush(),
         }
     }
 }

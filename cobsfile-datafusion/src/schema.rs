@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow_avro::reader::ReaderBuilder as AvroArrowBuilder;
 use arrow_avro::schema::{AvroSchema, Fingerprint, SchemaStore};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::common::{exec_datafusion_err, plan_datafusion_err, Result};
 
 use cobsfile::avro::Schemas;
@@ -23,6 +23,18 @@ use crate::options::{CobsfileOptions, RecordFormat};
 pub const RECORDS_KEY: &str = "cobsfile.records";
 /// The schema metadata key holding the Avro schema (JSON) records are resolved to.
 pub const AVRO_SCHEMA_KEY: &str = "avro.schema";
+
+/// The schema metadata key naming the column of records' event times, if the table has one.
+pub const TIME_COLUMN_KEY: &str = "cobsfile.time_column";
+
+/// The name the event time column has when nothing names it.
+pub const DEFAULT_TIME_COLUMN: &str = "time";
+
+/// The type of the event time column: nanoseconds since the Unix epoch, UTC, as the file
+/// holds them (spec 8.8).
+pub fn time_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
 
 /// The columns of raw mode, in order.
 pub const RAW_COLUMNS: [&str; 4] = ["record", "file", "block_offset", "ordinal"];
@@ -132,6 +144,12 @@ pub(crate) struct Sample {
     /// The top-level keys of the sampled JSON objects, in the order they first appear: the
     /// order of the table's columns (a parsed `Value` may sort its keys).
     pub keys: Vec<String>,
+    /// Whether the file has event times: records sampled with times, time blocks in its
+    /// index, or a field named as their source.
+    pub timed: bool,
+    /// The field the file's times were taken from, as its metadata names it
+    /// ([`cobsfile::TIME_FIELD_KEY`]).
+    pub time_field: Option<String>,
 }
 
 /// The keys of a JSON object, in order, its values skipped.
@@ -175,6 +193,7 @@ pub(crate) fn sample<S: cobsfile::Source>(
         .map(|schema| (schema.fingerprint(), schema.json().to_string()))
         .collect();
     let mut records = Vec::new();
+    let mut timed = false;
     let (mut keys, mut seen) = (Vec::new(), std::collections::HashSet::new());
     let typed = match options.records {
         RecordFormat::Auto => !avro.is_empty() || options.reader_schema.is_some(),
@@ -192,6 +211,7 @@ pub(crate) fn sample<S: cobsfile::Source>(
                 Some(Err(_)) => break,
                 Some(Ok(block)) if block.info().block_type == BlockType::Data => {
                     let offset = block.info().offset;
+                    timed |= block.times().is_some();
                     for record in block.records().take(max_records - records.len()) {
                         let value = serde_json::from_slice::<serde_json::Value>(record).ok();
                         if let Ok(Keys(found)) = serde_json::from_slice::<Keys>(record) {
@@ -212,6 +232,8 @@ pub(crate) fn sample<S: cobsfile::Source>(
         avro,
         records,
         keys,
+        timed,
+        time_field: None,
     }
 }
 
@@ -289,5 +311,43 @@ pub(crate) fn infer(samples: &[(String, Sample)], options: &CobsfileOptions) -> 
         }
         RecordFormat::Raw | RecordFormat::Auto => raw_schema(),
     };
-    Ok(Arc::new(schema))
+    let declared = samples.iter().find_map(|(_, s)| s.time_field.clone());
+    let name = match &options.time_column {
+        Some(name) => Some(name.clone()).filter(|name| !name.is_empty()),
+        None => declared.or_else(|| {
+            let timed = samples.iter().any(|(_, s)| s.timed);
+            timed.then(|| DEFAULT_TIME_COLUMN.to_string())
+        }),
+    };
+    Ok(Arc::new(match name {
+        Some(name) => with_time_column(schema, &name),
+        None => schema,
+    }))
+}
+
+/// `schema` with a column of records' event times named `name` ([`time_type`], nullable: a
+/// record without a time has none): in place of the column of that name if there is one (the
+/// field `pack --time-field` took the times from, now typed), else after the others.
+pub fn with_time_column(schema: Schema, name: &str) -> Schema {
+    let column = Arc::new(Field::new(name, time_type(), true));
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    match fields.iter().position(|f| f.name() == name) {
+        Some(at) => fields[at] = column,
+        None => fields.push(column),
+    }
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(TIME_COLUMN_KEY.to_string(), name.to_string());
+    Schema::new_with_metadata(fields, metadata)
+}
+
+/// The index of the event time column of a table's schema: the one its metadata names, or
+/// for a schema written by hand, the column the option `time_column` names (if of
+/// [`time_type`]).
+pub(crate) fn time_column_of(schema: &Schema, options: &CobsfileOptions) -> Option<usize> {
+    let name = match schema.metadata().get(TIME_COLUMN_KEY) {
+        Some(name) => name.as_str(),
+        None => options.time_column.as_deref().filter(|n| !n.is_empty())?,
+    };
+    let (at, field) = schema.column_with_name(name)?;
+    (*field.data_type() == time_type()).then_some(at)
 }

@@ -4,18 +4,23 @@
 use std::fmt;
 use std::sync::Arc;
 
+use cobsfile::Window;
 use datafusion::arrow::array::RecordBatch;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{exec_datafusion_err, Result};
+use datafusion::common::{exec_datafusion_err, Result, ScalarValue};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{
     FileOpenFuture, FileOpener, FileScanConfig, FileSource,
 };
 use datafusion::datasource::projection::{ProjectionOpener, SplitProjection};
 use datafusion::datasource::table_schema::TableSchema;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
 use datafusion::physical_expr::projection::ProjectionExprs;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::DisplayFormatType;
 use futures::StreamExt;
@@ -23,7 +28,7 @@ use object_store::ObjectStore;
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
-use crate::schema::mode_of;
+use crate::schema::{mode_of, time_column_of};
 use crate::store::FileBytes;
 
 /// Called with every damaged range and skipped record a scan meets (besides the metrics and
@@ -39,6 +44,9 @@ pub struct CobsfileSource {
     batch_size: Option<usize>,
     metrics: ExecutionPlanMetricsSet,
     hook: Option<DamageHook>,
+    /// The event times the query's filters leave (from those on the time column): the scan
+    /// reads only the blocks that may hold them (spec 9.9).
+    window: Option<Window>,
 }
 
 impl fmt::Debug for CobsfileSource {
@@ -46,6 +54,7 @@ impl fmt::Debug for CobsfileSource {
         f.debug_struct("CobsfileSource")
             .field("options", &self.options)
             .field("file_indices", &self.projection.file_indices)
+            .field("window", &self.window)
             .finish()
     }
 }
@@ -61,6 +70,7 @@ impl CobsfileSource {
             batch_size: None,
             metrics: ExecutionPlanMetricsSet::new(),
             hook: None,
+            window: None,
         }
     }
 
@@ -74,6 +84,73 @@ impl CobsfileSource {
     pub fn options(&self) -> &CobsfileOptions {
         &self.options
     }
+
+    /// The window of event times the scan reads, if its filters set one.
+    pub fn window(&self) -> Option<Window> {
+        self.window
+    }
+
+    /// Reads only records whose event times are in `window` (as a query's filters on the
+    /// time column do).
+    pub fn with_window(mut self, window: Option<Window>) -> Self {
+        self.window = window;
+        self
+    }
+}
+
+/// Narrows `window` by `filter` if it bounds the time column (index `column` of the table's
+/// schema) by a literal time, alone or in a conjunction: `ts >= t`, `ts < t`, `t <= ts`,
+/// `ts = t`, and `BETWEEN`, which the planner makes into two of these. Returns whether it did.
+fn narrow(window: &mut Window, filter: &Arc<dyn PhysicalExpr>, column: usize) -> bool {
+    let Some(binary) = filter.downcast_ref::<BinaryExpr>() else {
+        return false;
+    };
+    if *binary.op() == Operator::And {
+        let left = narrow(window, binary.left(), column);
+        return narrow(window, binary.right(), column) | left;
+    }
+    let is_column = |e: &Arc<dyn PhysicalExpr>| {
+        e.downcast_ref::<Column>()
+            .is_some_and(|c| c.index() == column)
+    };
+    let time = |e: &Arc<dyn PhysicalExpr>| match e.downcast_ref::<Literal>()?.value() {
+        ScalarValue::TimestampNanosecond(Some(t), _) => Some(*t),
+        _ => None,
+    };
+    // As `column op t`.
+    let (op, t) = match (binary.left(), binary.right()) {
+        (c, l) if is_column(c) => (*binary.op(), time(l)),
+        (l, c) if is_column(c) => match binary.op().swap() {
+            Some(op) => (op, time(l)),
+            None => return false,
+        },
+        _ => return false,
+    };
+    let Some(t) = t else {
+        return false;
+    };
+    let (since, until) = match op {
+        Operator::Eq => (Some(t), Some(t)),
+        Operator::GtEq => (Some(t), None),
+        Operator::LtEq => (None, Some(t)),
+        // No time is after `i64::MAX` or before `i64::MIN`: then an empty window.
+        Operator::Gt => match t.checked_add(1) {
+            Some(since) => (Some(since), None),
+            None => (Some(i64::MAX), Some(i64::MIN)),
+        },
+        Operator::Lt => match t.checked_sub(1) {
+            Some(until) => (None, Some(until)),
+            None => (Some(i64::MAX), Some(i64::MIN)),
+        },
+        _ => return false,
+    };
+    if let Some(since) = since {
+        window.since = Some(window.since.map_or(since, |s| s.max(since)));
+    }
+    if let Some(until) = until {
+        window.until = Some(window.until.map_or(until, |u| u.min(until)));
+    }
+    true
 }
 
 impl FileSource for CobsfileSource {
@@ -91,16 +168,23 @@ impl FileSource for CobsfileSource {
             )
         })?;
         let projection = self.projection.file_indices.clone();
+        let time = time_column_of(file_schema, &self.options)
+            .and_then(|column| projection.iter().position(|&c| c == column));
+        let reader = match self.window {
+            Some(window) => self.options.reader().window(window),
+            None => self.options.reader(),
+        };
         let spec = ScanSpec {
             mode,
             projected: Arc::new(file_schema.project(&projection)?),
             projection,
+            time,
             batch_size: self
                 .batch_size
                 .ok_or_else(|| exec_datafusion_err!("no batch size set for the cobsfile scan"))?,
             limit: base_config.limit,
             options: self.options.clone(),
-            reader: self.options.reader(),
+            reader,
         };
         let metrics = Metrics {
             damaged_ranges: MetricBuilder::new(&self.metrics).counter("damaged_ranges", partition),
@@ -150,7 +234,48 @@ impl FileSource for CobsfileSource {
     }
 
     fn fmt_extra(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, ", on_damage={}", self.options.on_damage)
+        write!(f, ", on_damage={}", self.options.on_damage)?;
+        if let Some(window) = self.window {
+            let bound = |t: Option<i64>| t.map_or(String::new(), |t| t.to_string());
+            write!(
+                f,
+                ", time={}..={}",
+                bound(window.since),
+                bound(window.until)
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Filters on the event time column narrow the window of times the scan reads; they are
+    /// all still applied above the scan (which returns exactly the window's records, so
+    /// applying them again costs little).
+    fn try_pushdown_filters(
+        &self,
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn FileSource>>> {
+        let unchanged = vec![PushedDown::No; filters.len()];
+        let Some(column) = time_column_of(self.table_schema.file_schema(), &self.options) else {
+            return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
+                unchanged,
+            ));
+        };
+        let mut window = self.window.unwrap_or_default();
+        let mut narrowed = false;
+        for filter in &filters {
+            narrowed |= narrow(&mut window, filter, column);
+        }
+        if !narrowed {
+            return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
+                unchanged,
+            ));
+        }
+        let source = self.clone().with_window(Some(window));
+        Ok(
+            FilterPushdownPropagation::with_parent_pushdown_result(unchanged)
+                .with_updated_node(Arc::new(source)),
+        )
     }
 
     fn apply_expressions(

@@ -61,6 +61,18 @@ def test_a_window_reads_exactly_its_records(tmp_path, threads):
         assert list(r) == []
 
 
+def test_arrow_tables_have_a_time_column(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    path = tmp_path / "t.cobs"
+    write(path)
+    with cobsfile.open(path) as r:
+        table = r.to_arrow(records="json")
+    # The times as `cobsfile sql` shows them: a timestamp column, null where a record has none.
+    assert table.schema.field("time").type == pa.timestamp("ns", tz="UTC")
+    assert table.column("time").cast(pa.int64()).to_pylist() == [t for _, t in events()]
+    assert table.column_names == ["n", "time"]
+
+
 def test_appended_times(tmp_path):
     path = tmp_path / "log.cobs"
     with cobsfile.Appender(path, durability="flush") as log:
