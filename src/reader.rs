@@ -532,6 +532,36 @@ impl ReaderBuilder {
         Ok(report)
     }
 
+    /// The metadata blocks of `bytes`, in file order: when it ends with a usable index (from
+    /// offset 0), the ones the index lists, each read where the index says it is (a few pages
+    /// of a mapped file, whatever its size); otherwise, or if one of them is not there, those
+    /// a skipping scan finds (spec 9.3), damaged ones left out.
+    pub fn metadata_of(&self, bytes: &[u8]) -> Vec<Metadata> {
+        let listed = Index::find(bytes)
+            .filter(|index| index.start() == 0)
+            .and_then(|index| {
+                let metadata = index.entries().iter();
+                metadata
+                    .filter(|e| e.block_type == BlockType::Metadata)
+                    .map(|e| {
+                        // The block, and its closing sync byte.
+                        let end = e.offset.checked_add(e.size)?.checked_add(1)?;
+                        let piece = bytes
+                            .get(usize::try_from(e.offset).ok()?..usize::try_from(end).ok()?)?;
+                        let mut reader = self.stream_reader_at(io::Cursor::new(piece), e.offset);
+                        match reader.metadata().next() {
+                            Some(Ok(found)) if found.offset == e.offset => Some(found),
+                            _ => None,
+                        }
+                    })
+                    .collect::<Option<Vec<_>>>()
+            });
+        match listed {
+            Some(found) => found,
+            None => self.from_slice(bytes).metadata().flatten().collect(),
+        }
+    }
+
     /// Whether `bytes` are not a cobsfile at all (spec 9.5; see
     /// [`NotACobsfile`](crate::NotACobsfile)), read with these options up to the first intact
     /// block: what a reader that returns nothing from an input should ask before it calls the

@@ -465,3 +465,34 @@ fn a_lying_index_is_not_trusted() {
     assert!(errors.is_empty());
     assert_eq!(blocks, 12, "read from the start");
 }
+
+#[test]
+fn metadata_by_the_index_is_what_a_scan_finds() {
+    let mut writer = cobsfile::WriterBuilder::new()
+        .block_target(200)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..300 {
+        if i % 100 == 0 {
+            writer.write_metadata([("part", format!("{i}"))]).unwrap();
+        }
+        writer
+            .write_record(format!("record {i}").as_bytes())
+            .unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let options = cobsfile::ReaderBuilder::new();
+    let scanned: Vec<_> = options.from_slice(&file).metadata().flatten().collect();
+    assert_eq!(scanned.len(), 3);
+    assert_eq!(options.metadata_of(&file), scanned);
+    // Without the index (cut off), or with a block gone from where it lists it, the scan.
+    let cut = &file[..file.len() - 40];
+    let scanned_cut: Vec<_> = options.from_slice(cut).metadata().flatten().collect();
+    assert_eq!(options.metadata_of(cut), scanned_cut);
+    let mut moved = file.clone();
+    let at = scanned[1].offset as usize + 3;
+    moved[at] ^= 0x40;
+    let damaged: Vec<_> = options.from_slice(&moved).metadata().flatten().collect();
+    assert_eq!(damaged.len(), 2);
+    assert_eq!(options.metadata_of(&moved), damaged);
+}

@@ -134,7 +134,7 @@ impl<'a> Whole<'a> {
         reader: &cobsfile::ReaderBuilder,
     ) -> Result<Vec<cobsfile::Metadata>> {
         Ok(match self {
-            Whole::Slice(bytes) => reader.from_slice(bytes).metadata().flatten().collect(),
+            Whole::Slice(bytes) => reader.metadata_of(bytes),
             Whole::Remote(remote) => remote
                 .metadata(reader)
                 .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
