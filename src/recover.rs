@@ -1,9 +1,11 @@
 //! Recovery: a new, valid file holding every intact block of a damaged one.
 //!
 //! Intact blocks are copied byte for byte, in file order, behind a fresh header and ahead of a
-//! fresh index and end block; damaged bytes, padding, extra header blocks (from concatenated
-//! files), old index blocks and old end blocks (they describe the old file) are left out, so
-//! the output is a finished file (spec 9.5.1) whatever the input was. A block is intact when a full read returns it, so its CRC
+//! fresh time index, index and end block; damaged bytes, padding, extra header blocks (from
+//! concatenated files), old index, time index and end blocks (they describe the old file), and
+//! time blocks that describe no block (spec 8.8: next to another block in the output they
+//! could describe the wrong records) are left out, so the output is a finished file (spec
+//! 9.5.1) whatever the input was. A block is intact when a full read returns it, so its CRC
 //! checked; nothing else is ever copied. Because blocks are copied as they are and what is
 //! added depends only on them, recovering a recovered file gives the same bytes again.
 
@@ -18,6 +20,7 @@ use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::range::RangeSink;
 use crate::reader::ReaderBuilder;
 use crate::report::Report;
+use crate::time::TimeSpan;
 
 /// What [`recover`] wrote, and what the input held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,6 +105,7 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
         written: header.len() as u64,
         index: IndexBuilder::new(true),
         failed: None,
+        time: None,
     };
     copier.out.write_all(&header)?;
     copier.index.push(&header[1..], 0);
@@ -120,6 +124,14 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
         return Err(e.into());
     }
     let mut block = Vec::new();
+    // A time index of the time blocks copied, right before the index, which lists it (8.9).
+    if let Some(payload) = copier.index.time_payload(DEFAULT_MAX_BODY_SIZE) {
+        let start = block::encode(types::TIME_INDEX, &payload, None, &mut block)?;
+        copier.out.write_all(&block[start..])?;
+        copier.index.push(&block[start..], 0);
+        copier.blocks += 1;
+        copier.written += (block.len() - start) as u64;
+    }
     if let Some(payload) = copier.index.payload(DEFAULT_MAX_BODY_SIZE) {
         let start = block::encode(types::INDEX, &payload, None, &mut block)?;
         copier.out.write_all(&block[start..])?;
@@ -142,21 +154,48 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     })
 }
 
-/// Notes where an intact block to copy lies, with its record count for the index: the bytes
-/// after its opening sync byte, which the output already ends with, up to and including its
-/// closing one. Header, index and end blocks are not copied: the output has its own.
-fn copy_range(ranges: &mut Vec<(Range<usize>, u64)>, block: &Block<'_>) {
-    let info = block.info();
-    let records = match info.block_type {
-        BlockType::Header | BlockType::Index | BlockType::End => return,
-        BlockType::Data => info.items.unwrap_or(0),
-        _ => 0,
-    };
-    let start = info.offset as usize + 1;
-    ranges.push((start..start + info.size as usize, records));
+/// An intact block to copy: the bytes after its opening sync byte, which the output already
+/// ends with, up to and including its closing one, and what the output's index needs of it.
+struct Copy {
+    range: Range<usize>,
+    kind: Kind,
 }
 
-/// Writes the blocks a read found, in order.
+/// What a copied block is to the output's index and to pairing (spec 8.8).
+enum Kind {
+    /// A time block, with the span of its times: copied only with the data block it describes.
+    Time(TimeSpan),
+    /// A data block with its record count, and whether a time block describes it.
+    Data {
+        records: u64,
+        timed: bool,
+    },
+    Other,
+}
+
+/// Notes where an intact block to copy lies. Header, index, time index and end blocks are not
+/// copied: the output has its own.
+fn copy_range(copies: &mut Vec<Copy>, block: &Block<'_>) {
+    let info = block.info();
+    let kind = match info.block_type {
+        BlockType::Header | BlockType::Index | BlockType::TimeIndex | BlockType::End => return,
+        BlockType::Data => Kind::Data {
+            records: info.items.unwrap_or(0),
+            timed: block.times().is_some(),
+        },
+        BlockType::Time => match block.times().and_then(TimeSpan::of) {
+            Some(span) => Kind::Time(span),
+            None => return,
+        },
+        _ => Kind::Other,
+    };
+    let start = info.offset as usize + 1;
+    copies.push(Copy {
+        range: start..start + info.size as usize,
+        kind,
+    });
+}
+
 struct Copier<'a, W> {
     bytes: &'a [u8],
     out: W,
@@ -165,20 +204,45 @@ struct Copier<'a, W> {
     /// The index of the output, built as blocks are copied.
     index: IndexBuilder,
     failed: Option<io::Error>,
+    /// A time block copied only if the block after it is the data block it describes: one
+    /// whose data block was lost would describe whatever the output put next to it.
+    time: Option<(Range<usize>, TimeSpan)>,
 }
 
-impl<W: Write> RangeSink<Vec<(Range<usize>, u64)>> for Copier<'_, W> {
-    fn part(&mut self, ranges: Vec<(Range<usize>, u64)>) -> ControlFlow<()> {
-        for (range, records) in ranges {
-            let len = range.len() as u64;
-            let block = &self.bytes[range];
-            if let Err(e) = self.out.write_all(block) {
+impl<W: Write> Copier<'_, W> {
+    fn write(&mut self, range: Range<usize>, records: u64) -> io::Result<()> {
+        let block = &self.bytes[range];
+        self.out.write_all(block)?;
+        self.index.push(block, records);
+        self.blocks += 1;
+        self.written += block.len() as u64;
+        Ok(())
+    }
+
+    fn copy(&mut self, copy: Copy) -> io::Result<()> {
+        let time = self.time.take();
+        match copy.kind {
+            Kind::Time(span) => self.time = Some((copy.range, span)),
+            Kind::Data { records, timed } => {
+                if let (Some((range, span)), true) = (time, timed) {
+                    self.index.push_time(span);
+                    self.write(range, 0)?;
+                }
+                self.write(copy.range, records)?;
+            }
+            Kind::Other => self.write(copy.range, 0)?,
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> RangeSink<Vec<Copy>> for Copier<'_, W> {
+    fn part(&mut self, copies: Vec<Copy>) -> ControlFlow<()> {
+        for copy in copies {
+            if let Err(e) = self.copy(copy) {
                 self.failed = Some(e);
                 return ControlFlow::Break(());
             }
-            self.index.push(block, records);
-            self.blocks += 1;
-            self.written += len;
         }
         ControlFlow::Continue(())
     }

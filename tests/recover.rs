@@ -1442,3 +1442,69 @@ fn a_change_a_zstd_frame_decodes_away_reads_as_written() {
     // With the pinned zstd (1.5.7), some flips in the dictionary block's frame decode away.
     assert!(decoded_away > 0);
 }
+
+/// Records and their times as a full read gives them.
+fn timed(bytes: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
+    let mut reader = ReaderBuilder::new().from_slice(bytes);
+    let mut out = Vec::new();
+    while let Some(item) = reader.next_record() {
+        if let Ok(record) = item {
+            let record = record.to_vec();
+            out.push((record, reader.record_time()));
+        }
+    }
+    out
+}
+
+/// A time block whose data block was lost describes no block; copied next to the next data
+/// block of as many records it would lend it its times. Recovery leaves it out, writes a time
+/// index of the time blocks it keeps, and a file without damage comes back byte for byte.
+#[test]
+fn recovery_never_lends_a_time_to_the_wrong_records() {
+    let mut writer = WriterBuilder::new()
+        .block_target(64)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..40i64 {
+        let record = format!("record {i:03} {}", "x".repeat(60));
+        match i {
+            // Record 11 has no time: its data block follows record 10's directly.
+            11 => writer.write_record(record.as_bytes()).unwrap(),
+            _ => writer.write_record_at(record.as_bytes(), i * 1000).unwrap(),
+        }
+    }
+    let file = writer.finish().unwrap();
+    let mut out = Vec::new();
+    cobsfile::recover(&file, &ReaderBuilder::new(), &mut out).unwrap();
+    assert!(out == file, "an undamaged file recovers to itself");
+
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    let mut data = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let info = block.unwrap().info().clone();
+        if info.block_type == BlockType::Data {
+            data.push(info);
+        }
+    }
+    // A byte of record 10's data block flipped: its time block describes nothing.
+    let mut damaged = file.clone();
+    damaged[(data[10].offset + 5) as usize] ^= 0x20;
+    let before = timed(&damaged);
+    assert_eq!(before.len(), 39);
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&damaged, &ReaderBuilder::new(), &mut out).unwrap();
+    assert_eq!(recovery.report.damaged.len(), 1);
+    assert_eq!(timed(&out), before);
+    for (record, time) in timed(&out) {
+        let i: i64 = std::str::from_utf8(&record[7..10])
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(time, (i != 11).then_some(i * 1000), "record {i}");
+    }
+    // The output's time index serves window reads.
+    let window = cobsfile::Window::new(Some(20_000), Some(24_000));
+    let mut reader = ReaderBuilder::new().window(window).from_slice(&out);
+    assert!(reader.reads_by_time_index());
+    assert_eq!(reader.read_all().0.len(), 5);
+}

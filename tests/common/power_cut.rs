@@ -40,6 +40,12 @@ pub fn record(i: u64, len: usize) -> Vec<u8> {
     r
 }
 
+/// The event time of record `i`, if it was appended with one (the records of every other
+/// batch are): a little out of order, some before 1970.
+pub fn time_of(i: u64) -> i64 {
+    (i as i64 - 50) * 1_000_000 + (i as i64 * 7919) % 5_000
+}
+
 /// The number of an intact record.
 pub fn parse(r: &[u8]) -> Option<u64> {
     let i = u64::from_le_bytes(r.get(..8)?.try_into().ok()?);
@@ -140,6 +146,8 @@ pub struct Run {
     appended: BTreeMap<u64, (usize, usize)>,
     /// Records reported durable.
     durable: BTreeSet<u64>,
+    /// Records appended with their times ([`time_of`]).
+    timed: BTreeSet<u64>,
     next: u64,
     /// The log's names, oldest first: rotated ones, then [`PATH`].
     files: Vec<PathBuf>,
@@ -153,10 +161,29 @@ impl Run {
 
     /// Reads the records of `bytes`, checking that each is one appended, intact, not in
     /// `seen` yet, and later than what `last` says its writer's last record read was.
+    /// A record read with a time has its own; a durable record appended with one has it
+    /// (its time block went to the file in the same write as its data block).
     fn read(&self, bytes: &[u8], seen: &mut BTreeSet<u64>, last: &mut BTreeMap<usize, u64>) {
-        let (records, _errors) = ReaderBuilder::new().from_slice(bytes).read_all();
-        for r in &records {
+        let mut reader = ReaderBuilder::new().from_slice(bytes);
+        let mut records = Vec::new();
+        while let Some(item) = reader.next_record() {
+            if let Ok(r) = item {
+                let r = r.to_vec();
+                records.push((r, reader.record_time()));
+            }
+        }
+        for (r, time) in &records {
             let i = parse(r).unwrap_or_else(|| panic!("a record never appended: {r:02x?}"));
+            match time {
+                Some(t) => assert!(
+                    self.timed.contains(&i) && *t == time_of(i),
+                    "record {i} read with time {t}"
+                ),
+                None => assert!(
+                    !(self.timed.contains(&i) && self.durable.contains(&i)),
+                    "durable record {i} read without its time"
+                ),
+            }
             let Some(&(_, writer)) = self.appended.get(&i) else {
                 panic!("record {i} was never appended");
             };
@@ -286,8 +313,19 @@ pub fn run_case(mode: Mode, choices: &mut dyn Choices, crash_seeds: &[u64]) -> u
                         record(i, len)
                     })
                     .collect();
-                app.append_batch(records.iter().map(Vec::as_slice))
-                    .map(drop)
+                // Every other batch with times, by the number of its first record (so that
+                // the choices drawn stay those of runs before times existed).
+                let first = run.next - n;
+                if first.is_multiple_of(2) {
+                    run.timed.extend(first..run.next);
+                    let timed = (first..)
+                        .zip(&records)
+                        .map(|(i, r)| (r.as_slice(), time_of(i)));
+                    app.append_batch_at(timed).map(drop)
+                } else {
+                    app.append_batch(records.iter().map(Vec::as_slice))
+                        .map(drop)
+                }
             }
             5 => app.sync().map(drop),
             6 => match writer.seqs.len() as u64 {
@@ -400,6 +438,7 @@ fn check(crashed: &SimFs, run: &Run) {
     let first = run.next;
     let mut after = Run {
         appended: run.appended.clone(),
+        timed: run.timed.clone(),
         files: vec![PathBuf::from(PATH)],
         ..Run::default()
     };
