@@ -833,23 +833,19 @@ pub(crate) fn parse_index_payload(
     payload: &[u8],
     mut each: impl FnMut(BlockType, u64, u64) -> Option<()>,
 ) -> Result<u64, &'static str> {
-    let mut at = 0;
-    let mut next = |what| -> Result<i64, &'static str> {
-        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
-        at += used;
-        Ok(value)
-    };
-    let count = u64::try_from(next("invalid count varint")?).map_err(|_| "negative count")?;
+    let mut fields = varint::Fields::new(payload);
+    let count =
+        u64::try_from(fields.next("invalid count varint")?).map_err(|_| "negative count")?;
     // Each entry takes at least 3 bytes: this bounds the loop by the payload size.
     if count > payload.len() as u64 / 3 {
         return Err("count larger than the block");
     }
-    let span = u64::try_from(next("invalid span varint")?).map_err(|_| "negative span")?;
+    let span = u64::try_from(fields.next("invalid span varint")?).map_err(|_| "negative span")?;
     let mut sum = 0u64;
     for _ in 0..count {
-        let block_type = next("invalid type varint")?;
-        let size = next("invalid size varint")?;
-        let items = next("invalid items varint")?;
+        let block_type = fields.next("invalid type varint")?;
+        let size = fields.next("invalid size varint")?;
+        let items = fields.next("invalid items varint")?;
         if block_type == 0 || size <= 0 || items < 0 {
             return Err("index entry out of range");
         }
@@ -857,7 +853,7 @@ pub(crate) fn parse_index_payload(
         each(BlockType::from_type(block_type), size as u64, items as u64)
             .ok_or("index record counts overflow")?;
     }
-    if at != payload.len() {
+    if !fields.is_done() {
         return Err("trailing bytes after the last index entry");
     }
     if sum != span {

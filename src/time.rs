@@ -139,13 +139,8 @@ pub(crate) fn parse_payload(
 ) -> Result<TimeSpan, Bad> {
     use Bad::Malformed;
     times.clear();
-    let mut at = 0;
-    let mut next = |what| -> Result<i64, Bad> {
-        let (value, used) = varint::read(&payload[at..]).map_err(|_| Malformed(what))?;
-        at += used;
-        Ok(value)
-    };
-    let count = next("invalid count varint")?;
+    let mut fields = varint::Fields::new(payload);
+    let count = fields.next("invalid count varint").map_err(Malformed)?;
     if count < 1 {
         return Err(Malformed("time block for no records"));
     }
@@ -158,8 +153,8 @@ pub(crate) fn parse_payload(
     if count > max_records {
         return Err(Bad::TooManyRecords);
     }
-    let min = next("invalid min varint")?;
-    let span = next("invalid span varint")?;
+    let min = fields.next("invalid min varint").map_err(Malformed)?;
+    let span = fields.next("invalid span varint").map_err(Malformed)?;
     if span < 0 {
         return Err(Malformed("negative span"));
     }
@@ -170,7 +165,7 @@ pub(crate) fn parse_payload(
     let (mut hit_min, mut hit_max) = (false, false);
     let mut previous = min;
     for _ in 0..count {
-        let step = next("invalid step varint")?;
+        let step = fields.next("invalid step varint").map_err(Malformed)?;
         let t = previous
             .checked_add(step)
             .filter(|t| (min..=max).contains(t))
@@ -180,7 +175,7 @@ pub(crate) fn parse_payload(
         times.push(t);
         previous = t;
     }
-    if at != payload.len() {
+    if !fields.is_done() {
         return Err(Malformed("bytes after the last step"));
     }
     if !(hit_min && hit_max) {
@@ -209,33 +204,29 @@ pub(crate) fn parse_index_payload(
     payload: &[u8],
     mut each: impl FnMut(u64, TimeSpan) -> Option<()>,
 ) -> Result<u64, &'static str> {
-    let mut at = 0;
-    let mut next = |what| -> Result<i64, &'static str> {
-        let (value, used) = varint::read(&payload[at..]).map_err(|_| what)?;
-        at += used;
-        Ok(value)
-    };
-    let count = u64::try_from(next("invalid count varint")?).map_err(|_| "negative count")?;
+    let mut fields = varint::Fields::new(payload);
+    let count =
+        u64::try_from(fields.next("invalid count varint")?).map_err(|_| "negative count")?;
     // Each entry takes at least 3 bytes: this bounds the loop by the payload size.
     if count > payload.len() as u64 / 3 {
         return Err("count larger than the block");
     }
     let mut position = 0u64;
     for i in 0..count {
-        let gap = u64::try_from(next("invalid gap varint")?).map_err(|_| "negative gap")?;
+        let gap = u64::try_from(fields.next("invalid gap varint")?).map_err(|_| "negative gap")?;
         if i > 0 && gap == 0 {
             return Err("entries not in increasing order");
         }
         position = position.checked_add(gap).ok_or("position out of range")?;
-        let min = next("invalid min varint")?;
-        let span = next("invalid span varint")?;
+        let min = fields.next("invalid min varint")?;
+        let span = fields.next("invalid span varint")?;
         let max = u64::try_from(span)
             .ok()
             .and_then(|_| min.checked_add(span))
             .ok_or("span negative or past 2^63 - 1")?;
         each(position, TimeSpan { min, max }).ok_or("entry not usable")?;
     }
-    if at != payload.len() {
+    if !fields.is_done() {
         return Err("bytes after the last entry");
     }
     Ok(count)

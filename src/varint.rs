@@ -69,6 +69,32 @@ pub fn encoded_len(n: i64) -> usize {
     bits.max(1).div_ceil(7)
 }
 
+/// A walk over the varint fields of a payload, one after another.
+pub(crate) struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// A walk from the start of `bytes`.
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Fields { bytes, at: 0 }
+    }
+
+    /// The next field, or `what` it is when it is not a valid varint (cut off, too long,
+    /// overlong).
+    pub(crate) fn next(&mut self, what: &'static str) -> Result<i64, &'static str> {
+        let (value, used) = read(&self.bytes[self.at..]).map_err(|_| what)?;
+        self.at += used;
+        Ok(value)
+    }
+
+    /// Whether every byte has been read.
+    pub(crate) fn is_done(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+}
+
 /// Decodes a varint from the start of `input`, returning the value and the bytes consumed.
 #[inline]
 pub fn read(input: &[u8]) -> Result<(i64, usize), VarintError> {
