@@ -438,6 +438,12 @@ impl Decoder {
         self.planned
     }
 
+    /// With a plan, where the range being read ends (its last block's closing sync byte):
+    /// what a driver that fetches its input need not fetch past, but for a byte or two.
+    pub(crate) fn planned_stop(&self) -> Option<u64> {
+        self.planned.then_some(self.stop)
+    }
+
     /// The data blocks the plan leaves out for want of times, not taken before: what a range
     /// read's report counts as passed over.
     pub(crate) fn take_untimed_planned(&mut self) -> u64 {
@@ -1032,8 +1038,11 @@ impl Decoder {
             );
             match scan {
                 Found::NeedMore => {
-                    if check == Check::Full {
-                        self.zero_free = Some((self.at, base + window.len() as u64));
+                    // (Bytes searched: none when the read jumped past the window, by a
+                    // plan, and the bytes it jumped to are still to come.)
+                    let end = base + window.len() as u64;
+                    if check == Check::Full && end >= self.at {
+                        self.zero_free = Some((self.at, end));
                     }
                     return Event::NeedInput;
                 }

@@ -174,15 +174,26 @@ impl Index {
     /// (the file the index was found in): intact, and naming only time blocks followed by data
     /// blocks.
     pub(crate) fn time_spans(&self, bytes: &[u8]) -> Option<Vec<Option<TimeSpan>>> {
+        let range = self.time_index_range()?;
+        let block =
+            bytes.get(usize::try_from(range.start).ok()?..usize::try_from(range.end).ok()?)?;
+        self.time_spans_in(block)
+    }
+
+    /// Where the time index that this index lists last is, if it lists one: from its opening
+    /// sync byte to its closing one, included.
+    pub(crate) fn time_index_range(&self) -> Option<Range<u64>> {
         let last = self.entries.last()?;
         if last.block_type != BlockType::TimeIndex {
             return None;
         }
-        let start = usize::try_from(last.offset).ok()?;
-        let end = usize::try_from(last.offset.checked_add(last.size)?).ok()?;
+        Some(last.offset..last.offset.checked_add(last.size)?.checked_add(1)?)
+    }
+
+    /// [`time_spans`](Self::time_spans), given the bytes of [`time_index_range`](Self::time_index_range).
+    pub(crate) fn time_spans_in(&self, block: &[u8]) -> Option<Vec<Option<TimeSpan>>> {
         let mut scratch = Scratch::default();
-        let (at, _, body) =
-            last_block_of(bytes.get(start..=end)?, &[types::TIME_INDEX], &mut scratch)?;
+        let (at, _, body) = last_block_of(block, &[types::TIME_INDEX], &mut scratch)?;
         if at != 0 {
             return None;
         }
@@ -244,11 +255,9 @@ impl Index {
                 _ => runs.push((entry.offset, next, entry.offset)),
             }
         }
-        // A range read reads the blocks that open in its range (spec 9.4).
-        let ranges = runs
-            .iter()
-            .map(|&(first, _, last)| first..last + 1)
-            .collect();
+        // A range read reads the blocks that open in its range (spec 9.4): those of the run,
+        // up to where the block after it opens.
+        let ranges = runs.iter().map(|&(first, next, _)| first..next).collect();
         (ranges, untimed)
     }
 

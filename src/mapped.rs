@@ -220,6 +220,32 @@ impl MappedFile {
         self.jumping_if_planned(options, || options.from_slice(self.bytes()))
     }
 
+    /// [`ReaderBuilder::read_ranges_within`] of the file's bytes. A read of a time window by
+    /// the file's time index (spec 9.9) jumps from run to run of the blocks it needs: while
+    /// it runs, the mapping is advised for random access, as for
+    /// [`reader_with`](Self::reader_with).
+    pub fn read_ranges_within<T, W, K>(
+        &self,
+        options: &ReaderBuilder,
+        range: Range<u64>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<crate::Report>
+    where
+        T: Default + Send,
+        W: crate::RangeWork<T> + ?Sized,
+        K: crate::RangeSink<T> + ?Sized,
+    {
+        let planned = options.get_window().is_some()
+            && Index::find(self.bytes()).is_some_and(|index| {
+                index.start() == 0
+                    && (index.entries().last())
+                        .is_some_and(|e| e.block_type == crate::BlockType::TimeIndex)
+            });
+        let _jumping = (self.map.as_ref()).filter(|_| planned).map(Jumping::new);
+        options.read_ranges_within(self.bytes(), range, work, sink)
+    }
+
     /// The reader `make` makes, with the mapping shared with its workers, and advised for
     /// random access while it lives if it reads a window by a plan of ranges (and during the
     /// look at the file's tail that plans it).

@@ -152,7 +152,10 @@ pub(crate) trait Fetched: Sync {
 }
 
 /// The bytes of `range` of `file` (which checks that they are all of them).
-fn fetch_one(file: &dyn Fetched, range: std::ops::Range<u64>) -> std::io::Result<Vec<u8>> {
+pub(crate) fn fetch_one(
+    file: &dyn Fetched,
+    range: std::ops::Range<u64>,
+) -> std::io::Result<Vec<u8>> {
     Ok(file
         .fetch(std::slice::from_ref(&range))?
         .pop()
@@ -212,6 +215,8 @@ pub(crate) struct RangeRead {
 pub(crate) struct Ctx<'a> {
     pub bytes: Bytes<'a>,
     pub searches: &'a Searches,
+    /// Whether the ranges' decoders follow plans ([`Plan::planned`]).
+    pub planned: bool,
 }
 
 /// A remote file's bytes a range read has fetched and still needs.
@@ -266,7 +271,7 @@ impl RangeRead {
                     Some(_) => u64::MAX,
                     None => range.end.saturating_add(first),
                 };
-                window.first_sync(file, range.start)
+                window.first_sync(file, range.start, ctx.planned)
             }
         };
         RangeRead {
@@ -288,9 +293,33 @@ impl Window {
 
     /// Fetches from the range's start until a 0x00 (where the range read begins, spec 9.4)
     /// or the file's end.
-    fn first_sync(&mut self, file: &dyn Fetched, start: u64) -> u64 {
+    fn first_sync(&mut self, file: &dyn Fetched, start: u64, planned: bool) -> u64 {
         if start == 0 {
             return 0;
+        }
+        // A read by a plan may never read where its range starts: where the index says a
+        // block opens (ranges of a file with an index are cut there), the byte there is
+        // fetched alone to see that it is the sync byte it should be, rather than a first
+        // fetch's worth.
+        let listed = planned
+            && file.index().is_some_and(|index| {
+                let entries = index.entries();
+                let at = entries.partition_point(|e| e.offset < start);
+                index.start() == 0 && entries.get(at).is_some_and(|e| e.offset == start)
+            });
+        if listed && start < file.len() {
+            match fetch_one(file, start..start + 1) {
+                Ok(byte) if byte == [0] => {
+                    self.bytes.clear();
+                    self.base = start;
+                    return start;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.failed = Some(e);
+                    return start;
+                }
+            }
         }
         loop {
             if let Some(i) = memchr::memchr(0, &self.bytes) {
@@ -309,8 +338,25 @@ impl Window {
         }
     }
 
-    /// Keeps the window from `from` on and fetches the next bytes after it.
+    /// Keeps the window from `from` on and fetches the next bytes after it: from `from` itself
+    /// when it lies past the bytes fetched (a read by a plan of ranges jumped there), the
+    /// bytes between never fetched.
     fn more(&mut self, file: &dyn Fetched, from: u64) -> std::io::Result<()> {
+        self.more_until(file, from, None)
+    }
+
+    /// [`more`](Self::more), fetching nothing at or past `until` if given (and it lies past
+    /// what is fetched).
+    fn more_until(
+        &mut self,
+        file: &dyn Fetched,
+        from: u64,
+        until: Option<u64>,
+    ) -> std::io::Result<()> {
+        if from > self.base + self.bytes.len() as u64 {
+            self.bytes.clear();
+            self.base = from.min(self.end);
+        }
         let have = self.base + self.bytes.len() as u64;
         let keep = from.clamp(self.base, have);
         self.bytes.drain(..(keep - self.base) as usize);
@@ -318,6 +364,9 @@ impl Window {
         let mut end = have.saturating_add(self.chunk);
         if have < self.cap {
             end = end.min(self.cap);
+        }
+        if let Some(until) = until.filter(|&until| until > have) {
+            end = end.min(until);
         }
         let end = end.max(have + 1).min(self.end);
         if end > have {
@@ -495,7 +544,12 @@ impl RangeRead {
                 (Step::NeedDictionaries { before }, Bytes::Fetched(file)) => {
                     self.dictionaries(ctx.searches, file, before)
                 }
-                (Step::NeedInput { from }, Bytes::Fetched(file)) => self.window.more(file, from),
+                (Step::NeedInput { from }, Bytes::Fetched(file)) => {
+                    // A read by a plan needs its range's blocks, the closing sync byte of the
+                    // last, and the byte after it (which says whether it can open a block).
+                    let until = self.decoder.planned_stop().map(|stop| stop + 2);
+                    self.window.more_until(file, from, until)
+                }
                 (
                     Step::Passed {
                         offset,
@@ -951,6 +1005,9 @@ pub(crate) struct Plan<'a> {
     pub decoder: &'a (dyn Fn(u64, u64) -> Decoder + Sync),
     /// What is done with each damaged range once it went to the sink.
     pub on_damage: &'a OnDamage,
+    /// Whether the decoders made follow plans of ranges (a window read by a time index), and
+    /// so may never read where their range starts.
+    pub planned: bool,
 }
 
 /// Reads every block of `bytes` as `plan` says; see
@@ -977,6 +1034,7 @@ where
     let ctx = Ctx {
         bytes,
         searches: &searches,
+        planned: plan.planned,
     };
     // The ranges' decoders load each dictionary into zstd once between them.
     let loaded = Arc::<Loaded>::default();

@@ -489,6 +489,14 @@ impl ReaderBuilder {
             (Some(window), range::Bytes::Slice(slice)) => Index::find(slice)
                 .filter(|index| index.start() == 0)
                 .and_then(|index| Some((index.time_spans(slice)?, index, window))),
+            // A file fetched by ranges: its time index fetched from where its index says.
+            (Some(window), range::Bytes::Fetched(file)) => file
+                .index()
+                .filter(|index| index.start() == 0)
+                .and_then(|index| {
+                    let block = range::fetch_one(file, index.time_index_range()?).ok()?;
+                    Some((index.time_spans_in(&block)?, index.clone(), window))
+                }),
             _ => None,
         };
         let decoder = |first_sync, stop| {
@@ -505,6 +513,7 @@ impl ReaderBuilder {
             min_split: self.min_split,
             decoder: &decoder,
             on_damage: &self.on_damage,
+            planned: time_index.is_some(),
         };
         range::read(&plan, bytes, work, sink)
     }

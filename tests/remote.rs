@@ -345,3 +345,48 @@ fn opening_a_file_without_an_index_fetches_a_bounded_tail() {
     assert!(served <= 2 * most, "{served} bytes fetched for the tail");
     assert!(served < 100 << 20, "{served}");
 }
+
+/// A window read by ranges of a fetched file goes by its time index as a read of the file in
+/// memory does: the same records, and only the tail, the header and the window's blocks
+/// fetched, however many threads.
+#[test]
+fn a_window_read_fetches_only_the_window() {
+    let mut writer = WriterBuilder::new().build(Vec::new()).unwrap();
+    let mut rng = common::Rng::new(34);
+    let second = 1_000_000_000i64;
+    for i in 0..200_000i64 {
+        let mut pad = [0u8; 40];
+        rng.fill(&mut pad);
+        let record = format!("{{\"n\":{i},\"pad\":\"{}\"}}", hex(&pad));
+        // A little out of order.
+        let time = (i + (i * 7919) % 7 - 3) * second;
+        writer.write_record_at(record.as_bytes(), time).unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let len = file.len() as u64;
+    let window = cobsfile::Window::new(Some(100_000 * second), Some(101_999 * second));
+    for threads in [0, 1, 3] {
+        let options = ReaderBuilder::new()
+            .window(window)
+            .threads(threads)
+            .min_split(1 << 20);
+        let mut local = Collect::default();
+        let expected = options.read_ranges(&file, records_of, &mut local).unwrap();
+        assert!(local.records.len() >= 2_000, "{}", local.records.len());
+        let served = Served::new(file.clone());
+        let remote = Remote::open(served).unwrap();
+        let mut fetched = Collect::default();
+        let got = remote
+            .read_ranges(&options, records_of, &mut fetched)
+            .unwrap();
+        assert_eq!(format!("{got:?}"), format!("{expected:?}"));
+        assert!(fetched.records == local.records, "threads {threads}");
+        let bytes = remote.fetcher().served.load(Ordering::SeqCst);
+        // The tail (index, time index), the header, and the hour's blocks with a fetch's
+        // slack around them: well under 5% of the 14 MB.
+        assert!(
+            bytes * 20 < len,
+            "threads {threads}: {bytes} of {len} bytes fetched"
+        );
+    }
+}

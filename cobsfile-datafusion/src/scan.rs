@@ -115,6 +115,8 @@ pub(crate) trait Sink {
 #[derive(Clone, Copy)]
 pub(crate) enum Whole<'a> {
     Slice(&'a [u8]),
+    /// A mapped file, which the library advises the kernel how it is read.
+    Mapped(&'a cobsfile::MappedFile),
     Remote(&'a cobsfile::Remote<StoreFetch>),
 }
 
@@ -122,7 +124,7 @@ impl<'a> Whole<'a> {
     /// The file `bytes` holds.
     pub(crate) fn of(bytes: &'a FileBytes) -> Self {
         match bytes {
-            FileBytes::Mapped(m, _) => Whole::Slice(m.bytes()),
+            FileBytes::Mapped(m, _) => Whole::Mapped(m),
             FileBytes::Remote(r) => Whole::Remote(r),
         }
     }
@@ -135,6 +137,7 @@ impl<'a> Whole<'a> {
     ) -> Result<Vec<cobsfile::Metadata>> {
         Ok(match self {
             Whole::Slice(bytes) => reader.metadata_of(bytes),
+            Whole::Mapped(m) => reader.metadata_of(m.bytes()),
             Whole::Remote(remote) => remote
                 .metadata(reader)
                 .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
@@ -162,6 +165,7 @@ impl<'a> Whole<'a> {
     ) -> Result<()> {
         let verdict = match self {
             Whole::Slice(bytes) => reader.not_a_cobsfile(bytes),
+            Whole::Mapped(m) => reader.not_a_cobsfile(m.bytes()),
             Whole::Remote(remote) => remote
                 .not_a_cobsfile(reader)
                 .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
@@ -176,6 +180,7 @@ impl<'a> Whole<'a> {
     pub(crate) fn index(&self) -> Option<cobsfile::Index> {
         match self {
             Whole::Slice(bytes) => cobsfile::Index::find(bytes),
+            Whole::Mapped(m) => cobsfile::Index::find(m.bytes()),
             Whole::Remote(remote) => remote.index().cloned(),
         }
     }
@@ -199,6 +204,7 @@ impl<'a> Whole<'a> {
         let schemas = Schemas::of_metadata(metadata, options.schema_limits());
         let mut found = match self {
             Whole::Slice(bytes) => sample(&schemas, reader.from_slice(bytes), options, max_records),
+            Whole::Mapped(m) => sample(&schemas, m.reader_with(reader), options, max_records),
             Whole::Remote(remote) => sample(&schemas, remote.reader(reader), options, max_records),
         };
         found.timed |= indexed_times || time_field.is_some();
@@ -220,6 +226,7 @@ impl<'a> Whole<'a> {
     {
         match self {
             Whole::Slice(bytes) => reader.read_ranges_within(bytes, range, work, sink),
+            Whole::Mapped(m) => m.read_ranges_within(reader, range, work, sink),
             Whole::Remote(remote) => remote.read_ranges_within(reader, range, work, sink),
         }
     }

@@ -82,6 +82,8 @@ impl Job {
         Ctx {
             bytes: Bytes::Slice(self.bytes.bytes()),
             searches: &self.searches,
+            // Pull readers of windows follow no plan (a planned reader reads on its thread).
+            planned: false,
         }
     }
 
