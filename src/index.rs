@@ -255,6 +255,14 @@ impl Index {
                 _ => runs.push((entry.offset, next, entry.offset)),
             }
         }
+        // The index itself and what follows it (the end block), which it does not list.
+        if within.end > self.offset {
+            let from = self.offset.max(within.start);
+            match runs.last_mut() {
+                Some(run) if run.1 == from => run.1 = within.end,
+                _ => runs.push((from, within.end, from)),
+            }
+        }
         // A range read reads the blocks that open in its range (spec 9.4): those of the run,
         // up to where the block after it opens.
         let ranges = runs.iter().map(|&(first, next, _)| first..next).collect();

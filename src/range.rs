@@ -547,7 +547,10 @@ impl RangeRead {
                 (Step::NeedInput { from }, Bytes::Fetched(file)) => {
                     // A read by a plan needs its range's blocks, the closing sync byte of the
                     // last, and the byte after it (which says whether it can open a block).
-                    let until = self.decoder.planned_stop().map(|stop| stop + 2);
+                    let until = self
+                        .decoder
+                        .planned_stop()
+                        .map(|stop| stop.saturating_add(2));
                     self.window.more_until(file, from, until)
                 }
                 (

@@ -105,16 +105,20 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
 /// `cat` of one file.
 fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     // Range reads go through the whole file: with --skip or --limit, the reader (decoding on
-    // the same threads) goes straight to the record and stops after the last; with a time
-    // window, it goes by the file's time index to the blocks of the window (or, without one,
-    // reads on the same threads).
-    if args.read.threads > 1 && args.skip == 0 && args.limit.is_none() && args.read.window.is_none()
-    {
+    // the same threads) goes straight to the record and stops after the last. With a time
+    // window, a mapped file's reader goes by the file's time index to the blocks of the
+    // window, while an object's (which streams it) would fetch all of it: an object's range
+    // reads, on any number of threads, fetch only the window's blocks.
+    let plain = args.skip == 0 && args.limit.is_none();
+    let windowed = args.read.window.is_some();
+    if plain && (args.read.threads > 1 || windowed) {
         if let Some(url) = input::object_url(path) {
             let object = cobsfile_datafusion::RemoteObject::open(url)
                 .map_err(|e| Failure::new(e.to_string()))?;
             return run_split(args, path, Whole::Remote(object.remote()));
         }
+    }
+    if plain && args.read.threads > 1 && !windowed {
         if let input::Input::Mapped(file) = input::open(path)? {
             return run_split(args, path, Whole::Slice(file.bytes()));
         }

@@ -397,3 +397,70 @@ fn meta_of_a_large_object_fetches_its_tail_and_metadata_blocks() {
         }
     }
 }
+
+/// A time window of a large object, by `cat --since/--until` and by SQL on its time column,
+/// fetches the object's tail and the window's blocks (by the time index), not the object:
+/// the same output as for the file on disk.
+#[test]
+fn a_window_of_a_large_object_fetches_only_its_blocks() {
+    let dir = scratch("s3-window");
+    let server = Server::start(&dir);
+    server.bucket("logs");
+    let mut writer = cobsfile::WriterBuilder::new().build(Vec::new()).unwrap();
+    let start = 1_700_000_000i64;
+    for i in 0..200_000i64 {
+        let record = format!("{{\"n\":{i},\"pad\":\"{:0>80}\"}}", i as u64 * 7919);
+        let time = (start + i) * 1_000_000_000;
+        writer.write_record_at(record.as_bytes(), time).unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let len = file.len() as u64;
+    std::fs::write(dir.join("big.cobs"), &file).unwrap();
+    server.put("logs", "big.cobs", file);
+    let proxy = server.counted();
+    let on_both = |args: &[&str], table: bool| {
+        let local = match table {
+            true => vec!["--table".to_string(), "t=big.cobs".to_string()],
+            false => vec!["big.cobs".to_string()],
+        };
+        let remote = match table {
+            true => vec!["--table".to_string(), "t=s3://logs/big.cobs".to_string()],
+            false => vec!["s3://logs/big.cobs".to_string()],
+        };
+        let on_disk = run(bin().current_dir(&dir).args(args).args(&local), b"");
+        proxy.take();
+        let fetched_run = run(
+            server
+                .configure(bin().current_dir(&dir).args(args).args(&remote))
+                .env("AWS_ENDPOINT_URL", proxy.endpoint()),
+            b"",
+        );
+        (on_disk, fetched_run, proxy.take())
+    };
+    let (since, until) = ("@1700100000", "@1700101999");
+    let sql = "SELECT count(*) AS n, min(time) AS first, max(time) AS last FROM t \
+               WHERE time BETWEEN '2023-11-16T02:00:00Z' AND '2023-11-16T02:33:19Z'";
+    for (args, table) in [
+        (&["cat", "--since", since, "--until", until][..], false),
+        (
+            &["cat", "--threads", "2", "--since", since, "--until", until],
+            false,
+        ),
+        (&["sql", "--format", "csv", sql], true),
+    ] {
+        let (on_disk, remote, fetched) = on_both(args, table);
+        assert_eq!(on_disk.status.code(), Some(0), "{}", stderr(&on_disk));
+        assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+        assert_eq!(stdout(&remote), stdout(&on_disk), "{args:?}");
+        assert_eq!(stderr(&remote), "", "{args:?}");
+        let lines = stdout(&on_disk).lines().count();
+        match table {
+            false => assert_eq!(lines, 2000, "{args:?}"),
+            true => assert!(stdout(&on_disk).contains("2000,"), "{}", stdout(&on_disk)),
+        }
+        assert!(
+            fetched < len / 10,
+            "{args:?}: {fetched} bytes fetched of a {len}-byte object"
+        );
+    }
+}
