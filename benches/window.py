@@ -130,6 +130,21 @@ def resident_with_read_ahead(path, cmd, kb):
             f.write(before)
 
 
+def row(label, path, full_cmd, window_cmd, returned):
+    """A table row: `full_cmd` and `window_cmd` timed, and the bytes of `path` that
+    `window_cmd` reads on a cold cache; `returned` says what the window returned."""
+    size = os.path.getsize(path)
+    full = best(full_cmd)
+    part = best(window_cmd)
+    read = resident_after(path, window_cmd)
+    small = resident_with_read_ahead(path, window_cmd, 128)
+    small = "-" if small is None else f"{small / 1e6:.2f} MB ({100 * small / size:.2f}%)"
+    return (
+        f"| {label} | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms ({returned}) "
+        f"| 1/{full / part:.0f} | {read / 1e6:.2f} MB ({100 * read / size:.2f}%) | {small} |"
+    )
+
+
 def main():
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
         src = os.path.join(tmp, "events.jsonl")
@@ -155,41 +170,37 @@ def main():
                 [BIN, "pack", "--time-field", "ts", "-f", "-o", path, *extra, src], check=True
             )
             size = os.path.getsize(path)
-            full = best([BIN, "cat", path])
-            part = best([BIN, "cat", *window, path])
             records = subprocess.run(
                 [BIN, "cat", *window, path], capture_output=True, check=True
             ).stdout.count(b"\n")
-            cmd = [BIN, "cat", *window, path]
-            read = resident_after(path, cmd)
-            small = resident_with_read_ahead(path, cmd, 128)
-            small = "-" if small is None else f"{small / 1e6:.2f} MB ({100 * small / size:.2f}%)"
             rows.append(
-                f"| {name}, `cat` | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms "
-                f"({records:,} records) | 1/{full / part:.0f} | {read / 1e6:.2f} MB "
-                f"({100 * read / size:.2f}%) | {small} |"
+                row(
+                    f"{name}, `cat`",
+                    path,
+                    [BIN, "cat", path],
+                    [BIN, "cat", *window, path],
+                    f"{records:,} records",
+                )
             )
             # The same hour in SQL: the time column is `ts`, the field the times came from.
             query = "SELECT count(*) AS n, avg(latency_ms) AS latency FROM events"
             between = f" WHERE ts BETWEEN '{rfc3339(since)}' AND '{rfc3339(until)}'"
-            full = best([BIN, "sql", query, path])
-            part = best([BIN, "sql", query + between, path])
             answer = subprocess.run(
                 [BIN, "sql", "--format", "csv", query + between, path],
                 capture_output=True,
                 check=True,
             ).stdout.decode().splitlines()[1].split(",")[0]
-            cmd = [BIN, "sql", query + between, path]
-            read = resident_after(path, cmd)
-            small = resident_with_read_ahead(path, cmd, 128)
-            small = "-" if small is None else f"{small / 1e6:.2f} MB ({100 * small / size:.2f}%)"
             rows.append(
-                f"| {name}, `sql` | {size / 1e6:.0f} MB | {full:.3f} s | {part * 1000:.1f} ms "
-                f"({int(answer):,} rows) | 1/{full / part:.0f} | {read / 1e6:.2f} MB "
-                f"({100 * read / size:.2f}%) | {small} |"
+                row(
+                    f"{name}, `sql`",
+                    path,
+                    [BIN, "sql", query, path],
+                    [BIN, "sql", query + between, path],
+                    f"{int(answer):,} rows",
+                )
             )
-        for row in rows:
-            print(row)
+        for line in rows:
+            print(line)
 
 
 if __name__ == "__main__":

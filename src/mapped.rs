@@ -236,14 +236,12 @@ impl MappedFile {
         W: crate::RangeWork<T> + ?Sized,
         K: crate::RangeSink<T> + ?Sized,
     {
-        let planned = options.get_window().is_some()
-            && Index::find(self.bytes()).is_some_and(|index| {
-                index.start() == 0
-                    && (index.entries().last())
-                        .is_some_and(|e| e.block_type == crate::BlockType::TimeIndex)
-            });
-        let _jumping = (self.map.as_ref()).filter(|_| planned).map(Jumping::new);
-        options.read_ranges_within(self.bytes(), range, work, sink)
+        let bytes = crate::range::Bytes::Slice(self.bytes());
+        let plan = options.time_plan(bytes);
+        let _jumping = (self.map.as_ref())
+            .filter(|_| plan.is_some())
+            .map(Jumping::new);
+        options.read_within_planned(bytes, range, plan.as_ref(), work, sink)
     }
 
     /// The reader `make` makes, with the mapping shared with its workers, and advised for

@@ -247,9 +247,7 @@ impl ReaderBuilder {
     /// A reader over `bytes`.
     pub fn from_slice<'a>(&self, bytes: &'a [u8]) -> SliceReader<'a> {
         let mut decoder = self.equip(Decoder::new(self.limits), self.threads > 1);
-        if let Some(window) = self.window {
-            plan_window(&mut decoder, bytes, window);
-        }
+        plan_window(&mut decoder, self, bytes);
         Reader::with_decoder(SliceSource(bytes), decoder, self.workers())
     }
 
@@ -447,10 +445,51 @@ impl ReaderBuilder {
         W: RangeWork<T> + ?Sized,
         K: RangeSink<T> + ?Sized,
     {
-        match self.read_span(bytes, range, work, sink)? {
+        self.read_within_planned(bytes, range, self.time_plan(bytes).as_ref(), work, sink)
+    }
+
+    /// [`read_within`](Self::read_within) by `plan`, this read's [`time_plan`](Self::time_plan).
+    pub(crate) fn read_within_planned<T, W, K>(
+        &self,
+        bytes: range::Bytes<'_>,
+        range: Range<u64>,
+        plan: Option<&TimePlan>,
+        work: &W,
+        sink: &mut K,
+    ) -> Result<Report>
+    where
+        T: Default + Send,
+        W: RangeWork<T> + ?Sized,
+        K: RangeSink<T> + ?Sized,
+    {
+        match self.read_span(bytes, range, plan, work, sink)? {
             (report, None) => Ok(report),
             (_, Some(stopped)) => Err(stopped),
         }
+    }
+
+    /// How a read of this window reads `bytes` by their time index (spec 9.9), if the read has
+    /// a window and the bytes a usable time index: for a file fetched by ranges, its time
+    /// index fetched from where its index lists it.
+    pub(crate) fn time_plan(&self, bytes: range::Bytes<'_>) -> Option<TimePlan> {
+        let window = self.window?;
+        let (index, spans) = match bytes {
+            range::Bytes::Slice(slice) => {
+                let index = Index::find(slice).filter(|index| index.start() == 0)?;
+                let spans = index.time_spans(slice)?;
+                (index, spans)
+            }
+            range::Bytes::Fetched(file) => {
+                let index = file.index().filter(|index| index.start() == 0)?;
+                let block = range::fetch_one(file, index.time_index_range()?).ok()?;
+                (index.clone(), index.time_spans_in(&block)?)
+            }
+        };
+        Some(TimePlan {
+            index,
+            spans,
+            window,
+        })
     }
 
     /// [`read_ranges`](Self::read_ranges), which also gives the report of what was read before a header of
@@ -466,7 +505,9 @@ impl ReaderBuilder {
         F: Fn(&mut T, &Block<'_>) + Sync,
         K: RangeSink<T> + ?Sized,
     {
-        self.read_span(range::Bytes::Slice(bytes), 0..u64::MAX, &on_block, sink)
+        let bytes = range::Bytes::Slice(bytes);
+        let plan = self.time_plan(bytes);
+        self.read_span(bytes, 0..u64::MAX, plan.as_ref(), &on_block, sink)
     }
 
     /// The range read of the blocks opening in `span` of `bytes` (a slice, or a file fetched
@@ -475,6 +516,7 @@ impl ReaderBuilder {
         &self,
         bytes: range::Bytes<'_>,
         span: Range<u64>,
+        plan: Option<&TimePlan>,
         work: &W,
         sink: &mut K,
     ) -> Result<(Report, Option<Error>)>
@@ -483,39 +525,24 @@ impl ReaderBuilder {
         W: RangeWork<T> + ?Sized,
         K: RangeSink<T> + ?Sized,
     {
-        // A window read of a slice with a time index reads, in each range, only the runs of
+        // A window read of bytes with a time index reads, in each range, only the runs of
         // blocks the index says may hold its records (spec 9.9), as one reader does.
-        let time_index = match (self.window, bytes) {
-            (Some(window), range::Bytes::Slice(slice)) => Index::find(slice)
-                .filter(|index| index.start() == 0)
-                .and_then(|index| Some((index.time_spans(slice)?, index, window))),
-            // A file fetched by ranges: its time index fetched from where its index says.
-            (Some(window), range::Bytes::Fetched(file)) => file
-                .index()
-                .filter(|index| index.start() == 0)
-                .and_then(|index| {
-                    let block = range::fetch_one(file, index.time_index_range()?).ok()?;
-                    Some((index.time_spans_in(&block)?, index.clone(), window))
-                }),
-            _ => None,
-        };
         let decoder = |first_sync, stop| {
             let mut decoder = self.decoder_for_range(first_sync, stop);
-            if let Some((spans, index, window)) = &time_index {
-                let (ranges, untimed) = index.window_ranges(spans, *window, first_sync..stop);
-                decoder.set_plan(ranges, untimed);
+            if let Some(plan) = plan {
+                plan.apply(&mut decoder, first_sync..stop);
             }
             decoder
         };
-        let plan = range::Plan {
+        let read = range::Plan {
             span,
             threads: self.threads,
             min_split: self.min_split,
             decoder: &decoder,
             on_damage: &self.on_damage,
-            planned: time_index.is_some(),
+            planned: plan.is_some(),
         };
-        range::read(&plan, bytes, work, sink)
+        range::read(&read, bytes, work, sink)
     }
 
     /// [`verify`](crate::verify) of all of `bytes`, on [`threads`](Self::threads) threads (see
@@ -1441,12 +1468,25 @@ impl<S: Source> Iterator for MetadataBlocks<'_, S> {
 /// has a usable one (spec 9.9): only the runs of blocks that may hold records of the window,
 /// and the others a window read needs (metadata, dictionaries). Without one it reads every
 /// frame, passing over the data blocks outside the window.
-fn plan_window(decoder: &mut Decoder, bytes: &[u8], window: Window) {
-    let Some(index) = Index::find(bytes).filter(|index| index.start() == 0) else {
-        return;
-    };
-    if let Some(spans) = index.time_spans(bytes) {
-        let (ranges, untimed) = index.window_ranges(&spans, window, 0..u64::MAX);
+fn plan_window(decoder: &mut Decoder, options: &ReaderBuilder, bytes: &[u8]) {
+    if let Some(plan) = options.time_plan(range::Bytes::Slice(bytes)) {
+        plan.apply(decoder, 0..u64::MAX);
+    }
+}
+
+/// A window read by a file's time index (spec 9.9): the file's index, the spans its time index
+/// gives the time blocks, and the window.
+pub(crate) struct TimePlan {
+    index: Index,
+    spans: Vec<Option<crate::TimeSpan>>,
+    window: Window,
+}
+
+impl TimePlan {
+    /// Makes `decoder` read, of the blocks opening in `within`, the runs that may hold records
+    /// of the window.
+    fn apply(&self, decoder: &mut Decoder, within: Range<u64>) {
+        let (ranges, untimed) = self.index.window_ranges(&self.spans, self.window, within);
         decoder.set_plan(ranges, untimed);
     }
 }
