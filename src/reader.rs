@@ -481,7 +481,12 @@ impl ReaderBuilder {
             }
             range::Bytes::Fetched(file) => {
                 let index = file.index().filter(|index| index.start() == 0)?;
-                let block = range::fetch_one(file, index.time_index_range()?).ok()?;
+                // The size is the index's word: no more is fetched than a block may take.
+                let range = index.time_index_range()?;
+                if range.end - range.start > self.limits.max_length() + 1 {
+                    return None;
+                }
+                let block = range::fetch_one(file, range).ok()?;
                 (index.clone(), index.time_spans_in(&block)?)
             }
         };

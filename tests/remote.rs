@@ -390,3 +390,39 @@ fn a_window_read_fetches_only_the_window() {
         );
     }
 }
+
+/// An index may claim a time index of any size up to the file's: a window read fetches it only
+/// if it is no larger than a block may be.
+#[test]
+fn a_lying_time_index_size_is_not_fetched() {
+    // A header, a data block of 4 MiB of records, listed by the index as a time index.
+    let mut file = vec![0];
+    file.extend(raw_block(1, &header_payload(1)));
+    let record = vec![b'x'; 1 << 20];
+    let records = [&record[..], &record, &record, &record];
+    file.extend(raw_block(3, &data_payload(&records)));
+    let sizes = [19 - 1, file.len() as u64 - 19];
+    let mut payload = Vec::new();
+    cobsfile::varint::write(2, &mut payload);
+    cobsfile::varint::write((sizes[0] + sizes[1]) as i64, &mut payload);
+    for (block_type, size) in [(1, sizes[0]), (9, sizes[1])] {
+        for field in [block_type, size as i64, 0] {
+            cobsfile::varint::write(field, &mut payload);
+        }
+    }
+    file.extend(raw_block(5, &payload));
+    file.extend(raw_block(6, &[]));
+    assert!(cobsfile::Index::find(&file).is_some());
+    // Reads fetch at most 64 KiB a request; the claimed time index is 4 MiB.
+    let remote = Remote::open(Served::new(file))
+        .unwrap()
+        .fetch_sizes(4096, 64 << 10);
+    let options = ReaderBuilder::new()
+        .max_body_size(64 << 10)
+        .window(cobsfile::Window::new(Some(0), Some(1)));
+    let mut fetched = Collect::default();
+    let _ = remote.read_ranges(&options, records_of, &mut fetched);
+    let asked = remote.fetcher().asked.lock().unwrap().clone();
+    let largest = asked.iter().map(|r| r.end - r.start).max().unwrap();
+    assert!(largest <= 64 << 10, "a request for {largest} bytes");
+}
