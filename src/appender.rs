@@ -905,7 +905,7 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
 /// Whether the bytes from `end` (one past the last intact block) are one block but
 /// for its closing sync byte, opened by the last intact block's closing sync byte or by a
 /// sync byte of its own right after it: a write cut just short of its end.
-fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
+pub(crate) fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
     let Some(open) = memchr::memrchr(0, bytes) else {
         return false;
     };
@@ -933,7 +933,7 @@ fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
 /// scan (spec 9.3) reads only block headers; but a damaged length that lands on a sync byte
 /// makes a skipping scan jump over whatever lies between, and it once hid such a header from
 /// the appender (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
-fn scan_headers_and_marks(bytes: &[u8], last: usize) -> Result<Option<BlockType>> {
+pub(crate) fn scan_headers_and_marks(bytes: &[u8], last: usize) -> Result<Option<BlockType>> {
     let options = ReaderBuilder::new();
     let mut mark = None;
     for open in memchr::memchr_iter(0, bytes) {
@@ -986,7 +986,7 @@ fn is_open_log(bytes: &[u8], last: usize, mark: Option<BlockType>) -> bool {
 /// sound and its body checks (a block that needs a dictionary or a codec this reader lacks
 /// counts, since its frame is complete). Fails if the file does not start with a header block
 /// this version reads.
-fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
+pub(crate) fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
     let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
     let header_end = match header.next_block() {
         Some(Ok(block))

@@ -52,6 +52,8 @@ pub mod types {
     pub const TIME: i64 = 8;
     /// The spans of the time blocks the index after it lists.
     pub const TIME_INDEX: i64 = 9;
+    /// Never a block's type: in an index, bytes between two blocks (padding, damage).
+    pub const GAP: i64 = 10;
 }
 
 /// What a block holds.
@@ -81,12 +83,17 @@ pub enum BlockType {
     /// The spans of the time blocks that the index block after it lists (spec 8.9), by which
     /// a window read of a finished file reads only the blocks it needs.
     TimeIndex,
+    /// Never the type of a block (a block of type 10 is one of a type this version does not
+    /// define): in an [`Index`](crate::Index), an entry for bytes between two blocks that are
+    /// no block, the padding an appender's fences leave or damage (spec 8.5).
+    Gap,
     /// A type this version does not define; readers skip it.
     Unknown(i64),
 }
 
 impl BlockType {
-    /// The block type for a type id.
+    /// The block type of a block whose type id is `id`: [`BlockType::Gap`] never (type 10 is
+    /// one this version does not define); [`BlockType::of_entry`] gives an index entry's.
     pub fn from_type(id: i64) -> Self {
         match id {
             types::HEADER => BlockType::Header,
@@ -102,6 +109,15 @@ impl BlockType {
         }
     }
 
+    /// The type of an index entry whose type id is `id`: as [`from_type`](Self::from_type),
+    /// but 10 is [`BlockType::Gap`] (spec 8.5).
+    pub fn of_entry(id: i64) -> Self {
+        match id {
+            types::GAP => BlockType::Gap,
+            other => BlockType::from_type(other),
+        }
+    }
+
     /// The type id of this block type.
     pub fn type_id(self) -> i64 {
         match self {
@@ -114,12 +130,13 @@ impl BlockType {
             BlockType::Log => types::LOG,
             BlockType::Time => types::TIME,
             BlockType::TimeIndex => types::TIME_INDEX,
+            BlockType::Gap => types::GAP,
             BlockType::Unknown(id) => id,
         }
     }
 
     /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index`, `end`,
-    /// `log`, `time`, `time-index` or `unknown(N)`.
+    /// `log`, `time`, `time-index`, `gap` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockType::Header => "header".into(),
@@ -131,6 +148,7 @@ impl BlockType {
             BlockType::Log => "log".into(),
             BlockType::Time => "time".into(),
             BlockType::TimeIndex => "time-index".into(),
+            BlockType::Gap => "gap".into(),
             BlockType::Unknown(id) => format!("unknown({id})"),
         }
     }
@@ -811,9 +829,11 @@ pub(crate) fn decode(
         BlockType::End | BlockType::Log if !bytes.is_empty() => {
             return Err(malformed("end or log block with a payload"))
         }
-        BlockType::Dictionary | BlockType::End | BlockType::Log | BlockType::Unknown(_) => {
-            (None, None)
-        }
+        BlockType::Dictionary
+        | BlockType::End
+        | BlockType::Log
+        | BlockType::Gap
+        | BlockType::Unknown(_) => (None, None),
     };
     scratch.records = records;
     scratch.times = times;
@@ -850,7 +870,7 @@ pub(crate) fn parse_index_payload(
             return Err("index entry out of range");
         }
         sum = sum.checked_add(size as u64).ok_or("index sizes overflow")?;
-        each(BlockType::from_type(block_type), size as u64, items as u64)
+        each(BlockType::of_entry(block_type), size as u64, items as u64)
             .ok_or("index record counts overflow")?;
     }
     if !fields.is_done() {

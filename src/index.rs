@@ -311,9 +311,12 @@ impl Index {
     }
 
     /// The first block opening at or after `offset`, or `None` if none does before the index.
+    /// Gap entries ([`BlockType::Gap`]) are no blocks: passed over.
     pub fn block_at_or_after(&self, offset: u64) -> Option<&IndexEntry> {
         let at = self.entries.partition_point(|e| e.offset < offset);
-        self.entries.get(at)
+        self.entries[at..]
+            .iter()
+            .find(|e| e.block_type != BlockType::Gap)
     }
 
     /// The entry of the block opening at `offset` exactly.
@@ -395,11 +398,24 @@ impl IndexBuilder {
             // Not a block this writer encoded: an index would be wrong.
             return self.disable();
         };
+        self.push_entry(block_type, block.len() as u64, items);
+    }
+
+    /// Records a block by its type id, size and record count (0 for blocks other than data).
+    pub fn push_entry(&mut self, block_type: i64, size: u64, items: u64) {
+        if !self.enabled {
+            return;
+        }
         varint::write(block_type, &mut self.entries);
-        varint::write(block.len() as i64, &mut self.entries);
+        varint::write(size as i64, &mut self.entries);
         varint::write(items as i64, &mut self.entries);
         self.count += 1;
-        self.span += block.len() as u64;
+        self.span += size;
+    }
+
+    /// Records `size` bytes between two blocks that are no block (spec 8.5): a gap entry.
+    pub fn push_gap(&mut self, size: u64) {
+        self.push_entry(types::GAP, size, 0);
     }
 
     /// Records that the next block pushed is a time block of times in `span`.

@@ -67,7 +67,8 @@
 //!   its data block) ([`WriterBuilder::threads`] compresses on
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
 //!   block) and appends with the [`Durability`] the caller chooses, several processes at once
-//!   if need be;
+//!   if need be; [`finish_log`] finishes a log no one appends to any more in place (an index
+//!   that lists its padding and damage as gaps, a time index, an end block);
 //! - `avro` (feature `avro`) writes typed records through a [`Writer`] or an [`Appender`] and
 //!   reads them through a [`Reader`]: schemas in metadata blocks, each record in Avro's
 //!   single-object encoding;
@@ -87,6 +88,7 @@ mod decoder;
 mod emit;
 mod ending;
 mod error;
+mod finish;
 mod follow;
 mod frame;
 pub mod fs;
@@ -114,6 +116,7 @@ pub use codec::{dictionary_id, Compression, Dictionary, DictionaryId};
 pub use decoder::{codec_name, Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 pub use ending::Ending;
 pub use error::{Cause, Error, Result};
+pub use finish::{finish_log, finish_log_in, Finish, Finished};
 pub use follow::{FollowEvent, Follower, FollowerBuilder};
 pub use index::{Index, IndexEntry};
 pub use limits::{

@@ -1184,7 +1184,7 @@ impl<S: Source> Reader<S> {
                     self.skip_in_cursor();
                 }
             }
-            BlockType::Unknown(_) => self.decoder.count_unknown(),
+            BlockType::Gap | BlockType::Unknown(_) => self.decoder.count_unknown(),
             BlockType::Header
             | BlockType::Metadata
             | BlockType::Dictionary

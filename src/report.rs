@@ -178,6 +178,9 @@ impl Damage {
             .iter()
             .take_while(|e| e.offset < self.range.end)
         {
+            if e.block_type == BlockType::Gap {
+                continue;
+            }
             held.blocks += 1;
             match e.block_type {
                 BlockType::Data => {
@@ -289,7 +292,10 @@ impl BlockCounts {
             BlockType::Log => self.log += 1,
             BlockType::Time => self.time += 1,
             BlockType::TimeIndex => self.time_index += 1,
-            BlockType::Unknown(id) => *self.unknown.entry(id).or_default() += 1,
+            // A block of type 10 is of a type this version does not define (8).
+            BlockType::Gap | BlockType::Unknown(_) => {
+                *self.unknown.entry(block_type.type_id()).or_default() += 1
+            }
         }
     }
 }

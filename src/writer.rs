@@ -483,9 +483,11 @@ impl<W: Write> Writer<W> {
     /// Closes the open data block, then writes a block of a type this format version does not
     /// define, holding `payload` as is. Readers of this version skip such blocks and report
     /// them. Negative type ids are left to applications; positive ids above the defined ones
-    /// are reserved for future versions (see spec/FORMAT.md). Defined types are refused.
+    /// are reserved for future versions (see spec/FORMAT.md). Defined types are refused, and
+    /// 10, which an index gives its gap entries (spec 8.5).
     pub fn write_raw_block(&mut self, type_id: i64, payload: &[u8]) -> Result<()> {
-        if !matches!(BlockType::from_type(type_id), BlockType::Unknown(id) if id != 0) {
+        if !matches!(BlockType::from_type(type_id), BlockType::Unknown(id) if id != 0 && id != types::GAP)
+        {
             return Err(Error::InvalidBlockType(type_id));
         }
         if payload.len() + ENVELOPE_LEN > self.options.max_body_size {

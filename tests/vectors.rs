@@ -414,6 +414,16 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
                 assert_eq!(bytes.last(), Some(&0), "pad after a sync byte");
                 bytes.push(0);
             }
+            "finish" => {
+                // Finished in place by this crate (spec 11.3).
+                let file = temp_file::TempFile::with_contents(&bytes);
+                let finish = cobsfile::finish_log(&file.0, &cobsfile::ReaderBuilder::new());
+                assert!(
+                    matches!(finish, Ok(cobsfile::Finish::Finished(_))),
+                    "{finish:?}"
+                );
+                bytes = fs::read(&file.0).unwrap();
+            }
             "prepend" => {
                 let mut prefix = ops.next().expect("prefix").clone();
                 prefix.extend_from_slice(&bytes);

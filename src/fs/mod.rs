@@ -33,6 +33,16 @@ pub trait FileSystem: Debug {
     /// Creates a file to be given the name `path` once complete ([`NewHandle::place`]): until
     /// then it has no name, or a temporary one next to `path` that it loses when dropped.
     fn create_new(&self, path: &Path) -> io::Result<Arc<dyn NewHandle>>;
+    /// Opens the file at `path` for reading and appending, failing with
+    /// [`io::ErrorKind::NotFound`] if it is missing: a segment that retention removed is not
+    /// made again.
+    fn open_existing(&self, path: &Path) -> io::Result<Arc<dyn Handle>>;
+    /// The names of the files in the directory `dir` (`readdir`), in no particular order.
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Removes the name `path` (`unlink`); durable once its directory is synced.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// `fsync` of the directory `dir`: the names in it are durable once it returns Ok.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// A file [`FileSystem::create_new`] made, written before it takes its name.
@@ -129,6 +139,26 @@ impl FileSystem for StdFs {
             temp,
             named: Mutex::new(true),
         }))
+    }
+
+    fn open_existing(&self, path: &Path) -> io::Result<Arc<dyn Handle>> {
+        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        let dir = entry_directory(path);
+        Ok(Arc::new(StdHandle { file, dir }))
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        std::fs::read_dir(dir)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect()
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        sync_dir(dir)
     }
 }
 

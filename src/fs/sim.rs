@@ -116,6 +116,8 @@ enum DirChange {
     Link { path: PathBuf, inode: u64 },
     /// `from` becomes `to`, replacing what `to` named.
     Rename { from: PathBuf, to: PathBuf },
+    /// `path` names nothing any more.
+    Unlink { path: PathBuf },
 }
 
 impl DirChange {
@@ -123,6 +125,7 @@ impl DirChange {
         match self {
             DirChange::Link { path, .. } => path.parent(),
             DirChange::Rename { to, .. } => to.parent(),
+            DirChange::Unlink { path } => path.parent(),
         }
     }
 
@@ -135,6 +138,9 @@ impl DirChange {
                 if let Some(inode) = names.remove(from) {
                     names.insert(to.clone(), inode);
                 }
+            }
+            DirChange::Unlink { path } => {
+                names.remove(path);
             }
         }
     }
@@ -593,6 +599,39 @@ impl FileSystem for SimFs {
             inode,
             id: inode,
         }))
+    }
+
+    fn open_existing(&self, path: &Path) -> io::Result<Arc<dyn Handle>> {
+        if !self.lock().names.contains_key(path) {
+            return Err(error(io::ErrorKind::NotFound));
+        }
+        self.open_append(path)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        Ok(SimFs::list(self, dir))
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut sim = self.lock();
+        sim.step()?;
+        if !sim.names.contains_key(path) {
+            return Err(error(io::ErrorKind::NotFound));
+        }
+        let change = DirChange::Unlink {
+            path: path.to_path_buf(),
+        };
+        change.apply(&mut sim.names);
+        sim.dir_changes.push(change);
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut sim = self.lock();
+        sim.step()?;
+        sim.sync_fault()?;
+        sim.sync_dir(Some(dir));
+        Ok(())
     }
 }
 
