@@ -25,17 +25,18 @@
 
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::block::{self, types, BlockType};
+use crate::block::{self, types};
 use crate::codec::Compression;
 use crate::error::{Error, Result};
-use crate::frame::{self, Check, Found};
 use crate::fs::{FileSystem, Handle, StdFs};
 use crate::reader::ReaderBuilder;
+use crate::segments::{Maintainer, Retention, Rolling, Segments};
+use crate::tail::{intact_end, is_open_log, lacks_closing_sync, scan_headers_and_marks};
 use crate::writer::{Writer, WriterBuilder};
 
 /// When appended records reach the file, and when they are durable.
@@ -115,6 +116,11 @@ pub struct AppenderBuilder {
     writer: WriterBuilder,
     durability: Durability,
     max_delay: Duration,
+    rolling: Rolling,
+    retention: Retention,
+    background: bool,
+    /// The dictionary, for what finishing segments checks blocks with.
+    dictionary: Option<crate::Dictionary>,
 }
 
 impl Default for AppenderBuilder {
@@ -131,6 +137,10 @@ impl AppenderBuilder {
             writer: WriterBuilder::new().index(false),
             durability: Durability::None,
             max_delay: Duration::from_secs(1),
+            rolling: Rolling::default(),
+            retention: Retention::default(),
+            background: true,
+            dictionary: None,
         }
     }
 
@@ -168,8 +178,80 @@ impl AppenderBuilder {
     /// Compresses with `dictionary`, embedded (once per opening) unless `embed` is false;
     /// see [`WriterBuilder::dictionary`].
     pub fn dictionary(mut self, dictionary: crate::Dictionary, embed: bool) -> Self {
+        self.dictionary = Some(dictionary.clone());
         self.writer = self.writer.dictionary(dictionary, embed);
         self
+    }
+
+    /// A log directory ([`open_dir`](Self::open_dir)) rolls to a new segment once the one
+    /// appended to is `bytes` long (Kafka's `segment.bytes`); default: never by size.
+    pub fn segment_size(mut self, bytes: u64) -> Self {
+        self.rolling.size = Some(bytes);
+        self
+    }
+
+    /// A log directory rolls to a new segment once the one appended to is `age` old (Kafka's
+    /// `segment.ms`); default: never by age. Checked before each block is written.
+    pub fn segment_age(mut self, age: Duration) -> Self {
+        self.rolling.age = Some(age);
+        self
+    }
+
+    /// Old segments of a log directory are removed, oldest first, while the segments take more
+    /// than `bytes` together (journald's `--vacuum-size`); see [`Retention`].
+    pub fn retain_size(mut self, bytes: u64) -> Self {
+        self.retention.size = Some(bytes);
+        self
+    }
+
+    /// Old segments are removed once their records are older than `age`: once the segment
+    /// after them was made that long ago (Kafka's `retention.ms`); see [`Retention`].
+    pub fn retain_age(mut self, age: Duration) -> Self {
+        self.retention.age = Some(age);
+        self
+    }
+
+    /// Old segments are removed while the log has more than `count` segments; see
+    /// [`Retention`].
+    pub fn retain_count(mut self, count: u64) -> Self {
+        self.retention.count = Some(count);
+        self
+    }
+
+    /// Whether segments rolled away from are finished, and retention applied, on a thread of
+    /// the appender's own (default) or on the thread that appends, during the write that
+    /// rolls: a test that must run the same steps each time (a power-loss simulation) wants
+    /// the latter.
+    pub fn maintain_in_background(mut self, background: bool) -> Self {
+        self.background = background;
+        self
+    }
+
+    /// Opens the log directory `dir` (creating it if missing) for appending to its newest
+    /// segment, or to a first one; see [`Appender`] and, for segments, [`crate::segments`].
+    /// At opening, segments before the newest that no one has open and that are not finished
+    /// (an appender crashed) are finished, and retention applied.
+    pub fn open_dir(&self, dir: impl AsRef<Path>) -> Result<Appender> {
+        std::fs::create_dir_all(dir.as_ref())?;
+        Appender::open_dir_with(self, Arc::new(StdFs), dir.as_ref())
+    }
+
+    /// [`open_dir`](Self::open_dir) on `fs`, a simulated file system in tests (whose
+    /// directories need no making).
+    pub fn open_dir_in(
+        &self,
+        fs: Arc<dyn FileSystem + Send + Sync>,
+        dir: impl AsRef<Path>,
+    ) -> Result<Appender> {
+        Appender::open_dir_with(self, fs, dir.as_ref())
+    }
+
+    /// What finishing a segment checks its blocks with: the dictionary, if any.
+    fn reader_options(&self) -> ReaderBuilder {
+        match &self.dictionary {
+            Some(dictionary) => ReaderBuilder::new().dictionary(dictionary.clone()),
+            None => ReaderBuilder::new(),
+        }
     }
 
     /// Compresses blocks on `threads` threads; see [`WriterBuilder::threads`].
@@ -272,6 +354,8 @@ pub struct Appender {
     durability: Durability,
     /// The metadata blocks announced, shared with the file's writer.
     announced: Arc<Mutex<Vec<u8>>>,
+    /// Finishes the segments of a log directory and applies retention.
+    maintainer: Option<Arc<Maintainer>>,
 }
 
 /// The state the appending thread and the timer thread share.
@@ -285,8 +369,9 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     writer: Writer<LogFile>,
-    /// The same file, to sync it without holding the writer.
-    sync: Arc<dyn Handle>,
+    /// The file appended to (a log directory's segment changes), to sync it without holding
+    /// the writer.
+    current: Arc<Mutex<Arc<dyn Handle>>>,
     /// The file's directory entry is not known to be durable: whoever created the file may
     /// not have synced its directory, so the first sync syncs it too.
     entry_unsynced: bool,
@@ -318,6 +403,10 @@ struct State {
 #[derive(Debug)]
 struct LogFile {
     file: Arc<dyn Handle>,
+    /// The same, for the appender's syncs.
+    current: Arc<Mutex<Arc<dyn Handle>>>,
+    /// The log directory whose segment `file` is, if it is one.
+    segments: Option<Segments>,
     /// How a log starts: the 19 bytes every file starts with (the leading sync byte and the
     /// header block), then a log block.
     start: Vec<u8>,
@@ -334,8 +423,13 @@ impl Write for LogFile {
         // rule 5).
         // The blocks it announced come with them: what a reader needs to read the records
         // after (the schema of typed records, spec 15.1).
+        let mut len = self.file.len()?;
+        if self.segments.as_mut().is_some_and(|s| s.due(len)) {
+            self.roll()?;
+            len = self.file.len()?;
+        }
         let restart;
-        let fence: &[u8] = if self.file.is_empty()? {
+        let fence: &[u8] = if len == 0 {
             let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
             restart = [&self.start[..], &announced].concat();
             &restart
@@ -347,6 +441,32 @@ impl Write for LogFile {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogFile {
+    /// Moves on to a new segment of the log directory (or a newer one another appender made),
+    /// and hands the one left to be finished. A roll that fails leaves the appender where it
+    /// was, to try again later.
+    fn roll(&mut self) -> io::Result<()> {
+        // What was written to the segment left is durable before a sync of the next one
+        // counts records durable.
+        self.file.sync_data()?;
+        let announced = self
+            .announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(segments) = self.segments.as_mut() else {
+            return Ok(());
+        };
+        let Some(rolled) = segments.roll(&announced) else {
+            return Ok(());
+        };
+        let left = std::mem::replace(&mut self.file, Arc::clone(&rolled.file));
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = rolled.file;
+        segments.maintainer.pass(Some(left));
         Ok(())
     }
 }
@@ -435,6 +555,95 @@ impl Appender {
         if !exclusive {
             file.lock_shared()?;
         }
+        Self::start(options, file, exclusive, None)
+    }
+
+    fn open_dir_with(
+        options: &AppenderBuilder,
+        fs: Arc<dyn FileSystem + Send + Sync>,
+        dir: &Path,
+    ) -> Result<Appender> {
+        let maintainer = Arc::new(Maintainer::new(
+            Arc::clone(&fs),
+            dir.to_path_buf(),
+            options.retention,
+            options.reader_options(),
+            options.background,
+        )?);
+        let mut segments = Segments {
+            fs: Arc::clone(&fs),
+            dir: dir.to_path_buf(),
+            seq: 0,
+            created: 0,
+            rolling: options.rolling,
+            preamble: options
+                .writer
+                .embedded_dictionary_block()?
+                .unwrap_or_default(),
+            looked: Instant::now(),
+            failed: None,
+            maintainer: Arc::clone(&maintainer),
+        };
+        // Each round opens the newest segment, or finds it gone, finished, or missing.
+        for _ in 0..64 {
+            let Some((seq, path)) = crate::segments::list_in(&*fs, dir)?.pop() else {
+                let rolled = segments.roll(&[]).ok_or_else(|| {
+                    io::Error::other(format!("cannot make a first segment in {}", dir.display()))
+                });
+                let _ = rolled?;
+                continue;
+            };
+            let file = match fs.open_existing(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let exclusive = file.try_lock()?;
+            let named = match exclusive {
+                true => crate::segments::still_named(&*fs, &path)?,
+                false => crate::segments::lock_named(&*fs, &*file, &path)?,
+            };
+            if !named {
+                continue;
+            }
+            segments.seq = seq;
+            if crate::segments::ends_finished(&*file)? {
+                // Finished (by hand): never appended to again; the next segment is.
+                drop(file);
+                if segments.roll(&[]).is_none() {
+                    return Err(io::Error::other(format!(
+                        "cannot make a segment after {} in {}",
+                        crate::segments::segment_name(seq),
+                        dir.display()
+                    ))
+                    .into());
+                }
+                continue;
+            }
+            segments.created = {
+                let contents = file.contents()?;
+                crate::segments::created(contents.bytes()).unwrap_or_else(crate::segments::now_ns)
+            };
+            let appender = Self::start(options, file, exclusive, Some(segments))?;
+            maintainer.pass(None);
+            return Ok(appender);
+        }
+        Err(io::Error::other(format!(
+            "the segments of {} keep changing: no segment to append to",
+            dir.display()
+        ))
+        .into())
+    }
+
+    /// Starts appending to `file`, locked (exclusively if `exclusive`): deals with its torn
+    /// tail and writes a log block if need be.
+    fn start(
+        options: &AppenderBuilder,
+        file: Arc<dyn Handle>,
+        exclusive: bool,
+        segments: Option<Segments>,
+    ) -> Result<Appender> {
+        let maintainer = segments.as_ref().map(|s| Arc::clone(&s.maintainer));
         let mut opened = Opened {
             created: false,
             exclusive,
@@ -488,9 +697,12 @@ impl Appender {
             }
         }
         let sync = Arc::clone(&file);
+        let current = Arc::new(Mutex::new(Arc::clone(&file)));
         let announced = Arc::new(Mutex::new(Vec::new()));
         let writer = options.writer.clone().without_header().build(LogFile {
             file,
+            current: Arc::clone(&current),
+            segments,
             start,
             announced: Arc::clone(&announced),
         })?;
@@ -501,7 +713,7 @@ impl Appender {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 writer,
-                sync,
+                current,
                 // Whoever created the file may not have synced its directory.
                 entry_unsynced: true,
                 syncing: false,
@@ -540,6 +752,7 @@ impl Appender {
             opened,
             durability: options.durability,
             announced,
+            maintainer,
         })
     }
 
@@ -758,7 +971,29 @@ impl Appender {
         ) {
             state.sync()?;
         }
+        drop(state);
+        if let Some(maintainer) = &self.maintainer {
+            maintainer.close();
+        }
         Ok(())
+    }
+
+    /// The first error that finishing segments of a log directory, or removing them by
+    /// retention, met (the records are safe: a segment is left as it was). `None` for a
+    /// single file.
+    pub fn segments_error(&self) -> Option<String> {
+        self.maintainer.as_ref().and_then(|m| m.error())
+    }
+
+    /// The segment appended to now, for a log directory.
+    pub fn segment(&self) -> Option<PathBuf> {
+        let state = lock(&self.shared);
+        let segments = state.writer.get_ref().segments.as_ref()?;
+        Some(
+            segments
+                .dir
+                .join(crate::segments::segment_name(segments.seq)),
+        )
     }
 
     fn stop_timer(&mut self) {
@@ -802,7 +1037,8 @@ impl State {
     /// Syncs the file: everything written is durable.
     fn sync(&mut self) -> Result<()> {
         self.check()?;
-        let synced = sync_file(&*self.sync, self.entry_unsynced).map_err(Error::from);
+        let file = Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()));
+        let synced = sync_file(&*file, self.entry_unsynced).map_err(Error::from);
         self.note(synced)?;
         self.entry_unsynced = false;
         self.durable = self.written;
@@ -882,7 +1118,7 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
         if sync {
             let written = state.written;
             let entry = state.entry_unsynced;
-            let file = Arc::clone(&state.sync);
+            let file = Arc::clone(&state.current.lock().unwrap_or_else(|e| e.into_inner()));
             // Appending goes on while the file syncs; a sync asked for meanwhile waits for
             // this one (`Appender::sync`).
             state.syncing = true;
@@ -900,141 +1136,4 @@ fn commit_loop(shared: &Shared, delay: Duration, sync: bool) {
             shared.changed.notify_all();
         }
     }
-}
-
-/// Whether the bytes from `end` (one past the last intact block) are one block but
-/// for its closing sync byte, opened by the last intact block's closing sync byte or by a
-/// sync byte of its own right after it: a write cut just short of its end.
-pub(crate) fn lacks_closing_sync(bytes: &[u8], end: u64) -> bool {
-    let Some(open) = memchr::memrchr(0, bytes) else {
-        return false;
-    };
-    if (open as u64) + 1 < end || open as u64 > end || bytes.len() - open > MAX_COMPLETED {
-        return false;
-    }
-    let mut block = bytes[open..].to_vec();
-    block.push(0);
-    match ReaderBuilder::new().from_slice(&block).next_block() {
-        Some(Ok(b)) => b.info().offset == 0 && b.info().size as usize == block.len() - 1,
-        _ => false,
-    }
-}
-
-/// Fails if a header block of a newer version lies further on in `bytes` (files
-/// concatenated): a full read stops there, so what is appended after it could not be read.
-/// Otherwise returns the type of the last header, end or log block after offset 0 that a full
-/// read finds intact and that opens at or before `last` (the last intact block): with the
-/// type of that block, what tells an open log (spec 9.5.1, 11.1 rule 6).
-///
-/// A full read tries every 0x00 as a block's opening sync byte (blocks hold no other), so
-/// every header, end and log block it would meet starts `00 02`, `00 0c` or `00 0e` (types 1,
-/// 6 and 7), and each such place is checked as a range reader starting there, which decodes
-/// what a full read would. This reads the whole file once, at memchr speed, where a skipping
-/// scan (spec 9.3) reads only block headers; but a damaged length that lands on a sync byte
-/// makes a skipping scan jump over whatever lies between, and it once hid such a header from
-/// the appender (`fuzz/regressions/append_after_garbage/newer-header-hidden-from-skipping-scan`).
-pub(crate) fn scan_headers_and_marks(bytes: &[u8], last: usize) -> Result<Option<BlockType>> {
-    let options = ReaderBuilder::new();
-    let mut mark = None;
-    for open in memchr::memchr_iter(0, bytes) {
-        let wanted = match bytes.get(open + 1) {
-            Some(0x02) => true,
-            Some(0x0c | 0x0e) => open <= last,
-            _ => false,
-        };
-        if open == 0 || !wanted {
-            continue;
-        }
-        let at = open as u64;
-        match options.from_slice_range(bytes, at..at + 1).next_block() {
-            Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
-            Some(Ok(block)) if block.info().offset == at && open <= last => {
-                mark = Some(block.info().block_type);
-            }
-            _ => {}
-        }
-    }
-    Ok(mark)
-}
-
-/// Whether the frame that opens at `open` is sound (spec 6) and closes at `close`, whatever
-/// its length: no reader limit applies.
-fn sound_frame(bytes: &[u8], open: usize, close: usize) -> bool {
-    let frame = frame::read_at(&bytes[..=close], open, 0, true, u64::MAX, Check::Full, 0);
-    matches!(frame, Found::Frame(f) if f.end == close)
-}
-
-/// The largest torn block an appender completes (copying it to check it): larger ones are
-/// cut off.
-const MAX_COMPLETED: usize = 64 << 20;
-
-/// Whether the file of `bytes`, whose last intact block (or, with a torn tail, last complete
-/// block) opens at `last`, is an open log (spec 9.5.1): that block is not an end or index
-/// block, and of the header, end and log blocks, the last intact one is a log block (`mark`,
-/// found before it by [`scan_headers_and_marks`]).
-fn is_open_log(bytes: &[u8], last: usize, mark: Option<BlockType>) -> bool {
-    match bytes.get(last + 1..).map(crate::varint::read) {
-        Some(Ok((types::LOG, _))) => true,
-        Some(Ok((types::END | types::INDEX | types::HEADER, _))) => false,
-        _ => mark == Some(BlockType::Log),
-    }
-}
-
-/// The end of the last intact block of the file's `bytes` (one past its closing sync byte),
-/// found by scanning back from the end, and the offset of that block's opening sync byte:
-/// each 0x00 there may close a block, and the block it closes is intact if its frame is
-/// sound and its body checks (a block that needs a dictionary or a codec this reader lacks
-/// counts, since its frame is complete). Fails if the file does not start with a header block
-/// this version reads.
-pub(crate) fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
-    let mut header = ReaderBuilder::new().from_slice_range(bytes, 0..1);
-    let header_end = match header.next_block() {
-        Some(Ok(block))
-            if block.info().block_type == BlockType::Header && block.info().offset == 0 =>
-        {
-            Some(block.info().size + 1)
-        }
-        Some(Err(e @ Error::UnsupportedVersion { .. })) => return Err(e),
-        _ if header_lost(bytes) => None,
-        _ => return Err(Error::NotACobsfile { offset: 0 }),
-    };
-    let mut end = bytes.len();
-    while let Some(close) = memchr::memrchr(0, &bytes[..end]) {
-        let Some(open) = memchr::memrchr(0, &bytes[..close]) else {
-            break;
-        };
-        if close == open + 1 {
-            // Padding (or zeros): the block before it decides.
-            end = close;
-            continue;
-        }
-        let mut reader = ReaderBuilder::new().from_slice_range(bytes, open as u64..open as u64 + 1);
-        let complete = match reader.next_block() {
-            Some(Ok(block)) => block.info().offset == open as u64,
-            // A block over the reader's limits, or that needs a dictionary or codec it lacks,
-            // cannot be checked; its frame is complete if it is sound, whatever the limits
-            // (spec 11.1, rule 2): a log written with larger blocks is never cut.
-            Some(Err(Error::Damaged { cause, start, .. })) if start == open as u64 + 1 => {
-                !cause.is_damage() || (cause.is_over_limit() && sound_frame(bytes, open, close))
-            }
-            _ => false,
-        };
-        if complete {
-            return Ok((close as u64 + 1, open));
-        }
-        end = close;
-    }
-    // No intact block: a lost header is then all the evidence, which is too little.
-    header_end
-        .map(|end| (end, 0))
-        .ok_or(Error::NotACobsfile { offset: 0 })
-}
-
-/// Whether the file of `bytes` starts as one whose header a power cut took: where its 19
-/// first bytes should be, each is that byte or zero (a write lost in a power cut leaves
-/// zeros where the file's length survived without its data, sector by sector). Only with an
-/// intact block further on does the file count as a log (spec 11.1, rule 1).
-fn header_lost(bytes: &[u8]) -> bool {
-    let start = block::file_start();
-    bytes.len() >= start.len() && bytes.iter().zip(&start).all(|(&b, &s)| b == s || b == 0)
 }

@@ -19,7 +19,6 @@ use std::io::{self, IoSlice};
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::appender::{intact_end, lacks_closing_sync, scan_headers_and_marks};
 use crate::block::{self, types, BlockType};
 use crate::decoder::Block;
 use crate::error::Result;
@@ -28,6 +27,7 @@ use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::range::RangeSink;
 use crate::reader::ReaderBuilder;
+use crate::tail::{intact_end, lacks_closing_sync, scan_headers_and_marks};
 use crate::time::TimeSpan;
 
 /// What [`finish_log`] did.
@@ -65,9 +65,13 @@ pub struct Finished {
     pub len: u64,
 }
 
-/// Finishes the log at `path` in place, if no one else has it open; see the
-/// [module](self) documentation. `options` gives the dictionaries and limits to check its
-/// blocks with.
+/// Finishes the log at `path` in place (spec 11.3), if no one else has it open (it takes the
+/// file's exclusive lock, which no appender and no reader that maps the file holds then):
+/// cuts a torn tail, or completes a block that lacks only its closing sync byte, then appends a
+/// time index, an index whose gap entries (type 10) list the padding between appended blocks
+/// and any damage, and an end block, in one write, and syncs the file. A crash at any point
+/// leaves a log that finishing again finishes. `options` gives the dictionaries and limits to
+/// check its blocks with.
 ///
 /// ```
 /// use cobsfile::{AppenderBuilder, Durability, Finish};

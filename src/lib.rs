@@ -67,8 +67,11 @@
 //!   its data block) ([`WriterBuilder::threads`] compresses on
 //!   worker threads); [`Appender`] reopens a log after a crash (cutting or fencing a torn last
 //!   block) and appends with the [`Durability`] the caller chooses, several processes at once
-//!   if need be; [`finish_log`] finishes a log no one appends to any more in place (an index
-//!   that lists its padding and damage as gaps, a time index, an end block);
+//!   if need be (`tail` says how a log's bytes end, for both); [`finish_log`] finishes a log
+//!   no one appends to any more in place (an index that lists its padding and damage as gaps,
+//!   a time index, an end block); [`segments`] keeps a log as a directory of segments that an
+//!   appender ([`AppenderBuilder::open_dir`]) rolls by size or age, finishes when it leaves
+//!   them, and removes by retention;
 //! - `avro` (feature `avro`) writes typed records through a [`Writer`] or an [`Appender`] and
 //!   reads them through a [`Reader`]: schemas in metadata blocks, each record in Avro's
 //!   single-object encoding;
@@ -102,9 +105,11 @@ mod reader;
 mod recover;
 mod remote;
 mod report;
+pub mod segments;
 #[cfg(target_os = "linux")]
 mod sigbus;
 mod source;
+mod tail;
 mod time;
 pub mod varint;
 mod verify;

@@ -178,6 +178,26 @@ impl WriterBuilder {
         self
     }
 
+    /// The dictionary block this writer embeds (spec 7.2), from its type field to its closing
+    /// sync byte, if it embeds one: a log directory's appender starts each new segment with it.
+    pub(crate) fn embedded_dictionary_block(&self) -> Result<Option<Vec<u8>>> {
+        let (Some((dictionary, true)), Compression::Zstd { level }) =
+            (&self.dictionary, self.compression)
+        else {
+            return Ok(None);
+        };
+        // Compressed without a dictionary, which the reader does not have yet.
+        let mut plain = Compressor::new(level, None)?;
+        let mut out = Vec::new();
+        let start = block::encode(
+            types::DICTIONARY,
+            dictionary.bytes(),
+            Some(&mut plain),
+            &mut out,
+        )?;
+        Ok(Some(out.split_off(start)))
+    }
+
     /// Leaves out the leading sync byte and header block, for output that goes after an
     /// existing file's blocks.
     pub(crate) fn without_header(mut self) -> Self {
@@ -240,10 +260,6 @@ impl WriterBuilder {
             };
             (compressor, None)
         };
-        let embed = match (&self.dictionary, self.compression) {
-            (Some((dictionary, true)), Compression::Zstd { .. }) => Some(dictionary.clone()),
-            _ => None,
-        };
         let index = IndexBuilder::new(self.index);
         let block_target = self.get_block_target();
         // Uncompressed blocks encoded on this thread are encoded as records arrive; the
@@ -273,20 +289,9 @@ impl WriterBuilder {
             writer.out = block::file_start();
             writer.write_out(0, 0)?;
         }
-        if let Some(dictionary) = embed {
-            // Compressed (without a dictionary, which the reader does not have yet).
-            let level = match writer.options.compression {
-                Compression::Zstd { level } => level,
-                Compression::None => Compression::DEFAULT_ZSTD_LEVEL,
-            };
-            let mut plain = Compressor::new(level, None)?;
-            let start = block::encode(
-                types::DICTIONARY,
-                dictionary.bytes(),
-                Some(&mut plain),
-                &mut writer.out,
-            )?;
-            writer.write_out(start, 0)?;
+        if let Some(block) = writer.options.embedded_dictionary_block()? {
+            writer.out = block;
+            writer.write_out(0, 0)?;
         }
         Ok(writer)
     }

@@ -1,0 +1,554 @@
+//! Segmented logs (spec 11.4): a log kept as a directory of segment files that an
+//! [`Appender`](crate::Appender) rolls over by size or age, finishes once no one appends to
+//! them ([`finish_log`](crate::finish_log)), and removes when a retention limit says, as Kafka
+//! keeps a partition's segments and journald its journal files.
+//!
+//! Segments are named by a sequence number, 20 decimal digits and `.cobs`
+//! (`00000000000000000001.cobs`), so that names sort in log order; other files in the directory
+//! are not segments. A segment starts as every log an appender starts (a header and a log
+//! block) and then a metadata block with [`SEGMENT_CREATED_KEY`], the time it was made, by which
+//! segments roll by age and expire.
+//!
+//! A segment appears under its name whole: made without a name, written and synced, then named
+//! with `linkat`, which fails if another appender made that segment first; the appender then
+//! appends to that one. Finishing and removing each take a segment's exclusive lock, which no
+//! one gets while an appender or a reader that maps the file has it open.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::block::{self, types, BlockType};
+use crate::error::Result;
+use crate::finish::{finish_open, Finish};
+use crate::fs::{FileSystem, Handle};
+use crate::reader::ReaderBuilder;
+
+/// The metadata key whose value is when a segment was made: nanoseconds since the Unix epoch,
+/// in decimal ASCII.
+pub const SEGMENT_CREATED_KEY: &str = "cobsfile.segment.created";
+
+/// The end of every finished file: an end block and its sync bytes (spec 8.6).
+const END_BLOCK: [u8; 10] = [0x00, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00];
+
+/// The file name of segment `seq`.
+pub fn segment_name(seq: u64) -> String {
+    format!("{seq:020}.cobs")
+}
+
+/// The sequence number of the segment named `name`, if it is a segment's name.
+pub fn segment_seq(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".cobs")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The segments of the log in `dir`, in log order: sequence numbers and paths.
+pub fn list_segments(dir: impl AsRef<Path>) -> io::Result<Vec<(u64, PathBuf)>> {
+    list_in(&crate::fs::StdFs, dir.as_ref())
+}
+
+/// [`list_segments`] on `fs`.
+pub(crate) fn list_in(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut segments: Vec<(u64, PathBuf)> = fs
+        .list(dir)?
+        .into_iter()
+        .filter_map(|path| {
+            let seq = segment_seq(path.file_name()?.to_str()?)?;
+            Some((seq, path))
+        })
+        .collect();
+    segments.sort();
+    Ok(segments)
+}
+
+/// When an appender rolls to a new segment: once the segment is `size` bytes or more, or was
+/// made `age` ago or longer (Kafka's `segment.bytes` and `segment.ms`). Neither: never.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rolling {
+    /// Bytes of a segment from which the next block goes to a new one.
+    pub size: Option<u64>,
+    /// Age of a segment from which the next block goes to a new one.
+    pub age: Option<Duration>,
+}
+
+/// Which old segments are removed: oldest first, while the log holds more than `size` bytes or
+/// more than `count` segments, or while the oldest segment's successor was made more than
+/// `age` ago (its records are older than that: Kafka's `retention.bytes` and `retention.ms`,
+/// journald's `--vacuum-size` and `--vacuum-time`). The segment appended to is never removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// The most bytes the segments may take together.
+    pub size: Option<u64>,
+    /// How long records are kept: a segment goes once its successor is older than this.
+    pub age: Option<Duration>,
+    /// The most segments the log may have.
+    pub count: Option<u64>,
+}
+
+impl Retention {
+    /// Whether any limit is set.
+    pub fn is_set(&self) -> bool {
+        self.size.is_some() || self.age.is_some() || self.count.is_some()
+    }
+}
+
+/// What one pass over a log's directory did ([`maintain`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Maintained {
+    /// Segments finished in place.
+    pub finished: u64,
+    /// Segments left unfinished because someone has them open.
+    pub busy: u64,
+    /// Segments removed by retention, oldest first.
+    pub removed: Vec<PathBuf>,
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+pub(crate) fn now_ns() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The bytes a new segment starts with: the 19 bytes every file starts with, a log block,
+/// and a metadata block saying when it was made (`created`, ns since the epoch).
+pub(crate) fn segment_start(created: i64) -> Result<Vec<u8>> {
+    let mut start = block::file_start();
+    start.extend_from_slice(&block::empty_block(types::LOG)[1..]);
+    let mut payload = Vec::new();
+    let value = created.to_string();
+    block::metadata_payload([(SEGMENT_CREATED_KEY, value.as_bytes())], &mut payload)?;
+    let mut encoded = Vec::new();
+    let at = block::encode(types::METADATA, &payload, None, &mut encoded)?;
+    start.extend_from_slice(&encoded[at..]);
+    Ok(start)
+}
+
+/// When the segment of `bytes` was made, from its metadata: the first metadata block with
+/// [`SEGMENT_CREATED_KEY`] among its first blocks.
+pub(crate) fn created(bytes: &[u8]) -> Option<i64> {
+    let mut reader = ReaderBuilder::new().from_slice(bytes);
+    for _ in 0..8 {
+        let block = reader.next_block()?.ok()?;
+        match block.info().block_type {
+            BlockType::Metadata => {
+                let value = block
+                    .entries()
+                    .find(|(key, _)| *key == SEGMENT_CREATED_KEY)
+                    .map(|(_, value)| value);
+                if let Some(value) = value {
+                    return std::str::from_utf8(value).ok()?.parse().ok();
+                }
+            }
+            BlockType::Data => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the file ends with an end block: finished, as far as its last bytes tell.
+pub(crate) fn ends_finished(file: &dyn Handle) -> Result<bool> {
+    let contents = file.contents()?;
+    Ok(contents.bytes().ends_with(&END_BLOCK))
+}
+
+/// One pass over the segments of the log in `dir`: finishes each segment before the newest
+/// that is not finished and that no one has open, then removes old segments as `retention`
+/// says (oldest first; a segment someone has open stops the pass, so what is kept is always
+/// the newest part of the log). `options` gives what finishing checks blocks with.
+pub fn maintain(
+    dir: impl AsRef<Path>,
+    retention: &Retention,
+    options: &ReaderBuilder,
+) -> Result<Maintained> {
+    maintain_in(&crate::fs::StdFs, dir.as_ref(), retention, options)
+}
+
+/// [`maintain`] on `fs`.
+pub fn maintain_in(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    retention: &Retention,
+    options: &ReaderBuilder,
+) -> Result<Maintained> {
+    let mut done = Maintained::default();
+    let segments = list_in(fs, dir)?;
+    let Some((_, older)) = segments.split_last() else {
+        return Ok(done);
+    };
+    for (_, path) in older {
+        let file = match fs.open_existing(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if ends_finished(&*file)? {
+            continue;
+        }
+        match finish_open(&*file, options)? {
+            Finish::Finished(_) => done.finished += 1,
+            Finish::Busy => done.busy += 1,
+            Finish::Already | Finish::Empty => {}
+        }
+    }
+    if retention.is_set() {
+        remove_expired(fs, dir, &segments, retention, &mut done)?;
+    }
+    Ok(done)
+}
+
+/// Removes segments as `retention` says; see [`maintain`].
+fn remove_expired(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    segments: &[(u64, PathBuf)],
+    retention: &Retention,
+    done: &mut Maintained,
+) -> Result<()> {
+    let mut sizes = Vec::with_capacity(segments.len());
+    for (_, path) in segments {
+        let len = match fs.open_existing(path) {
+            Ok(file) => file.len()?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e.into()),
+        };
+        sizes.push(len);
+    }
+    let mut total: u64 = sizes.iter().sum();
+    let mut count = segments.len() as u64;
+    let now = now_ns();
+    for (i, (_, path)) in segments.iter().enumerate().take(segments.len() - 1) {
+        let over_size = retention.size.is_some_and(|max| total > max);
+        let over_count = retention.count.is_some_and(|max| count > max);
+        let expired = match retention.age {
+            Some(age) => {
+                let successor = fs.open_existing(&segments[i + 1].1)?;
+                let contents = successor.contents()?;
+                let age = i64::try_from(age.as_nanos()).unwrap_or(i64::MAX);
+                created(contents.bytes()).is_some_and(|made| made.saturating_add(age) <= now)
+            }
+            None => false,
+        };
+        if !(over_size || over_count || expired) {
+            break;
+        }
+        let file = match fs.open_existing(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                total -= sizes[i];
+                count -= 1;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !file.try_lock()? {
+            break;
+        }
+        fs.remove(path)?;
+        drop(file);
+        total -= sizes[i];
+        count -= 1;
+        done.removed.push(path.clone());
+    }
+    if !done.removed.is_empty() {
+        fs.sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Looks for a segment made by another appender at most this often.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// A roll that failed (the disk full, say) is tried again after this long; blocks go to the
+/// segment appended to until then.
+const RETRY_ROLL: Duration = Duration::from_secs(1);
+
+/// The segment directory an appender appends to: where it is, which segment it appends to,
+/// and when it rolls.
+#[derive(Debug)]
+pub(crate) struct Segments {
+    pub fs: std::sync::Arc<dyn FileSystem + Send + Sync>,
+    pub dir: PathBuf,
+    /// The segment appended to.
+    pub seq: u64,
+    /// When it was made (ns since the epoch).
+    pub created: i64,
+    pub rolling: Rolling,
+    /// Blocks that follow the segment's start in every new segment: an embedded dictionary,
+    /// announced metadata.
+    pub preamble: Vec<u8>,
+    /// When the directory was last looked at for newer segments.
+    pub looked: std::time::Instant,
+    /// When a roll last failed.
+    pub failed: Option<std::time::Instant>,
+    /// Finishes segments rolled away from and applies retention.
+    pub maintainer: std::sync::Arc<Maintainer>,
+}
+
+/// What a roll found: the segment to append to from now on.
+pub(crate) struct Rolled {
+    pub file: std::sync::Arc<dyn Handle>,
+}
+
+impl Segments {
+    /// Whether the next block goes to a new segment: the one appended to is `len` bytes.
+    pub fn due(&mut self, len: u64) -> bool {
+        if self.failed.is_some_and(|at| at.elapsed() < RETRY_ROLL) {
+            return false;
+        }
+        if self.rolling.size.is_some_and(|size| len >= size) {
+            return true;
+        }
+        if let Some(age) = self.rolling.age {
+            let age = i64::try_from(age.as_nanos()).unwrap_or(i64::MAX);
+            if now_ns() >= self.created.saturating_add(age) {
+                return true;
+            }
+        }
+        if self.looked.elapsed() >= LOOK_EVERY {
+            self.looked = std::time::Instant::now();
+            if let Ok(segments) = list_in(&*self.fs, &self.dir) {
+                return segments.last().is_some_and(|(seq, _)| *seq > self.seq);
+            }
+        }
+        false
+    }
+
+    /// Moves on to the newest segment, making a new one unless another appender made one
+    /// after the one appended to. `None` if that failed: the caller appends where it did and
+    /// tries again later.
+    pub fn roll(&mut self, extra: &[u8]) -> Option<Rolled> {
+        match self.next_segment(extra) {
+            Ok(rolled) => {
+                self.failed = None;
+                Some(rolled)
+            }
+            Err(_) => {
+                self.failed = Some(std::time::Instant::now());
+                None
+            }
+        }
+    }
+
+    fn next_segment(&mut self, extra: &[u8]) -> Result<Rolled> {
+        // Each round either opens a segment or finds a newer one made meanwhile.
+        for _ in 0..64 {
+            let newest = list_in(&*self.fs, &self.dir)?
+                .last()
+                .map_or(0, |(seq, _)| *seq);
+            let seq = if newest > self.seq {
+                newest
+            } else {
+                let seq = self.seq + 1;
+                let created = now_ns();
+                if !self.make(seq, created, extra)? {
+                    // Another appender made it first.
+                    continue;
+                }
+                seq
+            };
+            let path = self.dir.join(segment_name(seq));
+            let file = match self.fs.open_existing(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if !lock_named(&*self.fs, &*file, &path)? {
+                continue;
+            }
+            let contents = file.contents()?;
+            let bytes = contents.bytes();
+            // A segment finished already (by hand) is rolled past, never appended to.
+            if bytes.ends_with(&END_BLOCK) {
+                self.seq = seq;
+                continue;
+            }
+            self.created = created(bytes).unwrap_or_else(now_ns);
+            drop(contents);
+            self.seq = seq;
+            // Its name may have been made by an appender that crashed before syncing the
+            // directory: records appended to it are durable only with it.
+            file.sync_entry()?;
+            return Ok(Rolled { file });
+        }
+        Err(
+            io::Error::other("segments keep appearing faster than this appender can open them")
+                .into(),
+        )
+    }
+
+    /// Makes segment `seq`, whole and synced before it takes its name; false if the name was
+    /// taken.
+    fn make(&self, seq: u64, created: i64, extra: &[u8]) -> Result<bool> {
+        let path = self.dir.join(segment_name(seq));
+        let new = self.fs.create_new(&path)?;
+        let mut start = segment_start(created)?;
+        start.extend_from_slice(&self.preamble);
+        start.extend_from_slice(extra);
+        let mut rest = &start[..];
+        while !rest.is_empty() {
+            match new.append(rest) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        new.sync()?;
+        match new.place(false) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+        new.sync_entry()?;
+        Ok(true)
+    }
+}
+
+/// Takes the shared lock on `file`, opened as `path`, and checks that `path` still names a
+/// file: retention removes a segment holding its exclusive lock, so a segment named once the
+/// lock is held stays until it is let go. False if it was removed (or is being removed).
+pub(crate) fn lock_named(fs: &dyn FileSystem, file: &dyn Handle, path: &Path) -> Result<bool> {
+    match file.lock_shared() {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    still_named(fs, path)
+}
+
+/// Whether `path` still names a file, checked holding a lock on the file opened by it.
+pub(crate) fn still_named(fs: &dyn FileSystem, path: &Path) -> Result<bool> {
+    match fs.open_existing(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Finishes the segments an appender rolled away from and removes expired ones: on a thread
+/// of its own, so that appending never waits for it, or on the appending thread (for tests
+/// that must run the same steps each time).
+#[derive(Debug)]
+pub(crate) struct Maintainer {
+    job: Job,
+    background: std::sync::Mutex<Option<Background>>,
+    /// The first error a pass met: the records are safe, the directory keeps what a pass
+    /// would have removed.
+    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Job {
+    fs: std::sync::Arc<dyn FileSystem + Send + Sync>,
+    dir: PathBuf,
+    retention: Retention,
+    options: ReaderBuilder,
+}
+
+#[derive(Debug)]
+struct Background {
+    wake: std::sync::mpsc::Sender<Option<std::sync::Arc<dyn Handle>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Maintainer {
+    pub fn new(
+        fs: std::sync::Arc<dyn FileSystem + Send + Sync>,
+        dir: PathBuf,
+        retention: Retention,
+        options: ReaderBuilder,
+        background: bool,
+    ) -> io::Result<Self> {
+        let job = Job {
+            fs,
+            dir,
+            retention,
+            options,
+        };
+        let error = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let background = match background {
+            false => None,
+            true => {
+                let (wake, woken) =
+                    std::sync::mpsc::channel::<Option<std::sync::Arc<dyn Handle>>>();
+                let (job, error) = (job.clone(), std::sync::Arc::clone(&error));
+                let thread = std::thread::Builder::new()
+                    .name("cobsfile-segments".into())
+                    .spawn(move || {
+                        while let Ok(left) = woken.recv() {
+                            job.run(left, &error);
+                        }
+                    })?;
+                Some(Background { wake, thread })
+            }
+        };
+        Ok(Maintainer {
+            job,
+            background: std::sync::Mutex::new(background),
+            error,
+        })
+    }
+
+    /// A pass over the directory, after the appender left the segment `left` (whose handle
+    /// it hands over, to finish it through).
+    pub fn pass(&self, left: Option<std::sync::Arc<dyn Handle>>) {
+        let background = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        match &*background {
+            Some(background) => {
+                let _ = background.wake.send(left);
+            }
+            None => {
+                drop(background);
+                self.job.run(left, &self.error)
+            }
+        }
+    }
+
+    /// Waits for the passes asked for to end; later passes run on the caller's thread.
+    pub fn close(&self) {
+        let background = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(background) = background {
+            drop(background.wake);
+            let _ = background.thread.join();
+        }
+    }
+
+    /// The first error a pass met, if any.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Job {
+    fn run(
+        &self,
+        left: Option<std::sync::Arc<dyn Handle>>,
+        error: &std::sync::Mutex<Option<String>>,
+    ) {
+        let mut outcome = Ok(());
+        if let Some(file) = left {
+            // Through the appender's own handle: its shared lock turns exclusive if no one
+            // else has the segment open.
+            outcome = finish_open(&*file, &self.options).map(|_| ());
+        }
+        if outcome.is_ok() {
+            outcome = maintain_in(&*self.fs, &self.dir, &self.retention, &self.options).map(|_| ());
+        }
+        if let Err(e) = outcome {
+            error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| format!("segments in {}: {e}", self.dir.display()));
+        }
+    }
+}
