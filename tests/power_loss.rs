@@ -13,6 +13,7 @@
 //! replay repeats the same operations and crash choices, not necessarily the same timing). A
 //! long run: `POWER_LOSS_CASES=20000 cargo test --release -p cobsfile --test power_loss`.
 
+use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::path::Path;
 
@@ -343,5 +344,152 @@ fn recovery_into_a_new_file_is_old_or_new_whole_after_a_cut_at_any_step() {
             written.unwrap();
             break;
         }
+    }
+}
+
+/// The log directory of the segment scenario.
+const SEGMENTS: &str = "/sim/segments";
+
+/// A power cut at any moment of a log directory's life (appends, rolls, finishing, retention,
+/// reopening) keeps every record an appender reported durable, unless retention removed its
+/// segment, and nothing twice: after any crash state, the segments left are a run of sequence
+/// numbers, the records of those at or after the first one left that were durable are all
+/// there, once, intact; and a fresh appender reopens the directory, finishes what is left
+/// unfinished and appends after it.
+fn segments_case(seed: u64) {
+    let mut rng = Rng::new(seed);
+    let fs = SimFs::new(rng.next_u64());
+    let appenders = 1 + rng.below(3) as usize;
+    let mut options = AppenderBuilder::new()
+        .durability(Durability::Fsync)
+        .segment_size(200 + rng.below(3000))
+        .maintain_in_background(false);
+    let retained = rng.below(4);
+    match retained {
+        0 => options = options.retain_count(2 + rng.below(4)),
+        1 => options = options.retain_size(1000 + rng.below(6000)),
+        _ => {}
+    }
+    // The power goes after so many steps, somewhere in the run (or never).
+    fs.stop_after(rng.below(400));
+    let open = |fs: &SimFs| options.open_dir_in(std::sync::Arc::new(fs.clone()), SEGMENTS);
+    let mut logs: Vec<Option<cobsfile::Appender>> = (0..appenders).map(|_| None).collect();
+    // Each durable record, with the sequence number of the segment it went to.
+    let mut durable: Vec<(u64, u64)> = Vec::new();
+    let mut appended = 0u64;
+    'run: for _ in 0..200 {
+        let k = rng.below(appenders as u64) as usize;
+        if logs[k].is_none() {
+            match open(&fs) {
+                Ok(log) => logs[k] = Some(log),
+                Err(_) => break 'run,
+            }
+        }
+        let log = logs[k].as_mut().unwrap();
+        match rng.below(20) {
+            0 => {
+                let log = logs[k].take().unwrap();
+                if log.close().is_err() {
+                    break 'run;
+                }
+            }
+            _ => {
+                let i = appended;
+                appended += 1;
+                let r = record(i, 12 + rng.below(300) as usize);
+                if log.append(&r).is_err() {
+                    break 'run;
+                }
+                let segment = log.segment().unwrap();
+                let name = segment.file_name().unwrap().to_str().unwrap();
+                let seq = cobsfile::segments::segment_seq(name).unwrap();
+                durable.push((i, seq));
+            }
+        }
+    }
+    drop(logs);
+    if std::env::var_os("SEGMENTS_DEBUG").is_some() {
+        let left = fs.list(SEGMENTS).len();
+        let last = durable.last().map(|d| d.1);
+        eprintln!("seed {seed:#x}: {appended} appended, {} durable, last segment {last:?}, {left} left, stopped {}", durable.len(), fs.stopped());
+    }
+    for crash in crash_seeds(seed) {
+        let crashed = fs.crashed(crash);
+        let segments: Vec<(u64, Vec<u8>)> = crashed
+            .list(SEGMENTS)
+            .into_iter()
+            .filter_map(|p| {
+                let seq = cobsfile::segments::segment_seq(p.file_name()?.to_str()?)?;
+                Some((seq, crashed.read(&p).unwrap()))
+            })
+            .collect();
+        let seqs: Vec<u64> = segments.iter().map(|(s, _)| *s).collect();
+        if let (Some(first), Some(last)) = (seqs.first(), seqs.last()) {
+            assert_eq!(
+                seqs,
+                (*first..=*last).collect::<Vec<_>>(),
+                "segments left are a run (seed {seed:#x})"
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for (seq, bytes) in &segments {
+            let (records, _) = ReaderBuilder::new().from_slice(bytes).read_all();
+            for r in records {
+                let i = parse(&r).unwrap_or_else(|| panic!("a corrupt record in {seq}"));
+                assert!(i < appended, "a record never appended");
+                assert!(seen.insert(i), "record {i} twice (seed {seed:#x})");
+            }
+        }
+        let first = seqs.first().copied().unwrap_or(u64::MAX);
+        if retained > 1 && !durable.is_empty() {
+            assert_eq!(first, 1, "no retention, yet segments went (seed {seed:#x})");
+        }
+        for (i, seq) in &durable {
+            if *seq >= first {
+                assert!(
+                    seen.contains(i),
+                    "durable record {i} of segment {seq} lost (seed {seed:#x}, crash {crash:#x}, left {seqs:?})"
+                );
+            }
+        }
+        // Reopened: what is left unfinished before the newest is finished, and appending
+        // goes on after what is there.
+        let mut log = open(&crashed).unwrap_or_else(|e| panic!("reopen (seed {seed:#x}): {e}"));
+        log.append(&record(appended, 40)).unwrap();
+        log.close().unwrap();
+        let mut names = crashed.list(SEGMENTS);
+        names.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(cobsfile::segments::segment_seq)
+                .is_some()
+        });
+        names.sort();
+        let (newest, older) = names.split_last().unwrap();
+        let bytes = crashed.read(newest).unwrap();
+        let (records, _) = ReaderBuilder::new().from_slice(&bytes).read_all();
+        assert_eq!(parse(records.last().unwrap()), Some(appended));
+        for path in older {
+            let bytes = crashed.read(path).unwrap();
+            let report = ReaderBuilder::new().verify(&bytes).unwrap();
+            assert_eq!(
+                report.ending,
+                cobsfile::Ending::Finished,
+                "{} (seed {seed:#x})",
+                path.display()
+            );
+            if let Some(index) = cobsfile::Index::find(&bytes) {
+                assert_eq!(index.records(), report.records, "{}", path.display());
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 0, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn segment_rolls_finishing_and_retention_keep_every_durable_record(seed in any::<u64>()) {
+        segments_case(seed)
     }
 }
