@@ -184,7 +184,10 @@ impl AppenderBuilder {
     }
 
     /// A log directory ([`open_dir`](Self::open_dir)) rolls to a new segment once the one
-    /// appended to is `bytes` long (Kafka's `segment.bytes`); default: never by size.
+    /// appended to is `bytes` long (Kafka's `segment.bytes`); default: never by size. The roll
+    /// comes before a block, so a segment ends up to a block over `bytes`: data blocks are
+    /// kept to at most a quarter of `bytes` of records (the block target, if larger, is
+    /// lowered to it).
     pub fn segment_size(mut self, bytes: u64) -> Self {
         self.rolling.size = Some(bytes);
         self
@@ -570,6 +573,14 @@ impl Appender {
             options.reader_options(),
             options.background,
         )?);
+        let mut options = options.clone();
+        if let Some(size) = options.rolling.size {
+            let quarter = usize::try_from(size / 4).unwrap_or(usize::MAX).max(1);
+            if options.writer.get_block_target() > quarter {
+                options.writer = options.writer.block_target(quarter);
+            }
+        }
+        let options = &options;
         let mut segments = Segments {
             fs: Arc::clone(&fs),
             dir: dir.to_path_buf(),
@@ -983,6 +994,15 @@ impl Appender {
     /// single file.
     pub fn segments_error(&self) -> Option<String> {
         self.maintainer.as_ref().and_then(|m| m.error())
+    }
+
+    /// Waits for the passes over a log directory asked for so far (finishing the segments
+    /// left, retention) and returns the first error any pass met; later passes run on the
+    /// appending thread. `None` for a single file, or when every pass succeeded.
+    pub fn wait_segments(&mut self) -> Option<String> {
+        let maintainer = self.maintainer.as_ref()?;
+        maintainer.close();
+        maintainer.error()
     }
 
     /// The segment appended to now, for a log directory.

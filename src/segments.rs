@@ -552,3 +552,84 @@ impl Job {
         }
     }
 }
+
+/// A log directory opened for reading: its segments, in log order, each mapped (and so held
+/// with a shared lock: retention removes none of them while this lives; spec 11.4).
+///
+/// A segment that retention removed between the listing and its mapping is left out: its
+/// records had gone from the log.
+#[derive(Debug)]
+pub struct LogDir {
+    dir: PathBuf,
+    segments: Vec<Segment>,
+}
+
+/// One segment of a [`LogDir`].
+#[derive(Debug)]
+pub struct Segment {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its path.
+    pub path: PathBuf,
+    /// The file, mapped.
+    pub file: crate::MappedFile,
+}
+
+impl LogDir {
+    /// Opens the log directory `dir`: lists its segments and maps each. Fails if `dir` cannot
+    /// be listed or holds no segment (it is then no log directory).
+    pub fn open(dir: impl AsRef<Path>) -> Result<LogDir> {
+        let dir = dir.as_ref();
+        let mut segments = Vec::new();
+        let listed = list_segments(dir)?;
+        if listed.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no segments in it (files named {} and on): not a log directory",
+                    segment_name(1)
+                ),
+            )
+            .into());
+        }
+        for (seq, path) in listed {
+            match crate::mapped::open(&path) {
+                Ok(file) => segments.push(Segment { seq, path, file }),
+                Err(crate::Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(LogDir {
+            dir: dir.to_path_buf(),
+            segments,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The segments, in log order.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// The records of every segment in log order, as a reader with `options` returns them
+    /// segment by segment (time windows, threads and limits apply to each; a finished
+    /// segment's index and time index plan its read), each with the segment it comes from;
+    /// damage is an error as a reader gives it, its offsets the segment's.
+    pub fn records<'a>(
+        &'a self,
+        options: &'a ReaderBuilder,
+    ) -> impl Iterator<Item = (&'a Path, Result<Vec<u8>>)> + 'a {
+        self.segments.iter().flat_map(move |segment| {
+            let mut reader = segment.file.reader_at_record(options, 0);
+            let path = segment.path.as_path();
+            std::iter::from_fn(move || {
+                let item = reader.next_record()?;
+                Some((path, item.map(<[u8]>::to_vec)))
+            })
+        })
+    }
+}

@@ -3,8 +3,9 @@
 
 use std::ops::RangeInclusive;
 
-/// A byte count: digits, optionally followed by `K`, `M` or `G` (also `KB`/`KiB`, `MB`/`MiB`,
-/// `GB`/`GiB`, lowercase too), each a power of 1024 as for zstd's options.
+/// A byte count: digits, optionally followed by `K`, `M`, `G` or `T` (also `KB`/`KiB`,
+/// `MB`/`MiB`, `GB`/`GiB`, `TB`/`TiB`, lowercase too), each a power of 1024 as for zstd's
+/// options.
 pub fn parse_bytes(arg: &str) -> Result<u64, String> {
     let split = arg.find(|c: char| !c.is_ascii_digit()).unwrap_or(arg.len());
     let (digits, suffix) = arg.split_at(split);
@@ -13,9 +14,10 @@ pub fn parse_bytes(arg: &str) -> Result<u64, String> {
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => {
             return Err(format!(
-            "expected a number of bytes, optionally with K, M or G (powers of 1024), got {arg:?}"
+            "expected a number of bytes, optionally with K, M, G or T (powers of 1024), got {arg:?}"
         ))
         }
     };

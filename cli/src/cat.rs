@@ -58,8 +58,9 @@ pub struct Args {
     reader_schema: Option<PathBuf>,
     #[command(flatten)]
     datums: super::typed::DatumArgs,
-    /// The cobsfiles, read one after the other (`-` for stdin). --skip and --limit apply to
-    /// each; --follow takes one.
+    /// The cobsfiles, read one after the other (`-` for stdin). A log directory (spec 11.4) is
+    /// one log: its segments in order. --skip and --limit apply to each FILE (to a log
+    /// directory's records together); --follow takes one.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
 }
@@ -75,6 +76,14 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
         args.read.window = Some(window);
     }
     if args.json {
+        if (args.skip > 0 || args.limit.is_some())
+            && args.files.iter().any(|f| super::log_dir(f).is_some())
+        {
+            return Err(Failure::usage(
+                "--skip and --limit with --json take files, not a log directory: give its \
+                 segments, or leave out --json",
+            ));
+        }
         let reader_schema = args
             .reader_schema
             .as_deref()
@@ -99,7 +108,61 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
         };
         return run_follow(&args, file);
     }
+    if args.skip > 0 || args.limit.is_some() {
+        return super::each_arg(&args.files, None, |file| match super::log_dir(file) {
+            Some(dir) => run_log(&args, dir),
+            None => run_one(&args, file),
+        });
+    }
     super::each_file(&args.files, None, |file| run_one(&args, file))
+}
+
+/// `cat --skip/--limit` of a log directory: the records of its segments in order, skipped and
+/// limited together. A segment wholly skipped is read only to count its records, and not at
+/// all when its index counts them (no window).
+fn run_log(args: &Args, dir: &Path) -> Result<Outcome, Failure> {
+    let log =
+        cobsfile::segments::LogDir::open(dir).map_err(|e| Failure::at(&input::name(dir), e))?;
+    let builder = args.read.builder()?;
+    let mut skip = args.skip;
+    let mut left = args.limit;
+    let mut worst = Outcome::Clean;
+    for segment in log.segments() {
+        if left == Some(0) {
+            break;
+        }
+        if skip > 0 {
+            let indexed = match args.read.window {
+                None => segment
+                    .file
+                    .index()
+                    .filter(|i| i.start() == 0)
+                    .map(|i| i.records()),
+                Some(_) => None,
+            };
+            let count = indexed.unwrap_or_else(|| {
+                let mut reader = segment.file.reader_at_record(&builder, 0);
+                std::iter::from_fn(|| reader.next_record().map(|r| r.is_ok()))
+                    .filter(|ok| *ok)
+                    .count() as u64
+            });
+            if count <= skip {
+                skip -= count;
+                continue;
+            }
+        }
+        let written = std::rc::Rc::new(std::cell::Cell::new(0));
+        let job = Cat {
+            name: input::name(&segment.path),
+            framing: args.framing,
+            limit: left,
+            written: Some(std::rc::Rc::clone(&written)),
+        };
+        worst = worst.worst(input::read_from(&segment.path, &args.read, skip, job)?);
+        skip = 0;
+        left = left.map(|n| n.saturating_sub(written.get()));
+    }
+    Ok(worst)
 }
 
 /// `cat` of one file.
@@ -127,6 +190,7 @@ fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
         name: input::name(path),
         framing: args.framing,
         limit: args.limit,
+        written: None,
     };
     input::read_from(path, &args.read, args.skip, job)
 }
@@ -136,6 +200,8 @@ struct Cat {
     framing: Framing,
     /// The most records to write.
     limit: Option<u64>,
+    /// Where to say how many records were written, for a log directory's next segment.
+    written: Option<std::rc::Rc<std::cell::Cell<u64>>>,
 }
 
 impl ReadJob for Cat {
@@ -197,6 +263,9 @@ impl ReadJob for Cat {
             if written & 0xfffff < record.len() as u64 {
                 progress.set(written);
             }
+        }
+        if let Some(count) = &self.written {
+            count.set(self.limit.unwrap_or(u64::MAX) - left);
         }
         if newline_owed && (final_newline || left == 0) {
             quiet_broken_pipe(out.write_all(b"\n"))?;

@@ -345,7 +345,31 @@ impl ListArgs {
 /// reported on its own line and the next is still read, and the command ends with the worst
 /// outcome of all (an error, exit 1, the worst). With `headings`, and several files, each
 /// file's output is headed by `==> NAME <==`, a blank line between, as `head` and `tail` do.
+/// A log directory (spec 11.4) among `files` is its segments, in log order, each a file of its
+/// own (held mapped meanwhile, so that retention removes none).
 fn each_file(
+    files: &[PathBuf],
+    headings: Option<&str>,
+    one: impl FnMut(&Path) -> Result<Outcome, Failure>,
+) -> Result<Outcome, Failure> {
+    let mut held = Vec::new();
+    let mut expanded = Vec::with_capacity(files.len());
+    for file in files {
+        match log_dir(file) {
+            Some(dir) => {
+                let log = cobsfile::segments::LogDir::open(dir)
+                    .map_err(|e| Failure::at(&input::name(dir), e))?;
+                expanded.extend(log.segments().iter().map(|s| s.path.clone()));
+                held.push(log);
+            }
+            None => expanded.push(file.clone()),
+        }
+    }
+    each_arg(&expanded, headings, one)
+}
+
+/// [`each_file`] of the arguments as they are.
+fn each_arg(
     files: &[PathBuf],
     headings: Option<&str>,
     mut one: impl FnMut(&Path) -> Result<Outcome, Failure>,
@@ -381,6 +405,11 @@ fn each_file(
         Some(status) => Err(Failure::reported(status)),
         None => Ok(worst),
     }
+}
+
+/// `path` if it is a log directory (spec 11.4) to read as one log: a local directory.
+pub fn log_dir(path: &Path) -> Option<&Path> {
+    (!is_stdio(path) && input::object_url(path).is_none() && path.is_dir()).then_some(path)
 }
 
 /// A path argument where `-` means standard input or output.

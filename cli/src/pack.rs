@@ -16,7 +16,7 @@ use super::framing::{FramingError, FINAL_NEWLINE_KEY};
 use super::output::Output;
 use super::progress::Progress;
 use super::typed::JsonLines;
-use super::when::{TimeField, TimeUnit};
+use super::when::{self, TimeField, TimeUnit};
 use super::{input, is_stdio, Failure, Framing, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -41,6 +41,35 @@ pub struct Args {
     #[arg(long, value_name = "MODE", value_parser = parse_durability, requires = "append",
           conflicts_with = "output")]
     durability: Option<Durability>,
+    /// With --append: LOG is a log directory (made if missing) of segment files named
+    /// 00000000000000000001.cobs and on, in log order; a new segment is started once the one
+    /// appended to is BYTES long (K, M, G, T suffixes; Kafka's segment.bytes). A segment left
+    /// behind gets an index and an end block once no one appends to it (spec 11.4). LOG is a
+    /// log directory too when it is one already, or with any --segment-* or --retain-*
+    /// option.
+    #[arg(long, value_name = "BYTES", requires = "append", conflicts_with = "output",
+          value_parser = args::bytes_in(1..=u64::MAX))]
+    segment_size: Option<usize>,
+    /// With --append to a log directory: start a new segment once the one appended to is this
+    /// old (500ms, 90s, 30min, 12h, 7d, 2w; Kafka's segment.ms).
+    #[arg(long, value_name = "DURATION", requires = "append", conflicts_with = "output",
+          value_parser = when::parse_duration)]
+    segment_age: Option<Duration>,
+    /// With --append to a log directory: remove the oldest segments while all take more than
+    /// BYTES (journald's --vacuum-size; the segment appended to is never removed).
+    #[arg(long, value_name = "BYTES", requires = "append", conflicts_with = "output",
+          value_parser = args::bytes_in(1..=u64::MAX))]
+    retain_size: Option<usize>,
+    /// With --append to a log directory: remove segments whose records are older than this:
+    /// those whose next segment was started that long ago (Kafka's retention.ms, journald's
+    /// --vacuum-time).
+    #[arg(long, value_name = "DURATION", requires = "append", conflicts_with = "output",
+          value_parser = when::parse_duration)]
+    retain_age: Option<Duration>,
+    /// With --append to a log directory: keep at most N segments, removing the oldest.
+    #[arg(long, value_name = "N", requires = "append", conflicts_with = "output",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    retain_count: Option<u64>,
     /// Target bytes of records per data block (the block target; K, M, G suffixes): larger
     /// blocks compress better (zstd finds repeats only within a block), and damage costs the
     /// whole block it hits; a reader holds one decoded block. 1 puts each record in a block
@@ -433,7 +462,43 @@ fn append(
     if let Some(dictionary) = dictionary {
         builder = builder.dictionary(dictionary, !args.external_dict);
     }
-    let mut log = builder.open(log).map_err(fail)?;
+    let segmented = [args.segment_size, args.retain_size]
+        .iter()
+        .any(Option::is_some)
+        || args.segment_age.is_some()
+        || args.retain_age.is_some()
+        || args.retain_count.is_some();
+    if segmented && log.is_file() {
+        return Err(fail(cobsfile::Error::Io(io::Error::other(
+            "a file, not a log directory: --segment-* and --retain-* options keep a log as a \
+             directory of segments",
+        ))));
+    }
+    let mut log = if segmented || log.is_dir() {
+        if let Some(bytes) = args.segment_size {
+            builder = builder.segment_size(bytes as u64);
+        }
+        if let Some(age) = args.segment_age {
+            builder = builder.segment_age(age);
+        }
+        if let Some(bytes) = args.retain_size {
+            builder = builder.retain_size(bytes as u64);
+        }
+        if let Some(age) = args.retain_age {
+            builder = builder.retain_age(age);
+        }
+        if let Some(count) = args.retain_count {
+            builder = builder.retain_count(count);
+        }
+        builder.open_dir(log).map_err(fail)?
+    } else {
+        builder.open(log).map_err(fail)?
+    };
+    let name = match log.segment() {
+        Some(segment) => segment.display().to_string(),
+        None => name.clone(),
+    };
+    let fail = |e| Failure::at(&name, e);
     // Only an appender alone on the log knows a tail is torn: with others on it, the bytes
     // may be a block another writer is writing right now, and are not called torn.
     let opened = log.opened();
@@ -476,6 +541,11 @@ fn append(
     // A typed writer announces its schema each time it opens the log (spec 15.1).
     let write = typed_or_raw(lines, time_field(args), &mut log)?;
     records.feed("appending", max_len, write)?;
+    log.flush().map_err(fail)?;
+    if let Some(error) = log.wait_segments() {
+        // The records are in; what a pass left undone waits for the next one.
+        eprintln!("cobsfile: warning: {error}");
+    }
     log.close().map_err(fail)?;
     Ok(Outcome::Clean)
 }

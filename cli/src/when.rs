@@ -101,9 +101,15 @@ fn relative(text: &str) -> Option<Option<i64>> {
             _ => return None,
         },
     };
-    let rest = rest.trim();
-    let split = rest.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = rest.split_at(split);
+    Some(span(rest)?.map(|n| n * sign))
+}
+
+/// A span of time, digits and a unit (`90s`, `30min`, `2 days`, `1w`), in nanoseconds:
+/// `None` if `text` is not in that form; `Some(None)` if it is but overflows.
+fn span(text: &str) -> Option<Option<i64>> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, unit) = text.split_at(split);
     let n: i64 = digits.parse().ok()?;
     let unit = match unit.trim() {
         "ns" | "nsec" => 1,
@@ -116,7 +122,21 @@ fn relative(text: &str) -> Option<Option<i64>> {
         "w" | "week" | "weeks" => 604_800_000_000_000,
         _ => return None,
     };
-    Some(n.checked_mul(unit).map(|n| n * sign))
+    Some(n.checked_mul(unit))
+}
+
+/// A duration for options such as `--segment-age` and `--retain-age`: digits and a unit, as
+/// journalctl and systemd take them (`500ms`, `90s`, `30min`, `12h`, `7d`, `2w`); more than
+/// zero.
+pub fn parse_duration(arg: &str) -> Result<std::time::Duration, String> {
+    match span(arg) {
+        Some(Some(ns)) if ns > 0 => Ok(std::time::Duration::from_nanos(ns as u64)),
+        Some(Some(_)) => Err(format!("{arg:?} is no time at all: give more than zero")),
+        Some(None) => Err(format!("{arg} is too long")),
+        None => Err(format!(
+            "expected a duration, digits and a unit (ms, s, min, h, d, w), got {arg:?}"
+        )),
+    }
 }
 
 /// Epoch seconds, with a fraction of up to 9 digits: `Some(None)` if out of range.

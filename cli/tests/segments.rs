@@ -1,0 +1,253 @@
+//! Log directories through the command line (spec 11.4): `pack --append DIR` with segment and
+//! retention options, `cat`, `ls` and `verify` of a directory as one log, and appenders
+//! killed at random moments.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{bin, run, scratch, stderr, stdout};
+
+fn lines(n: std::ops::Range<usize>) -> Vec<u8> {
+    n.map(|i| format!("{{\"n\":{i},\"msg\":\"event {i}\"}}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    cobsfile::segments::list_segments(dir)
+        .unwrap()
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+#[test]
+fn pack_append_to_a_directory_rolls_and_retains_and_cat_reads_it_as_one_log() {
+    let dir = scratch("segments-pack");
+    let log = dir.join("log");
+    let input = lines(0..5000);
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--segment-size", "16K", "-"]),
+        &input,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = segments(&log);
+    assert!(first.len() > 5, "{first:?}");
+    for segment in &first {
+        assert!(std::fs::metadata(segment).unwrap().len() < 16 * 1024 + 4096);
+    }
+    // A directory is one log: its segments in order.
+    let out = run(bin().arg("cat").arg(&log), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.stdout, input);
+    // --skip and --limit count the log's records, across segments.
+    let out = run(
+        bin()
+            .arg("cat")
+            .arg(&log)
+            .args(["--skip", "2500", "--limit", "1000"]),
+        b"",
+    );
+    assert_eq!(out.stdout, lines(2500..3500), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&log).args(["--skip", "4999"]), b"");
+    assert_eq!(out.stdout, lines(4999..5000));
+    // The directory takes more appends: it is a log directory already.
+    let out = run(
+        bin().args(["pack", "--append"]).arg(&log),
+        &lines(5000..5010),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&log).args(["--skip", "5000"]), b"");
+    assert_eq!(out.stdout, lines(5000..5010));
+    // verify and ls: each segment, finished but the newest.
+    let out = run(bin().arg("verify").arg(&log), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out) + &stderr(&out);
+    assert_eq!(
+        text.matches("clean, finished").count(),
+        segments(&log).len() - 1,
+        "{text}"
+    );
+    assert_eq!(text.matches("clean, open log").count(), 1, "{text}");
+    let out = run(bin().arg("ls").arg(&log), b"");
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).matches("==> ").count(), segments(&log).len());
+
+    // Retention: at most three segments are left, the newest part of the log.
+    let out = run(
+        bin().args(["pack", "--append"]).arg(&log).args([
+            "--segment-size",
+            "16K",
+            "--retain-count",
+            "3",
+            "-",
+        ]),
+        &lines(5010..6000),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(segments(&log).len(), 3);
+    let out = run(bin().arg("cat").arg(&log), b"");
+    let all = lines(0..6000);
+    assert!(all.ends_with(&out.stdout) && out.stdout.len() > 1000);
+}
+
+#[test]
+fn segment_option_mistakes_are_one_line() {
+    let dir = scratch("segments-mistakes");
+    let file = dir.join("file.cobs");
+    std::fs::write(&file, b"").unwrap();
+    for (args, want) in [
+        (vec!["--segment-size", "0"], "out of range"),
+        (vec!["--segment-size", "12Q"], "number of bytes"),
+        (vec!["--segment-age", "0s"], "more than zero"),
+        (vec!["--segment-age", "1fortnight"], "a duration"),
+        (vec!["--retain-count", "0"], "0"),
+        (vec!["--retain-age=-5m"], "duration"),
+    ] {
+        let out = run(
+            bin()
+                .args(["pack", "--append"])
+                .arg(dir.join("log"))
+                .args(&args),
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    // A segment option without --append, and a file where a directory is wanted.
+    let out = run(
+        bin()
+            .args(["pack", "--segment-size", "1M", "-o"])
+            .arg(dir.join("x")),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&file)
+            .args(["--retain-count", "2"]),
+        b"x\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a log directory"), "{err}");
+    // A directory that holds no segments is no log to read.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = run(bin().arg("cat").arg(&empty), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a log directory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Three appenders on one directory, rolling small segments, killed (SIGKILL) at random
+/// moments, round after round: every record each one appended (synced before it read the
+/// next line) is read back once and in its order, with nothing of its later ones before it
+/// (a prefix of what it was given), and a last appender finishes what the killed ones left
+/// unfinished.
+#[test]
+fn appenders_killed_at_random_moments_lose_nothing_of_a_log_directory() {
+    let rounds: usize = std::env::var("COBSFILE_SEGMENT_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8);
+    let dir = scratch("segments-killed");
+    let log = dir.join("log");
+    let mut seed = 0x5E6_0001u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    for round in 0..rounds {
+        let children: Vec<_> = (0..3)
+            .map(|w| {
+                let mut child = bin()
+                    .args(["pack", "--append"])
+                    .arg(&log)
+                    .args(["--durability", "fsync", "--segment-size", "2K", "-"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let mut stdin = child.stdin.take().unwrap();
+                let feeder = std::thread::spawn(move || {
+                    for i in 0..1_000_000 {
+                        let line = format!("round {round:03} writer {w} record {i:07}\n");
+                        if stdin.write_all(line.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                });
+                (child, feeder)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100 + next() % 400));
+        for (mut child, feeder) in children {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            feeder.join().unwrap();
+        }
+    }
+    // One more appender: its opening finishes the segments the killed ones left.
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--durability", "fsync", "-"]),
+        b"last\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(bin().arg("cat").arg(&log), b"");
+    let text = stdout(&out);
+    let mut seen: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
+    for line in text.lines() {
+        if line == "last" {
+            continue;
+        }
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words.len(), 6, "a record that was never written: {line:?}");
+        let key = (words[1].parse().unwrap(), words[3].parse().unwrap());
+        seen.entry(key).or_default().push(words[5].parse().unwrap());
+    }
+    assert_eq!(text.lines().last(), Some("last"));
+    let mut appended = 0;
+    for ((round, writer), numbers) in &seen {
+        let want: Vec<usize> = (0..numbers.len()).collect();
+        assert_eq!(
+            numbers, &want,
+            "round {round} writer {writer}: not a prefix of what it was given, once each"
+        );
+        appended += numbers.len();
+    }
+    assert!(
+        appended > rounds * 3,
+        "{appended} records in {rounds} rounds"
+    );
+    let all = segments(&log);
+    assert!(all.len() > rounds, "{} segments", all.len());
+    for segment in &all[..all.len() - 1] {
+        let bytes = std::fs::read(segment).unwrap();
+        let report = cobsfile::ReaderBuilder::new().verify(&bytes).unwrap();
+        assert_eq!(
+            report.ending,
+            cobsfile::Ending::Finished,
+            "{}: {report:?}",
+            segment.display()
+        );
+    }
+}
