@@ -88,7 +88,17 @@ mod tests {
         assert_eq!(parse_bytes("4MiB"), Ok(4 << 20));
         assert_eq!(parse_bytes("1G"), Ok(1 << 30));
         assert_eq!(parse_bytes("2GB"), Ok(2 << 30));
-        for bad in ["", "K", "1.5M", "-1", "1T", "1 K", "99999999999999999999G"] {
+        assert_eq!(parse_bytes("3T"), Ok(3 << 40));
+        for bad in [
+            "",
+            "K",
+            "1.5M",
+            "-1",
+            "1P",
+            "1 K",
+            "99999999999999999999G",
+            "20000000T",
+        ] {
             assert!(parse_bytes(bad).is_err(), "{bad:?}");
         }
         assert!(bytes_in(1..=10)("11").is_err());

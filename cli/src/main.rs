@@ -407,9 +407,11 @@ fn each_arg(
     }
 }
 
-/// `path` if it is a log directory (spec 11.4) to read as one log: a local directory.
+/// `path` if it is a log directory (spec 11.4) to read as one log: a local directory that
+/// holds segments. Any other directory is, as before, a directory where a file was wanted.
 pub fn log_dir(path: &Path) -> Option<&Path> {
-    (!is_stdio(path) && input::object_url(path).is_none() && path.is_dir()).then_some(path)
+    let local = !is_stdio(path) && input::object_url(path).is_none() && path.is_dir();
+    (local && cobsfile::segments::list_segments(path).is_ok_and(|s| !s.is_empty())).then_some(path)
 }
 
 /// A path argument where `-` means standard input or output.

@@ -474,7 +474,9 @@ fn append(
              directory of segments",
         ))));
     }
-    let mut log = if segmented || log.is_dir() {
+    // A directory without segments becomes a log directory only when asked: `--append` of
+    // some other directory is more likely a slip than a wish.
+    let mut log = if segmented || super::log_dir(log).is_some() {
         if let Some(bytes) = args.segment_size {
             builder = builder.segment_size(bytes as u64);
         }

@@ -140,16 +140,18 @@ fn segment_option_mistakes_are_one_line() {
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not a log directory"), "{err}");
-    // A directory that holds no segments is no log to read.
-    let empty = dir.join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let out = run(bin().arg("cat").arg(&empty), b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("not a log directory"),
-        "{}",
-        stderr(&out)
-    );
+    // A directory that holds no segments is no log to read, nor to append to unless asked.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"x").unwrap();
+    for args in [vec!["cat"], vec!["pack", "--append"]] {
+        let out = run(bin().args(&args).arg(&other), b"x\n");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    }
+    assert!(cobsfile::segments::list_segments(&other)
+        .unwrap()
+        .is_empty());
 }
 
 /// Three appenders on one directory, rolling small segments, killed (SIGKILL) at random
