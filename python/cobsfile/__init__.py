@@ -41,6 +41,7 @@ from ._cobsfile import (
     Recovery,
     Report,
     recover,
+    segments,
     verify,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "DamagedError",
     "Error",
     "Follower",
+    "LogReader",
     "Held",
     "NotACobsfileError",
     "Reader",
@@ -65,6 +67,7 @@ __all__ = [
     "open",
     "read_table",
     "recover",
+    "segments",
     "verify",
 ]
 
@@ -177,6 +180,82 @@ class Reader(_cobsfile.Reader):
         self.close()
 
 
+class LogReader:
+    """A log directory opened for reading (spec 11.4): its segments in log order, each a
+    `Reader` with the same options, held open (mapped) together so that retention removes
+    none of them meanwhile; see `cobsfile.open`.
+
+    Iterating, `records()` and `to_arrow()` give the records of every segment in turn;
+    `damage` lists what was skipped, each range's offsets its segment's (`segments` pairs each
+    path with its reader); `verify()` gives each segment's report.
+    """
+
+    def __init__(self, directory: Any, paths: Sequence[Any], options: Mapping[str, Any]):
+        self.name = os.fspath(directory)
+        self.segments = []
+        try:
+            for path in paths:
+                try:
+                    self.segments.append((os.fspath(path), Reader(path, **options)))
+                except FileNotFoundError:
+                    # Removed by retention between the listing and now: gone from the log.
+                    continue
+        except BaseException:
+            self.close()
+            raise
+
+    def __iter__(self) -> Iterator[bytes]:
+        for _, reader in self.segments:
+            yield from reader
+
+    def records(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """`Reader.records` of each segment in turn."""
+        for _, reader in self.segments:
+            yield from reader.records(*args, **kwargs)
+
+    def to_arrow(self, columns: Optional[Sequence[str]] = None, **kwargs: Any):
+        """`Reader.to_arrow` of each segment, concatenated in log order."""
+        import pyarrow
+
+        tables = [reader.to_arrow(columns, **kwargs) for _, reader in self.segments]
+        if not tables:
+            raise NotACobsfileError(f"{self.name}: no segments left in it")
+        return pyarrow.concat_tables(tables, promote_options="default")
+
+    @property
+    def damage(self) -> list:
+        return [d for _, reader in self.segments for d in reader.damage]
+
+    def verify(self) -> list:
+        """`(path, Report)` of each segment, in log order."""
+        return [(path, verify(path)) for path, _ in self.segments]
+
+    def close(self) -> None:
+        for _, reader in self.segments:
+            reader.close()
+
+    def __enter__(self) -> "LogReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _log_segments(source: Any) -> Optional[list]:
+    """The segments of `source` if it is a log directory's path, else None."""
+    if not isinstance(source, (str, os.PathLike)) or str(source).startswith(("s3://", "s3a://")):
+        return None
+    if not os.path.isdir(source):
+        return None
+    found = segments(source)
+    if not found:
+        raise IsADirectoryError(
+            f"{os.fspath(source)}: is a directory, with no segments in it (files named "
+            f"00000000000000000001.cobs and on): not a log directory"
+        )
+    return found
+
+
 def open(
     source: Source,
     *,
@@ -207,9 +286,12 @@ def open(
     `datetime`, or an RFC 3339 string. Blocks whose times all lie outside are passed over
     undecoded, records without a time are left out; iteration, `records()` and `to_arrow()`
     read the window alike.
+
+    A log directory (spec 11.4: segments named 00000000000000000001.cobs and on, as
+    `Appender(dir, segment_size=...)` and `cobsfile pack --append DIR --segment-size` keep
+    them) opens as a `LogReader`: its segments in order, each read with these options.
     """
-    return Reader(
-        source,
+    options = dict(
         on_damage=on_damage,
         dictionaries=list(dictionaries) if dictionaries is not None else None,
         threads=threads,
@@ -217,6 +299,10 @@ def open(
         since=_time(since),
         until=_time(until),
     )
+    paths = _log_segments(source)
+    if paths is not None:
+        return LogReader(source, paths, options)
+    return Reader(source, **options)
 
 
 
@@ -272,6 +358,13 @@ class Appender(_cobsfile.Appender):
     """Appends records to a log file, creating it if missing. After a crash it cuts (or fences
     off) a torn last block first: `opened` says what it found. Several processes may append to
     one file at once.
+
+    A log directory (spec 11.4) when any of these is given, or when the path is a directory
+    that holds segments: segment_size (bytes) and segment_age (seconds) start a new segment
+    once the one appended to is that long or old; retain_size (bytes), retain_age (seconds)
+    and retain_count remove the oldest segments while the log is over them. A segment left
+    behind is finished (index, end block) once no one appends to it; `cobsfile.open(dir)`
+    reads the directory as one log.
 
     durability: "none" (blocks written when full or max_delay old), "flush" (each append
     written before it returns), "fsync" (written and synced), or "group:10ms" (group commit:

@@ -151,6 +151,11 @@ class Appender:
         schema: Optional[str] = None,
         max_delay: Optional[float] = None,
         threads: int = 1,
+        segment_size: Optional[int] = None,
+        segment_age: Optional[float] = None,
+        retain_size: Optional[int] = None,
+        retain_age: Optional[float] = None,
+        retain_count: Optional[int] = None,
     ) -> Appender: ...
     def append(self, record: Any, time: Any = None) -> int: ...
     def append_many(self, records: Iterable[Any]) -> int: ...
@@ -197,6 +202,7 @@ def verify(
     threads: int = 1,
     max_body_size: Optional[int] = None,
 ) -> Report: ...
+def segments(path: Any) -> list[Any]: ...
 def recover(
     source: Any,
     destination: Any,

@@ -25,6 +25,7 @@ fn _cobsfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowStream>()?;
     m.add_function(wrap_pyfunction!(report::verify, m)?)?;
     m.add_function(wrap_pyfunction!(report::recover, m)?)?;
+    m.add_function(wrap_pyfunction!(report::segments, m)?)?;
     m.add("FORMAT_VERSION", cobsfile::FORMAT_VERSION)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -189,3 +189,11 @@ pub(crate) fn recover(
         newer_version: recovery.newer_version.map(|n| (n.offset, n.version)),
     })
 }
+
+/// The segments of the log directory `path`, in log order (spec 11.4): paths of the files
+/// named by a sequence number of 20 digits and `.cobs`. Empty for a directory without them.
+#[pyfunction]
+pub(crate) fn segments(path: PathBuf) -> PyResult<Vec<PathBuf>> {
+    let listed = cobsfile::segments::list_segments(&path)?;
+    Ok(listed.into_iter().map(|(_, p)| p).collect())
+}

@@ -476,7 +476,7 @@ impl cobsfile::avro::RecordSink for Encoder {
 #[pymethods]
 impl Appender {
     #[new]
-    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1))]
+    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1, segment_size=None, segment_age=None, retain_size=None, retain_age=None, retain_count=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -488,6 +488,11 @@ impl Appender {
         schema: Option<String>,
         max_delay: Option<f64>,
         threads: usize,
+        segment_size: Option<u64>,
+        segment_age: Option<f64>,
+        retain_size: Option<u64>,
+        retain_age: Option<f64>,
+        retain_count: Option<u64>,
     ) -> PyResult<Self> {
         let mut builder = AppenderBuilder::new()
             .durability(durability_of(durability)?)
@@ -504,9 +509,55 @@ impl Appender {
                 .map_err(|_| PyValueError::new_err("max_delay must be seconds, >= 0"))?;
             builder = builder.max_delay(delay);
         }
+        let seconds = |name: &str, value: f64| {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| PyValueError::new_err(format!("{name} must be seconds, > 0")))
+        };
+        let mut segmented = false;
+        if let Some(bytes) = segment_size {
+            if bytes == 0 {
+                return Err(PyValueError::new_err("segment_size must be > 0"));
+            }
+            builder = builder.segment_size(bytes);
+            segmented = true;
+        }
+        if let Some(age) = segment_age {
+            builder = builder.segment_age(seconds("segment_age", age)?);
+            segmented = true;
+        }
+        if let Some(bytes) = retain_size {
+            builder = builder.retain_size(bytes);
+            segmented = true;
+        }
+        if let Some(age) = retain_age {
+            builder = builder.retain_age(seconds("retain_age", age)?);
+            segmented = true;
+        }
+        if let Some(count) = retain_count {
+            if count == 0 {
+                return Err(PyValueError::new_err("retain_count must be > 0"));
+            }
+            builder = builder.retain_count(count);
+            segmented = true;
+        }
+        // A log directory when asked, or when the path is one that holds segments.
+        segmented |=
+            path.is_dir() && cobsfile::segments::list_segments(&path).is_ok_and(|s| !s.is_empty());
+        if segmented && path.is_file() {
+            return Err(PyValueError::new_err(format!(
+                "{}: a file, not a log directory: segment_* and retain_* options keep a log \
+                 as a directory of segments",
+                path.display()
+            )));
+        }
         let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
         let mut log = py
-            .detach(|| builder.open(&path))
+            .detach(|| match segmented {
+                true => builder.open_dir(&path),
+                false => builder.open(&path),
+            })
             .map_err(|e| crate::errors::path_error(py, &path, e))?;
         if let Some(schema) = &schema {
             // Announced once per file (an appender that finds it announced writes nothing).
