@@ -15,6 +15,13 @@
 //!   end now final, and reading goes on at the start of the new one
 //!   ([`FollowEvent::Replaced`]).
 //!
+//! A log directory (spec 11.4) is followed across its segments: from the oldest (or, from
+//! its end, from the newest), each segment read in turn. Once a newer segment exists, the one
+//! followed is still read while it grows (an appender that had not looked yet may add to it)
+//! but without its shared lock, so that it can be finished; it is let go once it is finished
+//! and read to its end, or removed. Each time it reads, the follower reads what older
+//! segments it still holds have first, so nothing written to one is lost or read twice.
+//!
 //! Ending the input for a moment is also how [`FollowerBuilder::torn_after`] reports a block
 //! left incomplete for too long: the reader sees the end, reports the bytes as damage, and
 //! then reads on from there.
@@ -94,9 +101,14 @@ impl FollowerBuilder {
         self
     }
 
-    /// A follower of the regular file at `path`, which must exist.
+    /// A follower of the regular file at `path`, which must exist, or of the log directory
+    /// `path` (one that holds segments, spec 11.4) across its segments.
     pub fn open<P: AsRef<Path>>(self, path: P) -> Result<Follower> {
-        Follower::open_with(self, path.as_ref())
+        let path = path.as_ref();
+        if path.is_dir() {
+            return Follower::open_dir(self, path);
+        }
+        Follower::open_with(self, path)
     }
 }
 
@@ -119,6 +131,9 @@ pub enum FollowEvent<'a> {
     /// reading goes on at the start of the new one. Offsets in later errors are offsets in
     /// the new file.
     Replaced,
+    /// Following a log directory: a newer segment is followed from now on (its path is
+    /// [`Follower::path`]); the one before is still read while it grows, until it is finished.
+    NextSegment,
 }
 
 impl std::fmt::Display for FollowEvent<'_> {
@@ -130,6 +145,7 @@ impl std::fmt::Display for FollowEvent<'_> {
                 "truncated to {len} bytes after {read} were read; reading again from the start"
             ),
             FollowEvent::Replaced => write!(f, "replaced by a new file; reading it from the start"),
+            FollowEvent::NextSegment => write!(f, "following the next segment"),
         }
     }
 }
@@ -178,7 +194,30 @@ pub struct Follower {
     torn_checked: bool,
     /// The next wait.
     delay: Duration,
+    /// Following a log directory: where, and the older segments still held.
+    dir: Option<Box<DirState>>,
 }
+
+/// What a follower of a log directory keeps besides the segment it follows.
+#[derive(Debug)]
+struct DirState {
+    dir: PathBuf,
+    /// The sequence number of the segment followed.
+    seq: u64,
+    /// Older segments still read while they grow, oldest first.
+    behind: Vec<Follower>,
+    /// When the directory was last looked at for newer segments.
+    looked: Instant,
+    /// When the older segments were last read.
+    polled: Instant,
+}
+
+/// How often, at most, a follower of a log directory busy with its newest segment reads the
+/// older ones it holds (at once when the newest has nothing).
+const POLL_BEHIND: Duration = Duration::from_millis(10);
+
+/// How often a follower of a log directory looks for a newer segment.
+const LOOK_DIR: Duration = Duration::from_millis(100);
 
 /// Why the follower made its file's end final for a moment.
 #[derive(Debug)]
@@ -189,9 +228,11 @@ enum Finish {
     Replaced(File, FileId),
 }
 
-/// What the follower has for its caller: a record in the reader's block, or something owned.
+/// What the follower has for its caller: a record in the reader's block (or in that of an
+/// older segment still held), or something owned.
 enum Step {
     Record(Range<usize>),
+    Behind(usize, Range<usize>),
     Other(Result<FollowEvent<'static>>),
 }
 
@@ -233,7 +274,125 @@ impl Follower {
             idle_since: Instant::now(),
             torn_checked: false,
             delay: MIN_POLL,
+            dir: None,
         })
+    }
+
+    /// A follower of the log directory `dir`: its segments from the oldest (from the newest's
+    /// end with [`FollowerBuilder::from_end`]).
+    fn open_dir(options: FollowerBuilder, dir: &Path) -> Result<Follower> {
+        let segments = crate::segments::list_segments(dir)?;
+        let Some(((seq, newest), older)) = segments.split_last() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no segments in it (files named {} and on): not a log directory",
+                    crate::segments::segment_name(1)
+                ),
+            )
+            .into());
+        };
+        let mut behind = Vec::new();
+        if !options.from_end {
+            for (_, path) in older {
+                match Follower::open_with(options.clone(), path) {
+                    Ok(follower) => behind.push(follower.let_go()),
+                    // Removed by retention since the listing.
+                    Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let mut follower = Follower::open_with(options, newest)?;
+        follower.dir = Some(Box::new(DirState {
+            dir: dir.to_path_buf(),
+            seq: *seq,
+            behind,
+            looked: Instant::now(),
+            polled: Instant::now(),
+        }));
+        Ok(follower)
+    }
+
+    /// This follower of a segment a newer one follows, without its shared lock, so that the
+    /// segment can be finished (spec 11.4); a segment is read on from where it was.
+    fn let_go(mut self) -> Follower {
+        let _ = self.reader.get_mut().file.unlock();
+        self
+    }
+
+    /// Whether this follower of an older segment is done with it: the segment is finished and
+    /// read to its end, or it was removed and read to its end (it grows no more).
+    fn segment_done(&mut self) -> bool {
+        let tail = self.reader.get_mut();
+        let Ok(len) = tail.file.metadata().map(|m| m.len()) else {
+            return true;
+        };
+        // Asked after the follower had nothing more: its cursor is empty.
+        if tail.pos < len {
+            return false;
+        }
+        if !self.path.exists() {
+            return true;
+        }
+        let mut end = [0u8; 10];
+        let read = len >= 10
+            && tail
+                .file
+                .seek(SeekFrom::Start(len - 10))
+                .and_then(|_| tail.file.read_exact(&mut end))
+                .and_then(|()| tail.file.seek(SeekFrom::Start(tail.pos)))
+                .is_ok();
+        read && end == crate::segments::END_BLOCK
+    }
+
+    /// For a follower of a log directory: something an older segment still held has for the
+    /// caller, or a newer segment to follow (the one followed then joins the older ones).
+    fn look_dir(&mut self, idle: bool) -> Result<Option<Step>> {
+        let Some(state) = self.dir.as_mut() else {
+            return Ok(None);
+        };
+        if !idle && state.polled.elapsed() < POLL_BEHIND {
+            return Ok(None);
+        }
+        state.polled = Instant::now();
+        let now = Some(Instant::now());
+        for (i, older) in state.behind.iter_mut().enumerate() {
+            match older.advance(now) {
+                Some(Step::Record(range)) => return Ok(Some(Step::Behind(i, range))),
+                Some(Step::Other(other)) => return Ok(Some(Step::Other(other))),
+                Some(Step::Behind(..)) | None => {}
+            }
+        }
+        state.behind.retain_mut(|older| !older.segment_done());
+        if !idle || state.looked.elapsed() < LOOK_DIR {
+            return Ok(None);
+        }
+        state.looked = Instant::now();
+        let newer = crate::segments::list_segments(&state.dir)?
+            .into_iter()
+            .find(|(seq, _)| *seq > state.seq);
+        let Some((seq, path)) = newer else {
+            return Ok(None);
+        };
+        // The next segment from its start: it was made after this follower looked.
+        let mut options = self.options.clone();
+        options.from_end = false;
+        let next = match Follower::open_with(options, &path) {
+            Ok(next) => next,
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut state = self.dir.take().expect("a directory follower");
+        state.seq = seq;
+        // More segments may have come meanwhile: the next look lists them at once.
+        state.looked = Instant::now()
+            .checked_sub(LOOK_DIR)
+            .unwrap_or_else(Instant::now);
+        let left = std::mem::replace(self, next);
+        state.behind.push(left.let_go());
+        self.dir = Some(state);
+        Ok(Some(Step::Other(Ok(FollowEvent::NextSegment))))
     }
 
     /// The path followed.
@@ -264,6 +423,10 @@ impl Follower {
     fn lend(&self, step: Step) -> Result<FollowEvent<'_>> {
         match step {
             Step::Record(range) => Ok(FollowEvent::Record(self.reader.record(range))),
+            Step::Behind(i, range) => {
+                let older = &self.dir.as_ref().expect("a directory follower").behind[i];
+                Ok(FollowEvent::Record(older.reader.record(range)))
+            }
             Step::Other(other) => other,
         }
     }
@@ -272,6 +435,12 @@ impl Follower {
     /// caller or `deadline` passes (`None`).
     fn advance(&mut self, deadline: Option<Instant>) -> Option<Step> {
         loop {
+            // Older segments now and then while this one is busy, and before it waits.
+            match self.look_dir(false) {
+                Ok(Some(step)) => return Some(step),
+                Ok(None) => {}
+                Err(e) => return Some(Step::Other(Err(e))),
+            }
             if let Some(range) = self.reader.next_in_cursor() {
                 return Some(Step::Record(range));
             }
@@ -282,6 +451,12 @@ impl Follower {
                     return Some(Step::Other(Err(e)));
                 }
                 None => {}
+            }
+            // Nothing here for now: what older segments have, or a newer one to follow.
+            match self.look_dir(true) {
+                Ok(Some(step)) => return Some(step),
+                Ok(None) => {}
+                Err(e) => return Some(Step::Other(Err(e))),
             }
             // The reader has read everything the file held: after a final end, do what was
             // to follow it; else look at the file, and wait if nothing changed.

@@ -29,7 +29,7 @@ use crate::reader::ReaderBuilder;
 pub const SEGMENT_CREATED_KEY: &str = "cobsfile.segment.created";
 
 /// The end of every finished file: an end block and its sync bytes (spec 8.6).
-const END_BLOCK: [u8; 10] = [0x00, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00];
+pub(crate) const END_BLOCK: [u8; 10] = [0x00, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00];
 
 /// The file name of segment `seq`.
 pub fn segment_name(seq: u64) -> String {

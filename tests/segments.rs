@@ -331,3 +331,91 @@ fn every_segment_of_a_compressed_log_reads_alone() {
     assert_eq!(got, samples);
     check_finished(&dir.0, &reports);
 }
+
+/// A follower of a log directory reads every record once, across rolls, while appenders
+/// write, finish and remove segments; it lets go of the segments it has read, so that they
+/// are finished.
+#[test]
+fn a_follower_follows_a_directory_across_rolls() {
+    use cobsfile::{FollowEvent, FollowerBuilder};
+    let dir = TempDir::new("follow");
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .segment_size(2048);
+    let mut log = options.open_dir(&dir.0).unwrap();
+    log.append(b"first").unwrap();
+    let mut follower = FollowerBuilder::new().open(&dir.0).unwrap();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (options, dir) = (options.clone(), dir.0.clone());
+            std::thread::spawn(move || {
+                let mut log = options.open_dir(&dir).unwrap();
+                for i in 0..800 {
+                    log.append(format!("writer {w} event {i:04}").as_bytes())
+                        .unwrap();
+                    if i % 100 == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                log.close().unwrap();
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    let mut next_segments = 0;
+    while got.len() < 1 + 2 * 800 {
+        match follower.next_event_timeout(Duration::from_secs(20)) {
+            Some(Ok(FollowEvent::Record(r))) => got.push(String::from_utf8(r.to_vec()).unwrap()),
+            Some(Ok(FollowEvent::NextSegment)) => next_segments += 1,
+            Some(other) => panic!("{other:?}"),
+            None => panic!("nothing for 20 s after {} records", got.len()),
+        }
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    log.close().unwrap();
+    assert_eq!(got[0], "first");
+    for w in 0..2 {
+        let mine: Vec<&String> = got
+            .iter()
+            .filter(|r| r.starts_with(&format!("writer {w} ")))
+            .collect();
+        let want: Vec<String> = (0..800)
+            .map(|i| format!("writer {w} event {i:04}"))
+            .collect();
+        assert_eq!(mine.len(), 800);
+        assert!(
+            mine.iter().zip(&want).all(|(a, b)| *a == b),
+            "writer {w} in order, once"
+        );
+    }
+    assert!(next_segments > 5, "{next_segments}");
+    // Nothing more, and nothing twice.
+    assert!(follower
+        .next_event_timeout(Duration::from_millis(300))
+        .is_none());
+    // The segments it read are let go: a pass finishes them all.
+    AppenderBuilder::new()
+        .maintain_in_background(false)
+        .open_dir(&dir.0)
+        .unwrap()
+        .close()
+        .unwrap();
+    let (_, reports) = read_dir(&dir.0, &ReaderBuilder::new());
+    check_finished(&dir.0, &reports);
+
+    // From the end: only what comes after.
+    let mut tail = FollowerBuilder::new().from_end(true).open(&dir.0).unwrap();
+    let mut log = options.open_dir(&dir.0).unwrap();
+    log.append(b"later").unwrap();
+    loop {
+        match tail.next_event_timeout(Duration::from_secs(10)) {
+            Some(Ok(FollowEvent::Record(r))) => break assert_eq!(r, b"later"),
+            // The appender may roll first (the newest segment is full).
+            Some(Ok(FollowEvent::NextSegment)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    log.close().unwrap();
+}

@@ -60,7 +60,8 @@ pub struct Args {
     datums: super::typed::DatumArgs,
     /// The cobsfiles, read one after the other (`-` for stdin). A log directory (spec 11.4) is
     /// one log: its segments in order. --skip and --limit apply to each FILE (to a log
-    /// directory's records together); --follow takes one.
+    /// directory's records together); --follow takes one, and follows a log directory across
+    /// its segments.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
 }
@@ -342,6 +343,8 @@ fn run_follow(args: &Args, path: &Path) -> Result<Outcome, Failure> {
                     return Ok(outcome);
                 }
             }
+            // A log directory's next segment: nothing to say, the records go on.
+            Ok(FollowEvent::NextSegment) => {}
             Ok(event) => eprintln!("cobsfile: {name}: {event}"),
             Err(e) => {
                 if let Error::Damaged { cause, .. } = &e {

@@ -253,3 +253,44 @@ fn appenders_killed_at_random_moments_lose_nothing_of_a_log_directory() {
         );
     }
 }
+
+/// `cat --follow DIR` reads a log directory's records as they land, across its segments, each
+/// once and in order, while an appender rolls them.
+#[test]
+fn cat_follow_follows_a_directory_across_rolls() {
+    let dir = scratch("segments-follow");
+    let log = dir.join("log");
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--segment-size", "1K", "-"]),
+        &lines(0..5),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let follower = bin()
+        .args(["cat", "--follow"])
+        .arg(&log)
+        .args(["--limit", "3000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = run(
+        bin().args(["pack", "--append"]).arg(&log).args([
+            "--segment-size",
+            "1K",
+            "--durability",
+            "flush",
+            "-",
+        ]),
+        &lines(5..3000),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(segments(&log).len() > 20);
+    // It ends by itself after --limit records.
+    let done = follower.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(done.stdout, lines(0..3000));
+    assert_eq!(stderr(&done), "", "nothing to say of each segment");
+}

@@ -72,3 +72,29 @@ def test_segment_mistakes_are_clear(tmp_path):
     with pytest.raises(IsADirectoryError, match="not a log directory"):
         cobsfile.open(other)
     assert cobsfile.segments(other) == []
+
+
+def test_follow_reads_a_directory_across_rolls(tmp_path):
+    import threading
+
+    log = tmp_path / "log"
+    with cobsfile.Appender(log, durability="flush", segment_size=2048) as a:
+        a.append(b"first")
+    events = _events(1500)
+
+    def write():
+        with cobsfile.Appender(log, durability="flush", segment_size=2048) as a:
+            for e in events:
+                a.append(e)
+
+    follower = cobsfile.follow(log, timeout=10)
+    writer = threading.Thread(target=write)
+    writer.start()
+    got = []
+    for record in follower:
+        got.append(record)
+        if len(got) == 1 + len(events):
+            break
+    writer.join()
+    assert got == [b"first"] + events
+    assert len(cobsfile.segments(log)) > 10
