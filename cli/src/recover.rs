@@ -1,7 +1,7 @@
 //! `cobsfile recover`: a new, valid file holding every intact block of a damaged one.
 
 use std::io::{self, BufWriter, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::output::Output;
 use super::verify::{not_a_cobsfile, report_json, write_text};
@@ -15,10 +15,12 @@ pub struct Args {
     #[command(flatten)]
     read: ReadOptions,
     /// The damaged cobsfile, or `-` for stdin (stdin and other inputs that cannot be mapped,
-    /// such as pipes, are read into memory).
+    /// such as pipes, are read into memory), or a log directory (spec 11.4), each of whose
+    /// segments is recovered.
     #[arg(value_name = "IN")]
     input: PathBuf,
-    /// Where to write the recovered file (put in place only once it is complete).
+    /// Where to write the recovered file (put in place only once it is complete); for a log
+    /// directory, the directory (made if missing) to write each segment into, by its name.
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// Replace OUT if it exists.
@@ -27,18 +29,59 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let name = input::name(&args.input);
-    let out_name = args.output.display().to_string();
     if is_stdio(&args.output) {
         return Err(Failure::usage("recover writes to a file: give -o a path"));
     }
+    match super::log_dir(&args.input) {
+        Some(dir) => run_dir(&args, dir),
+        None => run_file(&args, &args.input, &args.output),
+    }
+}
+
+/// `recover DIR -o OUT`: each segment of the log directory DIR recovered into OUT, under its
+/// own name: a log directory of finished segments. The segments are held mapped meanwhile,
+/// so that retention removes none of them.
+fn run_dir(args: &Args, dir: &Path) -> Result<Outcome, Failure> {
+    let out_name = args.output.display().to_string();
+    if args.output.is_file() {
+        return Err(Failure::at(
+            &out_name,
+            "a file: recovering a log directory writes a directory of segments",
+        ));
+    }
+    let same = match (dir.canonicalize(), args.output.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        return Err(Failure::at(
+            &out_name,
+            "is the log directory recovered: recover into another directory",
+        ));
+    }
+    let log = cobsfile::segments::LogDir::open(dir)
+        .map_err(|e| Failure::at(&input::name(dir), e))?;
+    std::fs::create_dir_all(&args.output).map_err(|e| Failure::at(&out_name, e))?;
+    let mut worst = Outcome::Clean;
+    for segment in log.segments() {
+        let name = segment.path.file_name().expect("a segment's name");
+        let outcome = run_file(args, &segment.path, &args.output.join(name))?;
+        worst = worst.worst(outcome);
+    }
+    Ok(worst)
+}
+
+/// `recover IN -o OUT` of one file.
+fn run_file(args: &Args, input_path: &Path, output: &Path) -> Result<Outcome, Failure> {
+    let name = input::name(input_path);
+    let out_name = output.display().to_string();
     // Put in the output's place only when complete, so a failed recovery never leaves a
     // partial file under the output's name (nor, dropped on any error, anywhere else).
-    let pending = Output::create(&args.output, args.force, &[&args.input])?;
+    let pending = Output::create(output, args.force, &[input_path])?;
     let options = args.read.builder()?;
     let read;
     let mapped;
-    let bytes = match input::open(&args.input)? {
+    let bytes = match input::open(input_path)? {
         input::Input::Stream(mut stream) => {
             let mut buffer = Vec::new();
             stream

@@ -294,3 +294,48 @@ fn cat_follow_follows_a_directory_across_rolls() {
     assert_eq!(done.stdout, lines(0..3000));
     assert_eq!(stderr(&done), "", "nothing to say of each segment");
 }
+
+/// `recover DIR -o OUT` writes each segment, recovered, into OUT under its own name: a log
+/// directory that reads as the damaged one does, every segment finished.
+#[test]
+fn recover_of_a_directory_recovers_each_segment() {
+    let dir = scratch("segments-recover");
+    let log = dir.join("log");
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--segment-size", "8K", "-"]),
+        &lines(0..2000),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let all = segments(&log);
+    // A flipped byte in the middle of the third segment.
+    let mut bytes = std::fs::read(&all[2]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(&all[2], &bytes).unwrap();
+    let damaged = run(bin().arg("cat").arg(&log), b"");
+    assert_eq!(damaged.status.code(), Some(3), "{}", stderr(&damaged));
+
+    let recovered = dir.join("recovered");
+    let out = run(bin().arg("recover").arg(&log).arg("-o").arg(&recovered), b"");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let names = |d: &Path| -> Vec<_> { segments(d).iter().map(|p| p.file_name().unwrap().to_owned()).collect() };
+    assert_eq!(names(&recovered), names(&log));
+    let again = run(bin().arg("cat").arg(&recovered), b"");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(again.stdout, damaged.stdout);
+    let out = run(bin().arg("verify").arg(&recovered), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).matches("clean, finished").count(), all.len());
+    // Into itself, or into a file: refused, one line.
+    let out = run(bin().arg("recover").arg(&log).arg("-o").arg(&log), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    let file = dir.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = run(bin().arg("recover").arg(&log).arg("-o").arg(&file), b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("a file"), "{}", stderr(&out));
+}
