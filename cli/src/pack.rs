@@ -527,9 +527,12 @@ fn append(
             torn.start, torn.end
         );
     }
+    // Announced: written now, and again at the start of each new segment of a log directory
+    // (and of a log truncated under the appender), so that each reads alone: `sql` finds its
+    // time column by `cobsfile.time_field` in every segment.
     let meta = metadata(args);
     if !meta.is_empty() {
-        log.write_metadata(meta).map_err(fail)?;
+        log.announce(meta).map_err(fail)?;
     }
     let max_len = log.max_record_len();
     let records = Records {
