@@ -69,6 +69,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("seek", seek),
     ("follow", follow),
     ("power_loss", power_loss),
+    ("finish_log", finish_log),
     #[cfg(feature = "avro")]
     ("avro_read", avro_read),
     #[cfg(feature = "avro")]
@@ -575,6 +576,117 @@ pub fn append_after_garbage(data: &[u8]) {
     drop(Appender::open(&file.0).expect("reopen the log"));
     let reopened = std::fs::read(&file.0).expect("read the log back");
     assert_eq!(reopened, after, "reopening a closed log changed it");
+}
+
+/// Finishing a log in place (spec 11.3), of a log appenders wrote (with times, by several
+/// openings, so with fences) and then edited (bytes flipped, cut, garbage appended), or of
+/// arbitrary bytes: it refuses only what an appender refuses; a full read of the finished file
+/// returns the records a full read returned before, in order; the file is finished, finishing
+/// it again changes nothing, and its index (when written) counts those records, seeks to each
+/// of them, and lists every byte up to itself.
+pub fn finish_log(data: &[u8]) {
+    let mut input = Unstructured(data);
+    let flags = input.u8();
+    let file = TempFile::with_contents(&[]);
+    if flags & 1 != 0 {
+        for round in 0..1 + flags / 2 % 3 {
+            let records = input.records(12, 300);
+            let mut log = AppenderBuilder::new()
+                .durability(Durability::Flush)
+                .block_target(1 + usize::from(input.u16()) % 600)
+                .open(&file.0)
+                .expect("open");
+            for (i, r) in records.iter().enumerate() {
+                if (i + usize::from(round)) % 3 == 0 {
+                    log.append(r).expect("append");
+                } else {
+                    log.append_at(r, i64::from(input.u16()) - 30_000)
+                        .expect("append");
+                }
+            }
+            log.close().expect("close");
+        }
+    }
+    let mut before = std::fs::read(&file.0).expect("read");
+    for _ in 0..input.u8() % 4 {
+        let at = usize::from(input.u16());
+        match input.u8() % 3 {
+            0 if !before.is_empty() => {
+                let at = at % before.len();
+                before[at] ^= input.u8() | 1;
+            }
+            1 => before.truncate(at.min(before.len())),
+            _ => {
+                let n = usize::from(input.u8());
+                before.extend_from_slice(input.bytes(n));
+            }
+        }
+    }
+    std::fs::write(&file.0, &before).expect("write");
+    let (records, _) = ReaderBuilder::new().from_slice(&before).read_all();
+    let finished = match cobsfile::finish_log(&file.0, &ReaderBuilder::new()) {
+        Ok(finished) => finished,
+        Err(e) => {
+            // Refused only where an appender refuses.
+            let appender = AppenderBuilder::new().open(&file.0);
+            assert!(
+                appender.is_err(),
+                "finish refused ({e}) a log an appender opens"
+            );
+            return;
+        }
+    };
+    let after = std::fs::read(&file.0).expect("read back");
+    let (again, _) = ReaderBuilder::new().from_slice(&after).read_all();
+    // A last block whole but for its closing sync byte is completed (spec 11.3, 11.1 rule 2):
+    // its records come after the others. Nothing else changes.
+    let completed = before.last().is_some_and(|&b| b != 0) && again.len() > records.len();
+    assert!(
+        again == records || (completed && again.starts_with(&records)),
+        "finishing changed the records: {finished:?}"
+    );
+    let records = again;
+    if let cobsfile::Finish::Empty = finished {
+        assert!(before.is_empty());
+        return;
+    }
+    let report = ReaderBuilder::new().verify(&after).expect("verify");
+    assert_eq!(report.ending, Ending::Finished, "{finished:?}");
+    let second = cobsfile::finish_log(&file.0, &ReaderBuilder::new()).expect("again");
+    assert_eq!(second, cobsfile::Finish::Already);
+    assert!(
+        std::fs::read(&file.0).expect("read") == after,
+        "a second finish changed it"
+    );
+    let cobsfile::Finish::Finished(done) = finished else {
+        return;
+    };
+    if !done.indexed {
+        return;
+    }
+    let index = cobsfile::Index::find(&after).expect("the index written is usable");
+    assert_eq!(index.start(), 0);
+    assert_eq!(index.records(), records.len() as u64);
+    let mut at = 0;
+    for e in index.entries() {
+        assert_eq!(e.offset, at);
+        at += e.size;
+    }
+    assert_eq!(at, index.offset());
+    for k in [0, records.len() / 2, records.len().saturating_sub(1)] {
+        if k < records.len() {
+            // Damage the seek meets before the record is reported first.
+            let mut reader = ReaderBuilder::new().from_slice_at_record(&after, k as u64);
+            let got = loop {
+                match reader.next_record().expect("a record") {
+                    Ok(record) => break record.to_vec(),
+                    Err(Error::Damaged { .. }) => continue,
+                    Err(e) => panic!("seek to record {k}: {e}"),
+                }
+            };
+            assert!(got == records[k], "seek to record {k}");
+        }
+    }
 }
 
 /// Recovering arbitrary bytes: fails only on a newer format version; the output verifies
