@@ -59,8 +59,8 @@ fn run_dir(args: &Args, dir: &Path) -> Result<Outcome, Failure> {
             "is the log directory recovered: recover into another directory",
         ));
     }
-    let log = cobsfile::segments::LogDir::open(dir)
-        .map_err(|e| Failure::at(&input::name(dir), e))?;
+    let log =
+        cobsfile::segments::LogDir::open(dir).map_err(|e| Failure::at(&input::name(dir), e))?;
     std::fs::create_dir_all(&args.output).map_err(|e| Failure::at(&out_name, e))?;
     let mut worst = Outcome::Clean;
     for segment in log.segments() {

@@ -319,9 +319,17 @@ fn recover_of_a_directory_recovers_each_segment() {
     assert_eq!(damaged.status.code(), Some(3), "{}", stderr(&damaged));
 
     let recovered = dir.join("recovered");
-    let out = run(bin().arg("recover").arg(&log).arg("-o").arg(&recovered), b"");
+    let out = run(
+        bin().arg("recover").arg(&log).arg("-o").arg(&recovered),
+        b"",
+    );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let names = |d: &Path| -> Vec<_> { segments(d).iter().map(|p| p.file_name().unwrap().to_owned()).collect() };
+    let names = |d: &Path| -> Vec<_> {
+        segments(d)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect()
+    };
     assert_eq!(names(&recovered), names(&log));
     let again = run(bin().arg("cat").arg(&recovered), b"");
     assert!(again.status.success(), "{}", stderr(&again));
