@@ -210,6 +210,9 @@ struct DirState {
     looked: Instant,
     /// When the older segments were last read.
     polled: Instant,
+    /// The older segments are to be read to their ends before the newest: just opened, or
+    /// just moved on.
+    drain: bool,
 }
 
 /// How often, at most, a follower of a log directory busy with its newest segment reads the
@@ -310,6 +313,7 @@ impl Follower {
             behind,
             looked: Instant::now(),
             polled: Instant::now(),
+            drain: true,
         }));
         Ok(follower)
     }
@@ -352,7 +356,7 @@ impl Follower {
         let Some(state) = self.dir.as_mut() else {
             return Ok(None);
         };
-        if !idle && state.polled.elapsed() < POLL_BEHIND {
+        if !idle && !state.drain && state.polled.elapsed() < POLL_BEHIND {
             return Ok(None);
         }
         state.polled = Instant::now();
@@ -364,6 +368,8 @@ impl Follower {
                 Some(Step::Behind(..)) | None => {}
             }
         }
+        // Everything the older segments hold now is read: on to the newest.
+        state.drain = false;
         state.behind.retain_mut(|older| !older.segment_done());
         if !idle || state.looked.elapsed() < LOOK_DIR {
             return Ok(None);
@@ -385,6 +391,8 @@ impl Follower {
         };
         let mut state = self.dir.take().expect("a directory follower");
         state.seq = seq;
+        // What the segment left holds now comes before the next one's first record.
+        state.drain = true;
         // More segments may have come meanwhile: the next look lists them at once.
         state.looked = Instant::now()
             .checked_sub(LOOK_DIR)

@@ -419,3 +419,35 @@ fn a_follower_follows_a_directory_across_rolls() {
     }
     log.close().unwrap();
 }
+
+/// A follower opened on a directory of several segments reads them oldest first, whatever
+/// the newest holds; so does one that moves on while the segment it leaves still has records.
+#[test]
+fn a_follower_reads_older_segments_first() {
+    use cobsfile::{FollowEvent, FollowerBuilder};
+    let dir = TempDir::new("follow-order");
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .segment_size(1024)
+        .maintain_in_background(false);
+    let mut log = options.open_dir(&dir.0).unwrap();
+    let want: Vec<Vec<u8>> = (0..300).map(record).collect();
+    for r in &want[..200] {
+        log.append(r).unwrap();
+    }
+    assert!(list_segments(&dir.0).unwrap().len() > 5);
+    let mut follower = FollowerBuilder::new().open(&dir.0).unwrap();
+    for r in &want[200..] {
+        log.append(r).unwrap();
+    }
+    log.close().unwrap();
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        match follower.next_event_timeout(Duration::from_secs(10)) {
+            Some(Ok(FollowEvent::Record(r))) => got.push(r.to_vec()),
+            Some(Ok(FollowEvent::NextSegment)) => {}
+            other => panic!("{other:?} after {} records", got.len()),
+        }
+    }
+    assert!(got == want, "in log order");
+}
