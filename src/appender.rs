@@ -490,7 +490,7 @@ fn append_block(file: &dyn Handle, mut fence: &[u8], block: &[u8]) -> io::Result
             // is whole but for it, and it may go after another writer's block, whose opening
             // sync byte closes this one just as well.
             Ok(n) if n + 1 == fence.len() + block.len() && block.ends_with(&[0]) => {
-                return append_all(file, &[0]);
+                return file.append_all(&[0]);
             }
             // Cut short earlier: the part written is a torn block, which another writer's
             // block may already follow, so the rest never goes after it. The block is written
@@ -521,23 +521,10 @@ fn write_alone_or_fenced(
     block: &[u8],
 ) -> io::Result<()> {
     if exclusive {
-        append_all(file, &[fence, block].concat())
+        file.append_all(&[fence, block].concat())
     } else {
         append_block(file, fence, block)
     }
-}
-
-/// Writes all of `buf` at the end of `file`, in as many writes as it takes.
-fn append_all(file: &dyn Handle, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match file.append(&[IoSlice::new(buf)]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
@@ -696,7 +683,7 @@ impl Appender {
             opened.log_block = !is_open_log(bytes, last, mark);
             drop(contents);
             if opened.completed {
-                append_all(&*file, &[0])?;
+                file.append_all(&[0])?;
             } else if opened.truncated {
                 file.set_len(end)?;
             }

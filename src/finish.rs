@@ -15,7 +15,6 @@
 //! short left at the end, lists what is left, and appends the three blocks in one write, then
 //! syncs the file. A crash at any point leaves a log that finishing again finishes.
 
-use std::io::{self, IoSlice};
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -123,7 +122,7 @@ pub(crate) fn finish_open(file: &dyn Handle, options: &ReaderBuilder) -> Result<
     if end < len && lacks_closing_sync(contents.bytes(), end) {
         // The block is whole but for its closing sync byte: written, and the block kept.
         drop(contents);
-        append_all(file, &[0])?;
+        file.append_all(&[0])?;
         contents = file.contents()?;
         (end, last) = intact_end(contents.bytes())?;
         len = contents.bytes().len() as u64;
@@ -208,23 +207,10 @@ pub(crate) fn finish_open(file: &dyn Handle, options: &ReaderBuilder) -> Result<
         finished.indexed = true;
     }
     out.extend_from_slice(&block::empty_block(types::END)[1..]);
-    append_all(file, &out)?;
+    file.append_all(&out)?;
     file.sync_data()?;
     finished.len = file.len()?;
     Ok(Finish::Finished(finished))
-}
-
-/// Writes all of `buf` at the end of `file`.
-fn append_all(file: &dyn Handle, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match file.append(&[IoSlice::new(buf)]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// An intact block as the index lists it.

@@ -390,15 +390,7 @@ impl Segments {
         let mut start = segment_start(created)?;
         start.extend_from_slice(&self.preamble);
         start.extend_from_slice(extra);
-        let mut rest = &start[..];
-        while !rest.is_empty() {
-            match new.append(rest) {
-                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
-                Ok(n) => rest = &rest[n..],
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        new.append_all(&start)?;
         new.sync()?;
         match new.place(false) {
             Ok(()) => {}

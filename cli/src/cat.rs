@@ -77,30 +77,44 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
         args.read.window = Some(window);
     }
     if args.json {
-        if (args.skip > 0 || args.limit.is_some())
-            && args.files.iter().any(|f| super::log_dir(f).is_some())
-        {
-            return Err(Failure::usage(
-                "--skip and --limit with --json take files, not a log directory: give its \
-                 segments, or leave out --json",
-            ));
-        }
         let reader_schema = args
             .reader_schema
             .as_deref()
             .map(super::typed::load_schema)
             .transpose()?;
-        return super::each_file(&args.files, None, |file| {
-            // From the start of the file, so that every schema block before the records is
-            // read: --skip counts records read.
-            let job = super::typed::JsonCat {
-                name: input::name(file),
-                reader_schema: reader_schema.clone(),
-                skip: args.skip,
-                limit: args.limit,
-                typed: args.datums.reader(),
+        // Each FILE from its start, so that every schema block before the records is read:
+        // --skip counts records read. A log directory's segments go on where the one before
+        // left off.
+        return super::each_arg(&args.files, None, |file| {
+            let left = std::rc::Rc::new(std::cell::Cell::new((
+                args.skip,
+                args.limit.unwrap_or(u64::MAX),
+            )));
+            let one = |path: &Path| {
+                let (skip, limit) = left.get();
+                let job = super::typed::JsonCat {
+                    name: input::name(path),
+                    reader_schema: reader_schema.clone(),
+                    skip,
+                    limit: Some(limit),
+                    typed: args.datums.reader(),
+                    left: Some(std::rc::Rc::clone(&left)),
+                };
+                input::read(path, &args.read, job)
             };
-            input::read(file, &args.read, job)
+            let Some(dir) = super::log_dir(file) else {
+                return one(file);
+            };
+            let log = cobsfile::segments::LogDir::open(dir)
+                .map_err(|e| Failure::at(&input::name(dir), e))?;
+            let mut worst = Outcome::Clean;
+            for segment in log.segments() {
+                if left.get().1 == 0 {
+                    break;
+                }
+                worst = worst.worst(one(&segment.path)?);
+            }
+            Ok(worst)
         });
     }
     if args.follow {

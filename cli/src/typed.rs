@@ -153,6 +153,9 @@ pub struct JsonCat {
     pub limit: Option<u64>,
     /// The typed reader's options (its limits).
     pub typed: AvroReaderBuilder,
+    /// Where to say, at the end, the records still to pass over and still to write: a log
+    /// directory's next segment goes on from there.
+    pub left: Option<std::rc::Rc<std::cell::Cell<(u64, u64)>>>,
 }
 
 impl ReadJob for JsonCat {
@@ -208,6 +211,9 @@ impl ReadJob for JsonCat {
             }
         }
         quiet_broken_pipe(out.flush())?;
+        if let Some(counts) = &self.left {
+            counts.set((skip, left));
+        }
         diagnostics.finish(typed.reader())
     }
 }

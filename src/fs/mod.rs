@@ -50,6 +50,18 @@ pub trait NewHandle: Debug + Send + Sync {
     /// Writes `buf` at the end of the file; returns how many bytes were written, which may be
     /// fewer.
     fn append(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Writes all of `buf` at the end of the file, in as many writes as it takes.
+    fn append_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.append(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
     /// `fsync`: the file's data and length are durable once it returns Ok.
     fn sync(&self) -> io::Result<()>;
     /// Gives the file its name, in one step that a crash either made or did not: replacing
@@ -74,6 +86,19 @@ pub trait Handle: Debug + Send + Sync {
     /// Writes `bufs` at the end of the file in one `write(2)` (`O_APPEND`); returns how many
     /// bytes were written, which may be fewer.
     fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// Writes all of `buf` at the end of the file, in as many writes as it takes (each a
+    /// `write(2)` of what is left; another writer's bytes may come between them).
+    fn append_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.append(&[IoSlice::new(buf)]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
     /// Cuts (or extends) the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// `fdatasync`: the file's data and length are durable once it returns Ok.
