@@ -416,6 +416,9 @@ struct LogFile {
     /// The metadata blocks announced ([`Appender::announce`]), each `type length body 00`: a
     /// log truncated to nothing starts again with them too.
     announced: Arc<Mutex<Vec<u8>>>,
+    /// The dictionary block the writer embeds, if any (`type length body 00`): a log
+    /// truncated to nothing starts again with it too, or its blocks could not be read.
+    dictionary: Vec<u8>,
 }
 
 impl Write for LogFile {
@@ -434,7 +437,7 @@ impl Write for LogFile {
         let restart;
         let fence: &[u8] = if len == 0 {
             let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
-            restart = [&self.start[..], &announced].concat();
+            restart = [&self.start[..], &self.dictionary, &announced].concat();
             &restart
         } else {
             &[0]
@@ -703,6 +706,10 @@ impl Appender {
             segments,
             start,
             announced: Arc::clone(&announced),
+            dictionary: options
+                .writer
+                .embedded_dictionary_block()?
+                .unwrap_or_default(),
         })?;
         if exclusive {
             // The file's start is written: let other appenders in.

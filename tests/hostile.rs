@@ -422,6 +422,40 @@ fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_h
     appender.close().unwrap();
 }
 
+/// A log compressed with a dictionary it embeds starts again with the dictionary too when it is
+/// truncated to nothing under its appender: its blocks read without the dictionary given.
+#[test]
+fn finding_8_a_log_truncated_under_its_appender_embeds_its_dictionary_again() {
+    let samples: Vec<Vec<u8>> = (0..500)
+        .map(|i| format!("{{\"event\":{i},\"service\":\"api\"}}").into_bytes())
+        .collect();
+    let dictionary = cobsfile::Dictionary::train(&samples, 2048).unwrap();
+    let log = TempFile::with_contents(b"");
+    let mut appender = AppenderBuilder::new()
+        .durability(cobsfile::Durability::Flush)
+        .compression(cobsfile::Compression::Zstd { level: 3 })
+        .dictionary(dictionary, true)
+        .open(&log.0)
+        .unwrap();
+    appender.append(&samples[0]).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log.0)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    for s in &samples[1..100] {
+        appender.append(s).unwrap();
+    }
+    appender.close().unwrap();
+    let bytes = std::fs::read(&log.0).unwrap();
+    let report = ReaderBuilder::new().verify(&bytes).unwrap();
+    assert!(report.is_clean(), "{:?}", report.damaged);
+    assert_eq!(report.blocks.dictionary, 1);
+    let (records, _) = read(&bytes, &ReaderBuilder::new());
+    assert_eq!(records, samples[1..100]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Issue 32, finding 13: genuine zstd frames that expand to the largest body, each with a
 // wrong CRC, made `verify` of a 10 MB file take 37 s: every one was decompressed in full, for
