@@ -451,3 +451,56 @@ fn a_follower_reads_older_segments_first() {
     }
     assert!(got == want, "in log order");
 }
+
+/// A roll that fails (the disk full when the new segment is made) costs no record: the
+/// appender goes on in the segment it has, and rolls a second later.
+#[test]
+fn a_failed_roll_keeps_appending_where_it_was() {
+    use cobsfile::fs::SimFs;
+    let fs = SimFs::new(5);
+    let dir = Path::new("/sim/log");
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::Fsync)
+        .segment_size(300)
+        .maintain_in_background(false)
+        .open_dir_in(std::sync::Arc::new(fs.clone()), dir)
+        .unwrap();
+    let mut i = 0;
+    while fs.list(dir).len() < 2 {
+        log.append(&record(i)).unwrap();
+        i += 1;
+    }
+    let segment = log.segment().unwrap();
+    while fs.read(&segment).unwrap().len() < 300 {
+        log.append(&record(i)).unwrap();
+        i += 1;
+    }
+    let before = fs.list(dir).len();
+    // The next append rolls: making the segment fails.
+    fs.fail_next_write(std::io::ErrorKind::StorageFull);
+    for _ in 0..5 {
+        log.append(&record(i)).unwrap();
+        i += 1;
+    }
+    assert_eq!(
+        log.segment().unwrap(),
+        segment,
+        "still in the segment it had"
+    );
+    assert_eq!(fs.list(dir).len(), before);
+    std::thread::sleep(Duration::from_millis(1100));
+    log.append(&record(i)).unwrap();
+    i += 1;
+    assert_ne!(
+        log.segment().unwrap(),
+        segment,
+        "rolled once the retry was due"
+    );
+    log.close().unwrap();
+    let mut got = Vec::new();
+    for path in fs.list(dir) {
+        let bytes = fs.read(&path).unwrap();
+        got.extend(ReaderBuilder::new().from_slice(&bytes).read_all().0);
+    }
+    assert_eq!(got, (0..i).map(record).collect::<Vec<_>>());
+}
