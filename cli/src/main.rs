@@ -9,6 +9,7 @@ mod args;
 mod avro_file;
 mod cat;
 mod dict;
+mod finish;
 mod framing;
 mod generate;
 mod input;
@@ -73,6 +74,9 @@ enum Command {
     /// Write a new, finished file holding every intact block; report what was lost (exit 3 if
     /// anything).
     Recover(recover::Args),
+    /// Finish open logs in place (an index, a time index, an end block) once no one has them
+    /// open: a log rotated away, or a log directory's older segments.
+    Finish(finish::Args),
     /// Import an Avro object container file as typed records, datums copied byte for byte:
     /// every codec (null, deflate, snappy, zstandard, bzip2, xz), the schema and the user's
     /// metadata kept. A damaged Avro file: every block that passes its checks is imported,
@@ -442,6 +446,7 @@ pub fn run() -> ExitCode {
             .run(path, &args.read)
         }),
         Command::Recover(args) => recover::run(args),
+        Command::Finish(args) => finish::run(args),
         Command::Import(args) => avro_file::import(args),
         Command::Export(args) => avro_file::export(args),
         Command::Sql(args) => sql::run(args),

@@ -389,3 +389,57 @@ fn cat_json_of_a_typed_directory_counts_across_segments() {
     let out = run(bin().args(["cat", "--json"]).arg(&log), b"");
     assert_eq!(stdout(&out).lines().count(), 3000);
 }
+
+/// `finish LOG` finishes a log rotated away (index, time index, end block), refuses one an
+/// appender holds, and finishes a log directory's older segments a follower had held.
+#[test]
+fn finish_finishes_a_log_no_one_holds() {
+    let dir = scratch("segments-finish");
+    let log = dir.join("app.log");
+    let out = run(
+        bin()
+            .args(["pack", "--append"])
+            .arg(&log)
+            .args(["--time-field", "n", "-"]),
+        &lines(0..500),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(bin().arg("verify").arg(&log), b"");
+    assert!(stdout(&out).contains("open log"), "{}", stdout(&out));
+    let out = run(bin().arg("finish").arg(&log), b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("finished: ") && stdout(&out).contains("500 records, indexed"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(bin().arg("verify").arg(&log), b"");
+    assert!(stdout(&out).contains("clean, finished"), "{}", stdout(&out));
+    let out = run(bin().args(["cat", "--skip", "499"]).arg(&log), b"");
+    assert_eq!(stdout(&out), String::from_utf8(lines(499..500)).unwrap());
+    let out = run(bin().arg("finish").arg(&log), b"");
+    assert!(
+        stdout(&out).contains("finished already"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Held by a follower: left as it is, one line, exit 1.
+    let held = dir.join("held.log");
+    run(bin().args(["pack", "--append"]).arg(&held), &lines(0..5));
+    let mut follower = bin()
+        .args(["cat", "--follow"])
+        .arg(&held)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run(bin().arg("finish").arg(&held), b"");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("open elsewhere"), "{}", stderr(&out));
+    let out = run(bin().arg("finish").arg(dir.join("missing")), b"");
+    assert_eq!(out.status.code(), Some(1));
+}
