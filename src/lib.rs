@@ -128,7 +128,7 @@ pub use limits::{
     Limits, DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_DAMAGED_DECODING, DEFAULT_MAX_DICTIONARIES,
     DEFAULT_MAX_DICTIONARY_BYTES,
 };
-pub use mapped::{open, MappedFile, MetadataScan};
+pub use mapped::{open, MappedFile, MetadataScan, RandomAccess};
 pub use range::{RangeSink, RangeWork};
 pub use reader::{
     Blocks, IntoRecords, Item, Metadata, MetadataBlocks, OwnedRecords, Reader, ReaderBuilder,

@@ -110,6 +110,11 @@ impl Mapping {
     }
 }
 
+/// Keeps a [`MappedFile`]'s mapping advised for random access while it lives; see
+/// [`MappedFile::random_access`].
+#[derive(Debug)]
+pub struct RandomAccess(#[allow(dead_code)] Option<Jumping>);
+
 /// Keeps a mapping advised for random access while it lives (see
 /// [`MappedFile::metadata_with`]): a read that jumps from block to block.
 #[derive(Debug)]
@@ -220,6 +225,27 @@ impl MappedFile {
         self.jumping_if_planned(options, || options.from_slice(self.bytes()))
     }
 
+    /// Advises the mapping for random access while the guard lives: reads of a few blocks
+    /// here and there (the index at the tail, metadata, a sample of records) then bring in the
+    /// pages they touch, not the megabytes the kernel would read around each first touch.
+    pub fn random_access(&self) -> RandomAccess {
+        RandomAccess(self.map.as_ref().map(Jumping::new))
+    }
+
+    /// A reader over the file for reading a few records from its start and stopping (a
+    /// sample, to infer a schema from): while it lives, the mapping is advised for random
+    /// access, so that the kernel reads the pages the sample touches and not the megabytes of
+    /// read-ahead after them, which a query that then reads an hour by the time index would
+    /// never use.
+    pub fn reader_for_sample(&self, options: &ReaderBuilder) -> SliceReader<'_> {
+        let jumping = self.map.as_ref().map(Jumping::new);
+        let reader = self.share(options.from_slice(self.bytes()));
+        match jumping {
+            Some(jumping) => reader.keeping(Box::new(jumping)),
+            None => reader,
+        }
+    }
+
     /// [`ReaderBuilder::read_ranges_within`] of the file's bytes. A read of a time window by
     /// the file's time index (spec 9.9) jumps from run to run of the blocks it needs: while
     /// it runs, the mapping is advised for random access, as for
@@ -237,10 +263,12 @@ impl MappedFile {
         K: crate::RangeSink<T> + ?Sized,
     {
         let bytes = crate::range::Bytes::Slice(self.bytes());
-        let plan = options.time_plan(bytes);
-        let _jumping = (self.map.as_ref())
-            .filter(|_| plan.is_some())
+        // Advised before the look at the tail that plans a window's read, as for a reader.
+        let jumping = (self.map.as_ref())
+            .filter(|_| options.get_window().is_some())
             .map(Jumping::new);
+        let plan = options.time_plan(bytes);
+        let _jumping = jumping.filter(|_| plan.is_some());
         options.read_within_planned(bytes, range, plan.as_ref(), work, sink)
     }
 

@@ -137,7 +137,11 @@ impl<'a> Whole<'a> {
     ) -> Result<Vec<cobsfile::Metadata>> {
         Ok(match self {
             Whole::Slice(bytes) => reader.metadata_of(bytes),
-            Whole::Mapped(m) => reader.metadata_of(m.bytes()),
+            Whole::Mapped(m) => {
+                // Metadata blocks here and there, by the index at the tail: the pages touched.
+                let _random = m.random_access();
+                reader.metadata_of(m.bytes())
+            }
             Whole::Remote(remote) => remote
                 .metadata(reader)
                 .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
@@ -165,7 +169,10 @@ impl<'a> Whole<'a> {
     ) -> Result<()> {
         let verdict = match self {
             Whole::Slice(bytes) => reader.not_a_cobsfile(bytes),
-            Whole::Mapped(m) => reader.not_a_cobsfile(m.bytes()),
+            Whole::Mapped(m) => {
+                let _random = m.random_access();
+                reader.not_a_cobsfile(m.bytes())
+            }
             Whole::Remote(remote) => remote
                 .not_a_cobsfile(reader)
                 .map_err(|e| exec_datafusion_err!("{file}: {e}"))?,
@@ -180,7 +187,10 @@ impl<'a> Whole<'a> {
     pub(crate) fn index(&self) -> Option<cobsfile::Index> {
         match self {
             Whole::Slice(bytes) => cobsfile::Index::find(bytes),
-            Whole::Mapped(m) => cobsfile::Index::find(m.bytes()),
+            Whole::Mapped(m) => {
+                let _random = m.random_access();
+                cobsfile::Index::find(m.bytes())
+            }
             Whole::Remote(remote) => remote.index().cloned(),
         }
     }
@@ -204,7 +214,7 @@ impl<'a> Whole<'a> {
         let schemas = Schemas::of_metadata(metadata, options.schema_limits());
         let mut found = match self {
             Whole::Slice(bytes) => sample(&schemas, reader.from_slice(bytes), options, max_records),
-            Whole::Mapped(m) => sample(&schemas, m.reader_with(reader), options, max_records),
+            Whole::Mapped(m) => sample(&schemas, m.reader_for_sample(reader), options, max_records),
             Whole::Remote(remote) => sample(&schemas, remote.reader(reader), options, max_records),
         };
         found.timed |= indexed_times || time_field.is_some();
