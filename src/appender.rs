@@ -119,8 +119,6 @@ pub struct AppenderBuilder {
     rolling: Rolling,
     retention: Retention,
     background: bool,
-    /// The dictionary, for what finishing segments checks blocks with.
-    dictionary: Option<crate::Dictionary>,
 }
 
 impl Default for AppenderBuilder {
@@ -140,7 +138,6 @@ impl AppenderBuilder {
             rolling: Rolling::default(),
             retention: Retention::default(),
             background: true,
-            dictionary: None,
         }
     }
 
@@ -178,7 +175,6 @@ impl AppenderBuilder {
     /// Compresses with `dictionary`, embedded (once per opening) unless `embed` is false;
     /// see [`WriterBuilder::dictionary`].
     pub fn dictionary(mut self, dictionary: crate::Dictionary, embed: bool) -> Self {
-        self.dictionary = Some(dictionary.clone());
         self.writer = self.writer.dictionary(dictionary, embed);
         self
     }
@@ -251,7 +247,7 @@ impl AppenderBuilder {
 
     /// What finishing a segment checks its blocks with: the dictionary, if any.
     fn reader_options(&self) -> ReaderBuilder {
-        match &self.dictionary {
+        match self.writer.get_dictionary() {
             Some(dictionary) => ReaderBuilder::new().dictionary(dictionary.clone()),
             None => ReaderBuilder::new(),
         }
@@ -459,15 +455,16 @@ impl LogFile {
         // What was written to the segment left is durable before a sync of the next one
         // counts records durable.
         self.file.sync_data()?;
-        let announced = self
-            .announced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // A new segment carries what a log started again does: the dictionary, the metadata
+        // announced.
+        let extra = {
+            let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+            [&self.dictionary[..], &announced].concat()
+        };
         let Some(segments) = self.segments.as_mut() else {
             return Ok(());
         };
-        let Some(rolled) = segments.roll(&announced) else {
+        let Some(rolled) = segments.roll(&extra) else {
             return Ok(());
         };
         let left = std::mem::replace(&mut self.file, Arc::clone(&rolled.file));
@@ -548,7 +545,14 @@ impl Appender {
         if !exclusive {
             file.lock_shared()?;
         }
-        Self::start(options, file, exclusive, None)
+        let dictionary = options.writer.embedded_dictionary_block()?;
+        Self::start(
+            options,
+            file,
+            exclusive,
+            None,
+            dictionary.unwrap_or_default(),
+        )
     }
 
     fn open_dir_with(
@@ -571,16 +575,17 @@ impl Appender {
             }
         }
         let options = &options;
+        // What every new segment carries after its start, as a log started again does.
+        let dictionary = options
+            .writer
+            .embedded_dictionary_block()?
+            .unwrap_or_default();
         let mut segments = Segments {
             fs: Arc::clone(&fs),
             dir: dir.to_path_buf(),
             seq: 0,
             created: 0,
             rolling: options.rolling,
-            preamble: options
-                .writer
-                .embedded_dictionary_block()?
-                .unwrap_or_default(),
             looked: Instant::now(),
             failed: None,
             maintainer: Arc::clone(&maintainer),
@@ -588,7 +593,7 @@ impl Appender {
         // Each round opens the newest segment, or finds it gone, finished, or missing.
         for _ in 0..64 {
             let Some((seq, path)) = crate::segments::list_in(&*fs, dir)?.pop() else {
-                let rolled = segments.roll(&[]).ok_or_else(|| {
+                let rolled = segments.roll(&dictionary).ok_or_else(|| {
                     io::Error::other(format!("cannot make a first segment in {}", dir.display()))
                 });
                 let _ = rolled?;
@@ -611,7 +616,7 @@ impl Appender {
             if crate::segments::ends_finished(&*file)? {
                 // Finished (by hand): never appended to again; the next segment is.
                 drop(file);
-                if segments.roll(&[]).is_none() {
+                if segments.roll(&dictionary).is_none() {
                     return Err(io::Error::other(format!(
                         "cannot make a segment after {} in {}",
                         crate::segments::segment_name(seq),
@@ -625,7 +630,7 @@ impl Appender {
                 let contents = file.contents()?;
                 crate::segments::created(contents.bytes()).unwrap_or_else(crate::segments::now_ns)
             };
-            let appender = Self::start(options, file, exclusive, Some(segments))?;
+            let appender = Self::start(options, file, exclusive, Some(segments), dictionary)?;
             maintainer.pass(None);
             return Ok(appender);
         }
@@ -637,12 +642,14 @@ impl Appender {
     }
 
     /// Starts appending to `file`, locked (exclusively if `exclusive`): deals with its torn
-    /// tail and writes a log block if need be.
+    /// tail and writes a log block if need be. `dictionary` is the dictionary block the writer
+    /// embeds, if any.
     fn start(
         options: &AppenderBuilder,
         file: Arc<dyn Handle>,
         exclusive: bool,
         segments: Option<Segments>,
+        dictionary: Vec<u8>,
     ) -> Result<Appender> {
         let maintainer = segments.as_ref().map(|s| Arc::clone(&s.maintainer));
         let mut opened = Opened {
@@ -706,10 +713,7 @@ impl Appender {
             segments,
             start,
             announced: Arc::clone(&announced),
-            dictionary: options
-                .writer
-                .embedded_dictionary_block()?
-                .unwrap_or_default(),
+            dictionary,
         })?;
         if exclusive {
             // The file's start is written: let other appenders in.

@@ -138,10 +138,12 @@ pub(crate) fn finish_open(file: &dyn Handle, options: &ReaderBuilder) -> Result<
         return Ok(Finish::Already);
     }
     scan_headers_and_marks(bytes, last)?;
-    let listed_bytes = bytes[..end as usize].to_vec();
-    drop(contents);
+    // Read where it is mapped (no copy: a log may be larger than memory), up to the end of
+    // its last intact block; the mapping goes before the file is cut or appended to.
     let mut listing = Listing::default();
-    let (report, stopped) = options.read_ranges_until_stopped(&listed_bytes, list, &mut listing)?;
+    let (report, stopped) =
+        options.read_ranges_until_stopped(&bytes[..end as usize], list, &mut listing)?;
+    drop(contents);
     if let Some(e) = stopped {
         return Err(e);
     }

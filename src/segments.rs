@@ -279,9 +279,6 @@ pub(crate) struct Segments {
     /// When it was made (ns since the epoch).
     pub created: i64,
     pub rolling: Rolling,
-    /// Blocks that follow the segment's start in every new segment: an embedded dictionary,
-    /// announced metadata.
-    pub preamble: Vec<u8>,
     /// When the directory was last looked at for newer segments.
     pub looked: std::time::Instant,
     /// When a roll last failed.
@@ -320,8 +317,9 @@ impl Segments {
     }
 
     /// Moves on to the newest segment, making a new one unless another appender made one
-    /// after the one appended to. `None` if that failed: the caller appends where it did and
-    /// tries again later.
+    /// after the one appended to; a segment it makes carries `extra` after its start (the
+    /// blocks every segment needs: an embedded dictionary, announced metadata). `None` if that
+    /// failed: the caller appends where it did and tries again later.
     pub fn roll(&mut self, extra: &[u8]) -> Option<Rolled> {
         match self.next_segment(extra) {
             Ok(rolled) => {
@@ -382,13 +380,12 @@ impl Segments {
         )
     }
 
-    /// Makes segment `seq`, whole and synced before it takes its name; false if the name was
-    /// taken.
+    /// Makes segment `seq` (its start, then `extra`), whole and synced before it takes its
+    /// name; false if the name was taken.
     fn make(&self, seq: u64, created: i64, extra: &[u8]) -> Result<bool> {
         let path = self.dir.join(segment_name(seq));
         let new = self.fs.create_new(&path)?;
         let mut start = segment_start(created)?;
-        start.extend_from_slice(&self.preamble);
         start.extend_from_slice(extra);
         new.append_all(&start)?;
         new.sync()?;

@@ -178,6 +178,11 @@ impl WriterBuilder {
         self
     }
 
+    /// The dictionary data blocks are compressed with, if any.
+    pub(crate) fn get_dictionary(&self) -> Option<&Dictionary> {
+        self.dictionary.as_ref().map(|(dictionary, _)| dictionary)
+    }
+
     /// The dictionary block this writer embeds (spec 7.2), from its type field to its closing
     /// sync byte, if it embeds one: a log directory's appender starts each new segment with it.
     pub(crate) fn embedded_dictionary_block(&self) -> Result<Option<Vec<u8>>> {

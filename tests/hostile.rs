@@ -383,6 +383,17 @@ fn finding_1_a_sound_block_over_the_default_limit_is_never_cut() {
 // ---------------------------------------------------------------------------------------------
 // Finding 8: a log truncated to nothing under a live appender (logrotate's copytruncate).
 
+/// What logrotate's copytruncate does to a log once it has copied it away: cuts it to nothing
+/// under the processes that have it open.
+fn copytruncate(path: &std::path::Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+}
+
 #[test]
 fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_header() {
     let log = TempFile::with_contents(b"");
@@ -391,13 +402,7 @@ fn finding_8_a_log_truncated_to_nothing_under_its_appender_starts_again_with_a_h
         .open(&log.0)
         .unwrap();
     appender.append(b"before the rotation").unwrap();
-    // What copytruncate does once it has copied the log away.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&log.0)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    copytruncate(&log.0);
     appender.append(b"after").unwrap();
     appender.append(b"and after").unwrap();
     appender.close().unwrap();
@@ -438,12 +443,7 @@ fn finding_8_a_log_truncated_under_its_appender_embeds_its_dictionary_again() {
         .open(&log.0)
         .unwrap();
     appender.append(&samples[0]).unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&log.0)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    copytruncate(&log.0);
     for s in &samples[1..100] {
         appender.append(s).unwrap();
     }
