@@ -1066,7 +1066,9 @@ pub fn seek(data: &[u8]) {
 /// - `1`: truncate to `param % (len + 1)` bytes (0, a torn tail, blocks read, anything);
 /// - `2`: an appender opens the log alone, which cuts a torn tail (spec 11.1), appends
 ///   `param % 8` records of one block each, and closes;
-/// - `3`: rotation: the file is renamed away and a new empty one takes its path.
+/// - `3`: rotation: the file is renamed away and a new empty one takes its path; but for an
+///   operation byte of 7 modulo 8, logrotate's `copytruncate`: the file is copied beside it
+///   (`NAME.1`, the copy of an earlier such operation replaced) and truncated to nothing.
 ///
 /// After each operation the follower is drained (it looks at the file), unless the operation
 /// byte has its high bit set: then the next operations happen between the same two looks.
@@ -1075,17 +1077,16 @@ pub fn seek(data: &[u8]) {
 ///
 /// At every look, the follower has returned what a full read of the bytes it read returns:
 /// the same records in order and the same damage, less damage at the very end while the file
-/// may still grow (`Stream`). What it read is known from the file's states alone: growth is
-/// read on (even where the file was cut and grown back between two looks, which it cannot
-/// see); a file shorter than what it read is read again from the closing sync byte of the last
-/// block returned if it still holds that byte, and is otherwise reported as truncated and read
-/// from its start (spec 9.7, rules 3 and 4); a file renamed away is read to its end, reported
-/// as replaced, and the new one read from its start. So every record of every block that was
-/// whole when read and never cut is returned, and no record that was not written. One case is
-/// no full read's: a file cut before that sync byte and grown back past it between two looks,
-/// with another byte there. The follower then reads on from that byte as a new reader would
-/// (with the dictionaries met before), and returns what such a reader returns, its damage
-/// counted (its offsets are the file's) until it starts a file afresh.
+/// may still grow (`Stream`). What it read is known from the file's states alone (spec 9.7,
+/// rules 3-5): a file whose 64 bytes up to the closing sync byte of the last block returned
+/// (the resume point) changed, or that is shorter than that byte, was truncated: the copy, if
+/// it holds those bytes and more, is read from the resume point to its end, then the
+/// truncation is reported and the file read from its start; growth is read on (even where the
+/// file was cut and grown back between two looks to the same bytes there, which it cannot
+/// see); a file shorter than what was read is read again from the resume point; a file
+/// renamed away is read to its end, reported as replaced, and the new one read from its
+/// start. So every record of every block that was whole when read and never cut is returned,
+/// and no record that was not written.
 pub fn follow(data: &[u8]) {
     use std::fs::OpenOptions;
     use std::io::Write as _;
@@ -1096,11 +1097,18 @@ pub fn follow(data: &[u8]) {
     };
     let file = TempFile::with_contents(&[]);
     let path = file.0.clone();
-    let rotated = TempFile({
+    let beside = |suffix: &str| {
         let mut name = path.clone().into_os_string();
-        name.push(".1");
-        PathBuf::from(name)
-    });
+        name.push(suffix);
+        TempFile(PathBuf::from(name))
+    };
+    // Not named as copies: a follower never reads them as one. Each kept to the end, so that
+    // no copy made later takes the inode of one the follower read (it never takes the file
+    // it read before a rotation for a copy).
+    let mut rotated = Vec::new();
+    let copied = beside(".1");
+    // The copy's bytes, once there is one.
+    let mut copy: Option<Vec<u8>> = None;
     let options = ReaderBuilder::new().max_body_size(STREAM_MAX_BLOCK);
     let mut follower = cobsfile::FollowerBuilder::new()
         .reader(options.clone())
@@ -1111,14 +1119,18 @@ pub fn follow(data: &[u8]) {
     let mut renamed: Option<Vec<u8>> = None;
     let mut appended = 0;
 
-    let mut look = |follower: &mut cobsfile::Follower, renamed: &mut Option<Vec<u8>>| {
+    let mut look = |follower: &mut cobsfile::Follower,
+                    renamed: &mut Option<Vec<u8>>,
+                    copy: &Option<Vec<u8>>| {
         let mut events = VecDeque::new();
         while let Some(event) = follower.next_event_timeout(Duration::ZERO) {
             events.push_back(match event {
                 Ok(cobsfile::FollowEvent::Record(r)) => Followed::Record(r.to_vec()),
-                Ok(cobsfile::FollowEvent::Truncated { read, len }) => {
-                    Followed::Truncated { read, len }
-                }
+                Ok(cobsfile::FollowEvent::Truncated { read, len, copy }) => Followed::Truncated {
+                    read,
+                    len,
+                    copied: copy.is_some(),
+                },
                 Ok(cobsfile::FollowEvent::Replaced) => Followed::Replaced,
                 Ok(other) => panic!("unknown event {other}"),
                 Err(e) => Followed::Error(e),
@@ -1126,7 +1138,7 @@ pub fn follow(data: &[u8]) {
         }
         let current = std::fs::read(&path).expect("read the followed file");
         let followed = renamed.as_deref().unwrap_or(&current);
-        stream.changed(&options, followed, &mut events);
+        stream.changed(&options, followed, copy.as_deref(), &mut events);
         if renamed.take().is_some() {
             stream.take_until(&mut events, "Replaced");
             stream.check(true);
@@ -1170,16 +1182,32 @@ pub fn follow(data: &[u8]) {
                     appender.close().expect("close the appender");
                 }
             }
+            _ if op[0] % 8 == 7 => {
+                let bytes = std::fs::read(&path).expect("read");
+                std::fs::write(&copied.0, &bytes).expect("copy");
+                // Newer than any look, however slow the run: the follower may take it.
+                let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+                std::fs::File::options()
+                    .write(true)
+                    .open(&copied.0)
+                    .and_then(|f| f.set_modified(later))
+                    .expect("date the copy");
+                copy = Some(bytes);
+                let out = OpenOptions::new().write(true).open(&path).expect("open");
+                out.set_len(0).expect("truncate");
+            }
             _ => {
                 if renamed.is_none() {
                     renamed = Some(std::fs::read(&path).expect("read"));
                 }
-                std::fs::rename(&path, &rotated.0).expect("rotate");
+                let to = beside(&format!("~rotated{}", rotated.len()));
+                std::fs::rename(&path, &to.0).expect("rotate");
+                rotated.push(to);
                 std::fs::File::create(&path).expect("create the new file");
             }
         }
         if op[0] & 0x80 == 0 {
-            look(&mut follower, &mut renamed);
+            look(&mut follower, &mut renamed, &copy);
         }
     }
     let mut chunks = Chunked::new(data, fnv(data));
@@ -1191,9 +1219,9 @@ pub fn follow(data: &[u8]) {
         }
         let mut out = OpenOptions::new().append(true).open(&path).expect("open");
         out.write_all(&buf[..n]).expect("append a chunk");
-        look(&mut follower, &mut renamed);
+        look(&mut follower, &mut renamed, &copy);
     }
-    look(&mut follower, &mut renamed);
+    look(&mut follower, &mut renamed, &copy);
 }
 
 /// What a follower returned, owned.
@@ -1201,21 +1229,19 @@ pub fn follow(data: &[u8]) {
 enum Followed {
     Record(Vec<u8>),
     Error(Error),
-    Truncated { read: u64, len: u64 },
+    Truncated { read: u64, len: u64, copied: bool },
     Replaced,
 }
 
 /// What a follower read of its file, and what its reader returned since it started: it
-/// returns what a reader started where this one started returns from those bytes (see
-/// `follow`).
+/// returns what a reader returns from those bytes (see `follow`).
 struct Stream {
     /// The file's bytes as the follower read them, from offset 0.
     bytes: Vec<u8>,
-    /// Where the reader started: 0, or a closing sync byte it read again from after the file
-    /// was cut before it and grown back past it with another byte there. It then reads on as
-    /// a new reader from that byte would, knowing the dictionaries met before.
-    start: usize,
-    /// The options of that reader: the follower's, and those dictionaries.
+    /// The file's bytes when the follower last looked: those it keeps up to its resume point
+    /// (which may differ from those it read, where a tail it had read was cut and written
+    /// over between two looks).
+    seen: Vec<u8>,
     reader: ReaderBuilder,
     records: Vec<Vec<u8>>,
     errors: Vec<Error>,
@@ -1224,8 +1250,8 @@ struct Stream {
 impl Stream {
     fn new(options: &ReaderBuilder, bytes: Vec<u8>) -> Self {
         Stream {
+            seen: bytes.clone(),
             bytes,
-            start: 0,
             reader: options.clone(),
             records: Vec::new(),
             errors: Vec::new(),
@@ -1239,74 +1265,81 @@ impl Stream {
             .any(|e| matches!(e, Error::UnsupportedVersion { .. }))
     }
 
-    /// The offset of the closing sync byte of the last block the reader returned.
-    fn last_close(&self) -> Option<usize> {
-        let mut reader = self.reader.from_slice(&self.bytes[self.start..]);
-        let mut close = None;
+    /// The resume point: the offset of the closing sync byte of the last block the reader
+    /// returned, or 0.
+    fn resume(&self) -> usize {
+        let mut reader = self.reader.from_slice(&self.bytes);
+        let mut close = 0;
         while let Some(item) = reader.next_block() {
             if let Ok(block) = item {
-                close = Some(self.start + (block.info().offset + block.info().size) as usize);
+                close = (block.info().offset + block.info().size) as usize;
             }
         }
         close
     }
 
-    /// What the follower makes of its file, now `followed`, since it last looked (spec 9.7):
-    /// growth is read on, even where the file was cut and grown back, which it cannot see; a
-    /// file shorter than what was read is read again from the closing sync byte of the last
-    /// block returned (or where reading started) if it still holds that byte, and otherwise
-    /// reported as truncated, and read from its start.
+    /// The 64 bytes up to the resume point `resume` that the follower keeps from its last
+    /// look, if it had one past 0 then.
+    fn witness(&self, resume: usize) -> Option<&[u8]> {
+        let at = (resume + 1).saturating_sub(64);
+        self.seen.get(at..=resume).filter(|_| resume > 0)
+    }
+
+    /// Whether `file` holds the witness bytes where the followed file held them.
+    fn witnessed(&self, resume: usize, file: &[u8]) -> bool {
+        let at = (resume + 1).saturating_sub(64);
+        self.witness(resume)
+            .is_some_and(|witness| file.get(at..=resume) == Some(witness))
+    }
+
+    /// What the follower makes of its file, now `followed`, since it last looked (spec 9.7),
+    /// with `copy` beside it.
     fn changed(
         &mut self,
         options: &ReaderBuilder,
         followed: &[u8],
+        copy: Option<&[u8]>,
         events: &mut VecDeque<Followed>,
     ) {
         let read = self.bytes.len();
-        if followed.len() > read && !self.stopped() {
-            self.bytes.extend_from_slice(&followed[read..]);
-        }
-        if followed.len() >= read {
+        let resume = self.resume();
+        let rewritten = self.witness(resume).is_some() && !self.witnessed(resume, followed);
+        if !rewritten && followed.len() >= read {
+            if followed.len() > read && !self.stopped() {
+                self.bytes.extend_from_slice(&followed[read..]);
+            }
+            self.seen = followed.to_vec();
             return;
         }
-        let close = self.last_close();
-        let from = close.unwrap_or(self.start);
-        if self.stopped() || followed.len() <= from {
-            self.take_until(events, "Truncated");
-            self.check(false);
-            match events.pop_front() {
-                Some(Followed::Truncated { read: r, len }) => assert_eq!(
-                    (r, len),
-                    (read as u64, followed.len() as u64),
-                    "truncation reported with other lengths"
-                ),
-                other => panic!("{read} bytes read, cut to {}: {other:?}", followed.len()),
-            }
-            *self = Stream::new(options, followed.to_vec());
+        if !rewritten && !self.stopped() && followed.len() > resume {
+            // A cut tail: read again from the resume point.
+            self.bytes.truncate(resume);
+            self.bytes.extend_from_slice(&followed[resume..]);
+            self.seen = followed.to_vec();
             return;
         }
-        if let Some(close) = close.filter(|&close| followed[close] != 0) {
-            // The reader reads on from the byte at `close` as if it still closed the block
-            // before it: as a new reader would, with the dictionaries met before. (What the
-            // follower returned before was checked at the last look; all it returns now
-            // comes from reading again.)
-            let mut reader = self.reader.clone();
-            let mut blocks = self.reader.from_slice(&self.bytes[self.start..=close]);
-            while let Some(item) = blocks.next_block() {
-                match item {
-                    Ok(block) if block.info().block_type == BlockType::Dictionary => {
-                        reader = reader.dictionary(Dictionary::new(block.payload().to_vec()));
-                    }
-                    _ => {}
-                }
-            }
-            self.start = close;
-            self.reader = reader;
-            self.records.clear();
-            self.errors.clear();
+        // Truncated: what the copy holds past the resume point first, if it is one.
+        let copy = copy
+            .filter(|copy| !self.stopped() && copy.len() > resume && self.witnessed(resume, copy));
+        if let Some(copy) = copy {
+            self.bytes.truncate(resume);
+            self.bytes.extend_from_slice(&copy[resume..]);
         }
-        self.bytes.truncate(from);
-        self.bytes.extend_from_slice(&followed[from..]);
+        self.take_until(events, "Truncated");
+        self.check(copy.is_some());
+        match events.pop_front() {
+            Some(Followed::Truncated {
+                read: r,
+                len,
+                copied,
+            }) => assert_eq!(
+                (r, len, copied),
+                (read as u64, followed.len() as u64, copy.is_some()),
+                "truncation reported with other lengths, or the copy not read"
+            ),
+            other => panic!("{read} bytes read, cut to {}: {other:?}", followed.len()),
+        }
+        *self = Stream::new(options, followed.to_vec());
     }
 
     /// Moves the records and errors at the front of `events` here, up to the event `marker`
@@ -1326,11 +1359,10 @@ impl Stream {
     }
 
     /// The follower returned what its reader returns from the bytes read: the same records,
-    /// the same damage (by count if the reader started past 0, since offsets then differ)
-    /// less damage running to the end while that end is not `last` (the file was replaced).
+    /// the same damage, less damage running to the end while that end is not `last` (the
+    /// file was replaced, or its copy read).
     fn check(&self, last: bool) {
-        let bytes = &self.bytes[self.start..];
-        let (records, errors) = self.reader.from_slice(bytes).read_all();
+        let (records, errors) = self.reader.from_slice(&self.bytes).read_all();
         assert!(
             self.records == records,
             "the follower returned other records than a full read of what it read: {} for {}",
@@ -1338,22 +1370,15 @@ impl Stream {
             records.len()
         );
         let mut expected = faults(&errors);
-        let end = bytes.len() as u64;
+        let end = self.bytes.len() as u64;
         if !last && matches!(errors.last(), Some(Error::Damaged { end: e, .. }) if *e == end) {
             expected.pop();
         }
-        if self.start == 0 {
-            assert_eq!(
-                faults(&self.errors),
-                expected,
-                "the follower found other damage than a full read of what it read"
-            );
-        } else {
-            assert_eq!(self.errors.len(), expected.len(), "{:?}", self.errors);
-            for e in &self.errors {
-                check_in_range(e, self.bytes.len());
-            }
-        }
+        assert_eq!(
+            faults(&self.errors),
+            expected,
+            "the follower found other damage than a full read of what it read"
+        );
     }
 }
 

@@ -7,10 +7,13 @@
 //! up to 250 ms while nothing happens, and looks for three changes:
 //!
 //! - the file grew: read on;
-//! - the file shrank: if it still holds every block read, up to the closing sync byte of the
-//!   last one (a writer cut off a torn block), read again from that byte, dropping what was
-//!   read past it; otherwise the file was truncated, and reading starts again at its
-//!   beginning ([`FollowEvent::Truncated`]);
+//! - the file shrank, or the last bytes read up to the resume point (the closing sync byte
+//!   of the last block read) changed: it was cut, and may have grown again since. If it
+//!   still holds every block read (a writer cut off a torn block), read again from that
+//!   byte, dropping what was read past it; otherwise the file was truncated, and reading
+//!   starts again at its beginning ([`FollowEvent::Truncated`]). If a copy of the file made
+//!   before it was truncated lies beside it (logrotate's `copytruncate`), what the copy holds
+//!   past the last block read is read first;
 //! - the path names another file (log rotation): the old file is read to its end, its own
 //!   end now final, and reading goes on at the start of the new one
 //!   ([`FollowEvent::Replaced`]).
@@ -30,7 +33,7 @@ use std::fs::{self, File, Metadata};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::mapped;
@@ -118,14 +121,18 @@ impl FollowerBuilder {
 pub enum FollowEvent<'a> {
     /// A record of an intact data block, borrowed from the follower until its next call.
     Record(&'a [u8]),
-    /// The file became shorter than the bytes passed over in it (a block returned, or its
-    /// closing sync byte, was cut): reading starts again at its beginning. A cut of only what
-    /// came after the last block returned (a torn tail) is read past without an event.
+    /// The file no longer holds the bytes passed over in it (a block returned, or its closing
+    /// sync byte, was cut; it may have grown again since, told by the last bytes read):
+    /// reading starts again at its beginning. A cut of only what came after the last block
+    /// returned (a torn tail) is read past without an event.
     Truncated {
         /// Bytes that had been read from the file.
         read: u64,
         /// The file's length when the follower noticed.
         len: u64,
+        /// The copy of the file (logrotate's `copytruncate`) whose blocks past the last one
+        /// read were read before this event, if one was found beside the file.
+        copy: Option<PathBuf>,
     },
     /// The path now names another file (log rotation): the old one was read to its end, and
     /// reading goes on at the start of the new one. Offsets in later errors are offsets in
@@ -140,10 +147,16 @@ impl std::fmt::Display for FollowEvent<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FollowEvent::Record(record) => write!(f, "record of {} bytes", record.len()),
-            FollowEvent::Truncated { read, len } => write!(
-                f,
-                "truncated to {len} bytes after {read} were read; reading again from the start"
-            ),
+            FollowEvent::Truncated { read, len, copy } => {
+                write!(
+                    f,
+                    "truncated after {read} bytes were read (now {len} bytes long)"
+                )?;
+                if let Some(copy) = copy {
+                    write!(f, " (the rest read from its copy {})", copy.display())?;
+                }
+                write!(f, "; reading again from the start")
+            }
             FollowEvent::Replaced => write!(f, "replaced by a new file; reading it from the start"),
             FollowEvent::NextSegment => write!(f, "following the next segment"),
         }
@@ -182,6 +195,8 @@ pub struct Follower {
     reader: StreamReader<Tail>,
     /// Which file the reader reads, to tell when the path names another.
     id: FileId,
+    /// The file read before the path named this one (rotation): never taken for a copy.
+    before: FileId,
     /// The reader reads no more (after an error such as an unsupported version): only a
     /// truncation or a replacement gives it new input.
     stopped: bool,
@@ -194,6 +209,8 @@ pub struct Follower {
     torn_checked: bool,
     /// The next wait.
     delay: Duration,
+    /// The last bytes up to the resume point, to know a copy of the file by.
+    witness: Witness,
     /// Following a log directory: where, and the older segments still held.
     dir: Option<Box<DirState>>,
 }
@@ -229,6 +246,104 @@ enum Finish {
     Torn,
     /// To read the old file to its end before this one, which replaced it at the path.
     Replaced(File, FileId),
+    /// To read a copy of the file, made before it was truncated, to its end: then the file
+    /// (kept here) from its start.
+    Copied {
+        file: File,
+        read: u64,
+        len: u64,
+        copy: PathBuf,
+    },
+}
+
+/// The bytes of a followed file that end at its resume point (the closing sync byte of the
+/// last block read, spec 9.7): a copy of the file made after they were read holds them too.
+#[derive(Debug)]
+struct Witness {
+    /// The offset of `bytes[0]`.
+    at: u64,
+    bytes: Vec<u8>,
+    /// When the file last held them: a copy made long before holds nothing newer.
+    seen: SystemTime,
+}
+
+impl Default for Witness {
+    fn default() -> Self {
+        Witness {
+            at: 0,
+            bytes: Vec::new(),
+            seen: SystemTime::UNIX_EPOCH,
+        }
+    }
+}
+
+impl Witness {
+    /// How many bytes a witness holds at most: with the last block's CRC among them, a file
+    /// that is not a copy differs.
+    const LEN: u64 = 64;
+
+    /// Takes the bytes ending at `resume` (inclusive) from `file`, unless they are taken.
+    fn take(&mut self, file: &File, resume: u64) {
+        self.seen = SystemTime::now();
+        let end = resume + 1;
+        if self.at + self.bytes.len() as u64 == end && !self.bytes.is_empty() {
+            return;
+        }
+        let at = end.saturating_sub(Self::LEN);
+        self.bytes.resize((end - at) as usize, 0);
+        if read_exact_at(file, &mut self.bytes, at).is_ok() {
+            self.at = at;
+        } else {
+            // Cut meanwhile: no witness until the next look.
+            self.bytes.clear();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// This witness less its bytes at `end` and after.
+    fn clipped(&self, end: u64) -> Witness {
+        let keep = end.saturating_sub(self.at).min(self.bytes.len() as u64) as usize;
+        Witness {
+            at: self.at,
+            bytes: self.bytes[..keep].to_vec(),
+            seen: self.seen,
+        }
+    }
+
+    /// Keeps the last of the bytes read from `at` on, after those kept if they end there.
+    fn record(&mut self, read: &[u8], at: u64) {
+        if read.is_empty() {
+            return;
+        }
+        let len = Self::LEN as usize;
+        if self.at + self.bytes.len() as u64 != at {
+            self.bytes.clear();
+        }
+        let from = read.len().saturating_sub(len);
+        if from > 0 {
+            self.bytes.clear();
+        }
+        if self.bytes.is_empty() {
+            self.at = at + from as u64;
+        }
+        self.bytes.extend_from_slice(&read[from..]);
+        let excess = self.bytes.len().saturating_sub(len);
+        self.bytes.drain(..excess);
+        self.at += excess as u64;
+        self.seen = SystemTime::now();
+    }
+
+    /// Whether `file` holds these bytes where the followed file held them.
+    fn in_file(&self, file: &File) -> bool {
+        let mut bytes = [0; Self::LEN as usize];
+        let bytes = &mut bytes[..self.bytes.len()];
+        !self.bytes.is_empty()
+            && read_exact_at(file, bytes, self.at).is_ok()
+            && *bytes == *self.bytes
+    }
 }
 
 /// What the follower has for its caller: a record in the reader's block (or in that of an
@@ -270,6 +385,7 @@ impl Follower {
             path: path.to_path_buf(),
             reader,
             id: FileId::of(&meta),
+            before: FileId(None),
             options,
             stopped: false,
             finishing: None,
@@ -277,6 +393,7 @@ impl Follower {
             idle_since: Instant::now(),
             torn_checked: false,
             delay: MIN_POLL,
+            witness: Witness::default(),
             dir: None,
         })
     }
@@ -340,14 +457,9 @@ impl Follower {
             return true;
         }
         let mut end = [0u8; 10];
-        let read = len >= 10
-            && tail
-                .file
-                .seek(SeekFrom::Start(len - 10))
-                .and_then(|_| tail.file.read_exact(&mut end))
-                .and_then(|()| tail.file.seek(SeekFrom::Start(tail.pos)))
-                .is_ok();
-        read && end == crate::segments::END_BLOCK
+        len >= 10
+            && read_exact_at(&tail.file, &mut end, len - 10).is_ok()
+            && end == crate::segments::END_BLOCK
     }
 
     /// For a follower of a log directory: something an older segment still held has for the
@@ -508,22 +620,58 @@ impl Follower {
             self.torn_checked = false;
             self.delay = MIN_POLL;
         }
-        if len < read {
+        let resume = self.reader.resume_offset();
+        // Cut and grown again since the last look (past the bytes read, or not): the bytes
+        // before the resume point are others than the follower saw there at its last look,
+        // or read there since.
+        let tail = self.reader.get_mut();
+        let read_last = tail.last.clipped(resume + 1);
+        let rewritten = resume > 0
+            && [&self.witness, &read_last]
+                .into_iter()
+                .any(|w| !w.is_empty() && !w.in_file(&tail.file));
+        if len < read || rewritten {
             // A cut tail (spec 9.7, rule 3): the file still holds the resume point, the
             // closing sync byte of the last block read. Read again from there, not from the
             // new end: a writer alone on the file cuts a torn block and appends at once (spec
             // 11.1), so bytes read past it, up to the new end, may already be others. Else a
-            // block read is gone: start again.
-            let resume = self.reader.resume_offset();
-            if !self.stopped && len > resume {
+            // block read is gone: start again, after what a copy of the file holds past the
+            // resume point (rule 4).
+            if !self.stopped && len > resume && !rewritten {
                 let at = self.reader.rewind();
                 self.reader.get_mut().seek_to(at)?;
                 return Ok(Look::Read);
             }
+            if !self.stopped {
+                let read_last = std::mem::take(&mut self.reader.get_mut().last);
+                if let Some((copied, copy)) = self.find_copy(resume, &read_last) {
+                    let at = self.reader.rewind();
+                    let tail = self.reader.get_mut();
+                    let file = std::mem::replace(&mut tail.file, copied);
+                    tail.seek_to(at)?;
+                    self.end_input(Finish::Copied {
+                        file,
+                        read,
+                        len,
+                        copy,
+                    });
+                    return Ok(Look::Read);
+                }
+            }
             self.restart(None)?;
-            return Ok(Look::Event(FollowEvent::Truncated { read, len }));
+            let copy = None;
+            return Ok(Look::Event(FollowEvent::Truncated { read, len, copy }));
+        }
+        if resume > 0 {
+            self.witness.take(&self.reader.get_mut().file, resume);
         }
         if len > read && !self.stopped {
+            // The bytes read from here on are the file's as of this look (the witness keeps
+            // those before): bytes read before, past the resume point, may since have been
+            // written over (spec 9.7, what a follower cannot see).
+            let tail = self.reader.get_mut();
+            tail.open = true;
+            tail.last = Witness::default();
             return Ok(Look::Read);
         }
         if let Some((file, id)) = self.replacement() {
@@ -563,22 +711,93 @@ impl Follower {
                 self.restart(Some((file, id)))?;
                 Ok(Look::Event(FollowEvent::Replaced))
             }
+            Finish::Copied {
+                file,
+                read,
+                len,
+                copy,
+            } => {
+                let id = self.id;
+                self.restart(Some((file, id)))?;
+                let copy = Some(copy);
+                Ok(Look::Event(FollowEvent::Truncated { read, len, copy }))
+            }
         }
+    }
+
+    /// A copy of the followed file made after the follower last looked at it, before it was
+    /// truncated (logrotate's `copytruncate`): a regular file beside it whose name is the
+    /// file's name and a suffix (`.1`, `-20261205`), that holds the resume point, and the
+    /// witness bytes before it and the last bytes read (`read_last`) where the file held
+    /// them; the most recently modified first.
+    fn find_copy(&self, resume: u64, read_last: &Witness) -> Option<(File, PathBuf)> {
+        /// How many files named like copies are compared at most.
+        const MOST: usize = 16;
+        /// How much older than the last look a copy may be (file times are coarse): one made
+        /// long before holds nothing the follower lacks, and may be a copy of an earlier file
+        /// that began with the same bytes.
+        const SLACK: Duration = Duration::from_secs(1);
+        if resume == 0 {
+            return None;
+        }
+        // Of the bytes read, only those up to the resume point are final: a torn block after
+        // it may have been cut and written over before the copy was made.
+        let read_last = read_last.clipped(resume + 1);
+        let witnesses: Vec<&Witness> = [&self.witness, &read_last]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect();
+        let seen = witnesses.iter().map(|w| w.seen).max()?;
+        let since = seen.checked_sub(SLACK)?;
+        let name = self.path.file_name()?.to_str()?;
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = fs::read_dir(dir)
+            .ok()?
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let file_name = entry.file_name();
+                let suffix = file_name.to_str()?.strip_prefix(name)?;
+                if !suffix.starts_with(['.', '-', '_']) {
+                    return None;
+                }
+                let meta = fs::metadata(entry.path()).ok()?;
+                let id = FileId::of(&meta);
+                let modified = meta.modified().ok()?;
+                let copy = meta.is_file()
+                    && meta.len() > resume
+                    && modified >= since
+                    && id != self.id
+                    && (id.is_none() || id != self.before);
+                copy.then_some((modified, entry.path()))
+            })
+            .collect();
+        candidates.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+        candidates.into_iter().take(MOST).find_map(|(_, path)| {
+            let file = File::open(&path).ok()?;
+            let meta = file.metadata().ok()?;
+            let copy = meta.is_file()
+                && FileId::of(&meta) != self.id
+                && witnesses.iter().all(|w| w.in_file(&file));
+            copy.then_some((file, path))
+        })
     }
 
     /// Starts reading afresh at the start of the current file, or of `new`.
     fn restart(&mut self, new: Option<(File, FileId)>) -> Result<()> {
-        let file = match new {
+        let mut file = match new {
             Some((file, id)) => {
+                if id != self.id {
+                    self.before = self.id;
+                }
                 self.id = id;
                 file
             }
-            None => {
-                let mut file = self.reader.get_mut().file.try_clone()?;
-                file.seek(SeekFrom::Start(0))?;
-                file
-            }
+            None => self.reader.get_mut().file.try_clone()?,
         };
+        file.seek(SeekFrom::Start(0))?;
         self.last_len = file.metadata()?.len();
         self.reader = self.options.reader.stream_reader_at(Tail::new(file, 0), 0);
         self.stopped = false;
@@ -586,6 +805,7 @@ impl Follower {
         self.idle_since = Instant::now();
         self.torn_checked = false;
         self.delay = MIN_POLL;
+        self.witness = Witness::default();
         Ok(())
     }
 
@@ -625,6 +845,12 @@ struct Tail {
     pos: u64,
     /// The file's end is final: reading it returns 0 bytes.
     finishing: bool,
+    /// Bytes may be read: closed at the file's end, until the follower has looked at the file
+    /// (whether it was cut or rewritten since) and opens it again.
+    open: bool,
+    /// The last bytes read, to know a copy of the file by when the follower had no look at it
+    /// since it read them.
+    last: Witness,
 }
 
 impl Tail {
@@ -633,21 +859,30 @@ impl Tail {
             file,
             pos,
             finishing: false,
+            open: true,
+            last: Witness::default(),
         }
     }
 
     fn seek_to(&mut self, pos: u64) -> io::Result<()> {
         self.file.seek(SeekFrom::Start(pos))?;
         self.pos = pos;
+        self.open = true;
+        self.last = Witness::default();
         Ok(())
     }
 }
 
 impl Read for Tail {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.open && !self.finishing {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let n = self.file.read(buf)?;
+        self.last.record(&buf[..n], self.pos);
         self.pos += n as u64;
         if n == 0 && !buf.is_empty() && !self.finishing {
+            self.open = false;
             return Err(io::ErrorKind::WouldBlock.into());
         }
         Ok(n)
@@ -671,6 +906,23 @@ fn last_sync(file: &mut File, len: u64, limit: u64) -> io::Result<u64> {
         end = start;
     }
     Ok(len)
+}
+
+/// Reads `buf.len()` bytes of `file` at `at`, without moving its offset.
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+/// Reads `buf.len()` bytes of `file` at `at`, its offset restored afterwards.
+#[cfg(not(unix))]
+fn read_exact_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+    let mut file = file;
+    let pos = file.stream_position()?;
+    file.seek(SeekFrom::Start(at))?;
+    let read = file.read_exact(buf);
+    file.seek(SeekFrom::Start(pos))?;
+    read
 }
 
 /// Which file a handle or path refers to: device and inode on Unix. Elsewhere files cannot

@@ -104,6 +104,16 @@ pub struct Maintained {
     pub busy: u64,
     /// Segments removed by retention, oldest first.
     pub removed: Vec<PathBuf>,
+    /// Retention stopped at a segment it would have removed because someone has it open.
+    pub held: bool,
+}
+
+impl Maintained {
+    /// Whether a later pass may do more: a segment was left unfinished or kept because
+    /// someone had it open.
+    pub fn left_undone(&self) -> bool {
+        self.busy > 0 || self.held
+    }
 }
 
 /// Now, in nanoseconds since the Unix epoch.
@@ -247,6 +257,7 @@ fn remove_expired(
             Err(e) => return Err(e.into()),
         };
         if !file.try_lock()? {
+            done.held = true;
             break;
         }
         fs.remove(path)?;
@@ -267,6 +278,13 @@ const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// A roll that failed (the disk full, say) is tried again after this long; blocks go to the
 /// segment appended to until then.
 const RETRY_ROLL: Duration = Duration::from_secs(1);
+
+/// A pass that found a segment someone had open (a follower that had not yet seen the next
+/// segment, a reader) is run again after this long on the background thread, twice as long
+/// each time it finds one again, up to [`RETRY_PASS_MOST`]: the segment is finished soon
+/// after it is let go, not at the next roll.
+const RETRY_PASS: Duration = Duration::from_secs(1);
+const RETRY_PASS_MOST: Duration = Duration::from_secs(64);
 
 /// The segment directory an appender appends to: where it is, which segment it appends to,
 /// and when it rolls.
@@ -470,8 +488,23 @@ impl Maintainer {
                 let thread = std::thread::Builder::new()
                     .name("cobsfile-segments".into())
                     .spawn(move || {
-                        while let Ok(left) = woken.recv() {
-                            job.run(left, &error);
+                        use std::sync::mpsc::RecvTimeoutError;
+                        let mut retry: Option<Duration> = None;
+                        loop {
+                            let left = match retry {
+                                None => match woken.recv() {
+                                    Ok(left) => left,
+                                    Err(_) => break,
+                                },
+                                Some(wait) => match woken.recv_timeout(wait) {
+                                    Ok(left) => left,
+                                    Err(RecvTimeoutError::Timeout) => None,
+                                    Err(RecvTimeoutError::Disconnected) => break,
+                                },
+                            };
+                            retry = job.run(left, &error).then(|| {
+                                retry.map_or(RETRY_PASS, |wait| (wait * 2).min(RETRY_PASS_MOST))
+                            });
                         }
                     })?;
                 Some(Background { wake, thread })
@@ -494,7 +527,7 @@ impl Maintainer {
             }
             None => {
                 drop(background);
-                self.job.run(left, &self.error)
+                self.job.run(left, &self.error);
             }
         }
     }
@@ -519,26 +552,29 @@ impl Maintainer {
 }
 
 impl Job {
+    /// A pass; true if it left something undone because someone had a segment open.
     fn run(
         &self,
         left: Option<std::sync::Arc<dyn Handle>>,
         error: &std::sync::Mutex<Option<String>>,
-    ) {
-        let mut outcome = Ok(());
+    ) -> bool {
+        let mut outcome = Ok(false);
         if let Some(file) = left {
             // Through the appender's own handle: its shared lock turns exclusive if no one
-            // else has the segment open.
-            outcome = finish_open(&*file, &self.options).map(|_| ());
+            // else has the segment open. If someone has, the pass below finds it again.
+            outcome = finish_open(&*file, &self.options).map(|_| false);
         }
         if outcome.is_ok() {
-            outcome = maintain_in(&*self.fs, &self.dir, &self.retention, &self.options).map(|_| ());
+            outcome = maintain_in(&*self.fs, &self.dir, &self.retention, &self.options)
+                .map(|done| done.left_undone());
         }
-        if let Err(e) = outcome {
+        outcome.unwrap_or_else(|e| {
             error
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get_or_insert_with(|| format!("segments in {}: {e}", self.dir.display()));
-        }
+            false
+        })
     }
 }
 

@@ -18,8 +18,16 @@ use common::{data_payload, raw_block};
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Got {
     Record(Vec<u8>),
-    Damaged { start: u64, end: u64, cause: Cause },
-    Truncated { read: u64, len: u64 },
+    Damaged {
+        start: u64,
+        end: u64,
+        cause: Cause,
+    },
+    Truncated {
+        read: u64,
+        len: u64,
+        copy: Option<PathBuf>,
+    },
     Replaced,
     Other(String),
 }
@@ -28,7 +36,7 @@ impl From<cobsfile::Result<FollowEvent<'_>>> for Got {
     fn from(event: cobsfile::Result<FollowEvent<'_>>) -> Self {
         match event {
             Ok(FollowEvent::Record(record)) => Got::Record(record.to_vec()),
-            Ok(FollowEvent::Truncated { read, len }) => Got::Truncated { read, len },
+            Ok(FollowEvent::Truncated { read, len, copy }) => Got::Truncated { read, len, copy },
             Ok(FollowEvent::Replaced) => Got::Replaced,
             Err(Error::Damaged { start, end, cause }) => Got::Damaged { start, end, cause },
             Err(other) => Got::Other(other.to_string()),
@@ -510,7 +518,8 @@ fn cutting_the_closing_sync_byte_of_a_block_read_is_a_truncation() {
         next(&mut follower),
         Some(Got::Truncated {
             read: bytes.len() as u64,
-            len
+            len,
+            copy: None
         })
     );
     assert_eq!(take(&mut follower, 1), records(["old 1".into()]));
@@ -533,11 +542,155 @@ fn truncation_is_reported_and_reading_starts_again() {
         next(&mut follower),
         Some(Got::Truncated {
             read: old.len() as u64,
-            len: 0
+            len: 0,
+            copy: None
         })
     );
     append(&path, &file_of(&["new 1"]));
     assert_eq!(take(&mut follower, 1), records(["new 1".into()]));
+}
+
+/// logrotate's `copytruncate`: the file copied beside itself, then cut to nothing.
+fn copytruncate(path: &Path, copy: &Path) {
+    std::fs::copy(path, copy).unwrap();
+    cut(path, 0);
+}
+
+/// An appender (fencing each block) of `records` to a new log at `path`, left open.
+fn appender_of(path: &Path, records: &[&str]) -> cobsfile::Appender {
+    let mut appender = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .open(path)
+        .unwrap();
+    for record in records {
+        appender.append(record.as_bytes()).unwrap();
+    }
+    appender
+}
+
+#[test]
+fn copytruncate_reads_what_the_copy_holds_past_the_last_block_read() {
+    let dir = Scratch::new("copytruncate");
+    let path = dir.path("log.cobs");
+    let mut appender = appender_of(&path, &["1"]);
+    // A copy of an earlier rotation, made before the follower read its last block.
+    std::fs::copy(&path, dir.path("log.cobs.2")).unwrap();
+    appender.append(b"2").unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(
+        take(&mut follower, 2),
+        records(["1", "2"].map(String::from))
+    );
+    let read = std::fs::metadata(&path).unwrap().len();
+
+    // Written after the follower last looked: only the copy holds them.
+    appender.append(b"3").unwrap();
+    appender.append(b"4").unwrap();
+    let copy = dir.path("log.cobs.1");
+    copytruncate(&path, &copy);
+    // Newer than the copy and as long, named like a copy, but another log: not read.
+    std::thread::sleep(Duration::from_millis(20));
+    appender_of(&dir.path("other.cobs"), &["1", "x", "3", "4"])
+        .close()
+        .unwrap();
+    std::fs::rename(dir.path("other.cobs"), dir.path("log.cobs-decoy")).unwrap();
+
+    let got = take(&mut follower, 2);
+    assert_eq!(
+        got,
+        [
+            records(["3", "4"].map(String::from)),
+            vec![Got::Truncated {
+                read,
+                len: 0,
+                copy: Some(copy)
+            }]
+        ]
+        .concat()
+    );
+    // The appender starts the log again; the follower reads it from its start.
+    appender.append(b"after").unwrap();
+    assert_eq!(take(&mut follower, 1), records(["after".into()]));
+}
+
+#[test]
+fn copytruncate_and_appends_before_the_follower_looks_again_lose_nothing() {
+    let dir = Scratch::new("copytruncate-regrown");
+    let path = dir.path("log.cobs");
+    let mut appender = appender_of(&path, &["first"]);
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["first".into()]));
+
+    for i in 0..20 {
+        appender.append(format!("before {i}").as_bytes()).unwrap();
+    }
+    let copy = dir.path("log.cobs.1");
+    copytruncate(&path, &copy);
+    // The log, started again, grows past the bytes the follower read before it looks.
+    for i in 0..3 {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    let got = take(&mut follower, 23);
+    let before = records((0..20).map(|i| format!("before {i}")));
+    assert_eq!(got[..20], before);
+    assert!(
+        matches!(&got[20], Got::Truncated { copy: Some(c), .. } if *c == copy),
+        "{got:?}"
+    );
+    assert_eq!(got[21..], records((0..3).map(|i| format!("after {i}"))));
+}
+
+#[test]
+fn copytruncate_is_known_by_the_bytes_read_when_the_follower_had_no_look_since() {
+    // Two records of one block, returned before the follower ever reached the file's end:
+    // it knows the copy by the last bytes it read.
+    let dir = Scratch::new("copytruncate-unlooked");
+    let path = dir.path("log.cobs");
+    let mut appender = appender_of(&path, &[]);
+    appender
+        .append_batch([b"1".as_slice(), b"2".as_slice()])
+        .unwrap();
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(next(&mut follower), Some(Got::Record(b"1".to_vec())));
+    assert_eq!(next(&mut follower), Some(Got::Record(b"2".to_vec())));
+    appender.append(b"3").unwrap();
+    let copy = dir.path("log.cobs.1");
+    copytruncate(&path, &copy);
+    appender.append(b"after").unwrap();
+    let got = take(&mut follower, 2);
+    assert_eq!(got[0], Got::Record(b"3".to_vec()), "{got:?}");
+    assert!(
+        matches!(&got[1], Got::Truncated { copy: Some(c), .. } if *c == copy),
+        "{got:?}"
+    );
+    assert_eq!(got[2..], records(["after".into()]));
+}
+
+#[test]
+fn copytruncate_in_the_middle_of_a_block_reports_its_part_in_the_copy_as_damage() {
+    let dir = Scratch::new("copytruncate-torn");
+    let path = dir.path("log.cobs");
+    let mut appender = appender_of(&path, &["1"]);
+    let mut follower = Follower::open(&path).unwrap();
+    assert_eq!(take(&mut follower, 1), records(["1".into()]));
+
+    appender.append(b"2").unwrap();
+    let torn_at = std::fs::metadata(&path).unwrap().len();
+    append(&path, &fenced_block("torn")[..5]);
+    let copy = dir.path("log.cobs-20261205");
+    copytruncate(&path, &copy);
+
+    let got = take(&mut follower, 1);
+    assert_eq!(got[0], Got::Record(b"2".to_vec()), "{got:?}");
+    assert!(
+        matches!(&got[1], Got::Damaged { start, cause: Cause::Truncated { .. }, .. } if *start == torn_at + 1),
+        "{got:?}"
+    );
+    assert!(
+        matches!(&got[2..], [Got::Truncated { len: 0, copy: Some(c), .. }] if *c == copy),
+        "{got:?}"
+    );
+    appender.close().unwrap();
 }
 
 #[test]

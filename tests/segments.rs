@@ -245,6 +245,60 @@ fn a_segment_someone_reads_is_neither_finished_nor_removed() {
     assert!(list_segments(&dir.0).unwrap().len() <= 2);
 }
 
+/// A segment a follower still held when the appender rolled away from it is finished soon
+/// after the follower moves on, and a segment a reader held against retention is removed
+/// soon after the reader lets it go: without another roll, by a pass run again.
+#[test]
+fn segments_held_at_a_roll_are_finished_and_removed_once_let_go() {
+    use cobsfile::{FollowEvent, FollowerBuilder};
+    let dir = TempDir::new("held-retry");
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .segment_size(1024)
+        .retain_count(3);
+    let mut log = options.open_dir(&dir.0).unwrap();
+    log.append(b"first").unwrap();
+    let mut follower = FollowerBuilder::new().open(&dir.0).unwrap();
+    match follower.next_event_timeout(Duration::from_secs(10)) {
+        Some(Ok(FollowEvent::Record(r))) => assert_eq!(r, b"first"),
+        other => panic!("{other:?}"),
+    }
+    let first = log.segment().unwrap();
+    let mapped = cobsfile::open(&first).unwrap();
+    // Rolls while the follower holds the first segment: it is not finished then.
+    let mut i = 0;
+    while list_segments(&dir.0).unwrap().len() < 5 {
+        log.append(&record(i)).unwrap();
+        i += 1;
+    }
+    let finished = |path: &Path| {
+        // An end block after its opening sync byte (spec 8.6).
+        const END: [u8; 10] = [0x00, 0x0c, 0x0e, 0x01, 0x05, 0xf3, 0x5d, 0x6c, 0xed, 0x00];
+        std::fs::read(path).is_ok_and(|bytes| bytes.ends_with(&END))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!finished(&first), "held by the follower and a reader");
+    // The follower reads on into the newer segments, and lets the first go.
+    for _ in 0..i {
+        match follower.next_event_timeout(Duration::from_secs(10)) {
+            Some(Ok(FollowEvent::Record(_) | FollowEvent::NextSegment)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    drop(follower);
+    drop(mapped);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while first.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!first.exists(), "removed once let go, without another roll");
+    let segments = list_segments(&dir.0).unwrap();
+    let (newest, older) = segments.split_last().unwrap();
+    assert!(older.iter().all(|(_, path)| finished(path)), "{segments:?}");
+    assert!(!finished(&newest.1));
+    log.close().unwrap();
+}
+
 #[test]
 fn several_appenders_share_a_directory_and_lose_nothing() {
     let dir = TempDir::new("shared");

@@ -43,7 +43,8 @@ pub struct Args {
     until: Option<i64>,
     /// Keep reading as the file grows and write records as their blocks land, until
     /// interrupted. A block still being written is waited for; the file being truncated or
-    /// replaced (log rotation) is reported on stderr and followed.
+    /// replaced (log rotation) is reported on stderr and followed. After `copytruncate`, what
+    /// the copy beside it (FILE.1, FILE-DATE) holds past the last block read comes first.
     #[arg(long, short = 'f')]
     follow: bool,
     /// Typed records (written by `pack --schema`): each as one line of JSON in Avro's JSON

@@ -1610,6 +1610,40 @@ fn cat_follow_prints_records_as_they_land_through_rotation() {
 }
 
 #[test]
+fn cat_follow_reads_through_copytruncate_without_losing_or_repeating_a_record() {
+    // logrotate's `copytruncate`: records the follower had not read yet when the log was
+    // copied and cut are read from the copy, then the log again from its start.
+    let dir = scratch("follow-copytruncate");
+    let path = dir.join("log.cobs");
+    let mut appender = cobsfile::AppenderBuilder::new()
+        .durability(cobsfile::Durability::Flush)
+        .open(&path)
+        .unwrap();
+    appender.append(b"first").unwrap();
+    let following = Following::start(&path);
+    assert_eq!(following.line(), "first");
+
+    for i in 0..200 {
+        appender.append(format!("before {i}").as_bytes()).unwrap();
+    }
+    std::fs::copy(&path, dir.join("log.cobs.1")).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(0).unwrap();
+    for i in 0..3 {
+        appender.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    for i in 0..200 {
+        assert_eq!(following.line(), format!("before {i}"));
+    }
+    for i in 0..3 {
+        assert_eq!(following.line(), format!("after {i}"));
+    }
+    let err = following.stop();
+    assert_eq!(err.matches("truncated").count(), 1, "{err}");
+    assert!(!err.contains("damaged"), "{err}");
+}
+
+#[test]
 fn cat_follow_prints_what_an_appender_writes_after_a_torn_tail() {
     // Issue 11, finding 4: a torn tail of about 200 KB; an appender opens the log, which a
     // follower reads, and appends 20 records before the follower looks again. The follower's

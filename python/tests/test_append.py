@@ -4,6 +4,7 @@ typed appends, and following a growing log."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,6 +148,23 @@ def test_follow_through_truncation(tmp_path):
     with cobsfile.Appender(path, durability="flush") as log:
         log.append(b"new 1")
     assert next(follower) == b"new 1"
+    assert follower.truncations == 1
+
+
+def test_follow_through_copytruncate(tmp_path):
+    # logrotate's copytruncate: what was appended after the follower last looked is only in
+    # the copy; it is read from there before the log starts again.
+    path = tmp_path / "app.cobs"
+    log = cobsfile.Appender(path, durability="flush")
+    log.append_many([b"old 1", b"old 2"])
+    follower = cobsfile.follow(path, timeout=5.0)
+    assert [next(follower), next(follower)] == [b"old 1", b"old 2"]
+    log.append_many([b"old 3", b"old 4"])
+    shutil.copyfile(path, tmp_path / "app.cobs.1")
+    os.truncate(path, 0)
+    log.append(b"new 1")
+    log.close()
+    assert [next(follower) for _ in range(3)] == [b"old 3", b"old 4", b"new 1"]
     assert follower.truncations == 1
 
 
