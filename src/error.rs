@@ -105,6 +105,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A key file (to sign or verify seals) that cannot be used: missing, unreadable, malformed,
+    /// of the wrong kind, or a private key others can read. Never holds key bytes.
+    #[error("key {}: {problem}", path.display())]
+    Key {
+        /// The key file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// A path names something other than a regular file (a directory, a pipe, a device) where
     /// a regular file is needed (to map it, or to follow it).
     #[error("not a regular file")]

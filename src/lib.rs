@@ -96,6 +96,7 @@ mod follow;
 mod frame;
 pub mod fs;
 mod index;
+pub mod key;
 mod limits;
 mod mapped;
 mod parallel;

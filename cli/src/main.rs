@@ -13,6 +13,7 @@ mod finish;
 mod framing;
 mod generate;
 mod input;
+mod key;
 mod ls;
 mod meta;
 mod output;
@@ -93,6 +94,9 @@ enum Command {
     /// Work with zstd dictionaries.
     #[command(subcommand)]
     Dict(dict::Command),
+    /// Work with the Ed25519 key pairs that sign seals.
+    #[command(subcommand)]
+    Key(key::Command),
     /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(generate::CompletionsArgs),
     /// Print the man page (roff), or write every command's page into a directory.
@@ -451,6 +455,7 @@ pub fn run() -> ExitCode {
         Command::Export(args) => avro_file::export(args),
         Command::Sql(args) => sql::run(args),
         Command::Dict(command) => dict::run(command),
+        Command::Key(command) => key::run(command),
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     };
