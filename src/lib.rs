@@ -45,7 +45,9 @@
 //! Each module depends only on those above it (no cycles):
 //! - [`varint`], [`cobs`], the frame scanner, the codecs, the block bodies (`block`) and the
 //!   time blocks' payloads (`time`: [`TimeSpan`], [`Window`]) are pure functions over byte
-//!   slices; [`Limits`] bounds what a reader may spend;
+//!   slices; [`Limits`] bounds what a reader may spend; [`key`] holds the Ed25519 keys that
+//!   sign seals, and [`seal`] what a seal says and its bytes, with the [`seal::Sealer`] a
+//!   writer feeds its blocks;
 //! - [`Decoder`] is the sans-I/O reader: bytes in, blocks and damage out, one home for the
 //!   frame scan, decoding, dictionaries, damage merging, range bounds, pairing time blocks
 //!   with their data blocks and passing over those outside a time window (or, by a time
@@ -106,8 +108,9 @@ mod reader;
 mod recover;
 mod remote;
 mod report;
-pub mod segments;
 #[cfg(target_os = "linux")]
+pub mod seal;
+pub mod segments;
 mod sigbus;
 mod source;
 mod tail;
