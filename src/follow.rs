@@ -318,21 +318,15 @@ impl Witness {
         if read.is_empty() {
             return;
         }
-        let len = Self::LEN as usize;
         if self.at + self.bytes.len() as u64 != at {
             self.bytes.clear();
         }
-        let from = read.len().saturating_sub(len);
-        if from > 0 {
-            self.bytes.clear();
-        }
-        if self.bytes.is_empty() {
-            self.at = at + from as u64;
-        }
-        self.bytes.extend_from_slice(&read[from..]);
+        let len = Self::LEN as usize;
+        self.bytes
+            .extend_from_slice(&read[read.len().saturating_sub(len)..]);
         let excess = self.bytes.len().saturating_sub(len);
         self.bytes.drain(..excess);
-        self.at += excess as u64;
+        self.at = at + read.len() as u64 - self.bytes.len() as u64;
         self.seen = SystemTime::now();
     }
 
@@ -623,7 +617,8 @@ impl Follower {
         let resume = self.reader.resume_offset();
         // Cut and grown again since the last look (past the bytes read, or not): the bytes
         // before the resume point are others than the follower saw there at its last look,
-        // or read there since.
+        // or read there since. Of the bytes read, only those up to the resume point are
+        // final: a torn block after it may have been cut and written over since.
         let tail = self.reader.get_mut();
         let read_last = tail.last.clipped(resume + 1);
         let rewritten = resume > 0
@@ -643,7 +638,6 @@ impl Follower {
                 return Ok(Look::Read);
             }
             if !self.stopped {
-                let read_last = std::mem::take(&mut self.reader.get_mut().last);
                 if let Some((copied, copy)) = self.find_copy(resume, &read_last) {
                     let at = self.reader.rewind();
                     let tail = self.reader.get_mut();
@@ -728,8 +722,8 @@ impl Follower {
     /// A copy of the followed file made after the follower last looked at it, before it was
     /// truncated (logrotate's `copytruncate`): a regular file beside it whose name is the
     /// file's name and a suffix (`.1`, `-20261205`), that holds the resume point, and the
-    /// witness bytes before it and the last bytes read (`read_last`) where the file held
-    /// them; the most recently modified first.
+    /// witness bytes before it and the last bytes read up to it (`read_last`) where the file
+    /// held them; the most recently modified first.
     fn find_copy(&self, resume: u64, read_last: &Witness) -> Option<(File, PathBuf)> {
         /// How many files named like copies are compared at most.
         const MOST: usize = 16;
@@ -740,10 +734,7 @@ impl Follower {
         if resume == 0 {
             return None;
         }
-        // Of the bytes read, only those up to the resume point are final: a torn block after
-        // it may have been cut and written over before the copy was made.
-        let read_last = read_last.clipped(resume + 1);
-        let witnesses: Vec<&Witness> = [&self.witness, &read_last]
+        let witnesses: Vec<&Witness> = [&self.witness, read_last]
             .into_iter()
             .filter(|w| !w.is_empty())
             .collect();

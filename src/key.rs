@@ -72,7 +72,11 @@ impl SealingKey {
     /// malformed, or (on Unix) readable or writable by anyone but its owner.
     pub fn read(path: impl AsRef<Path>) -> Result<SealingKey> {
         let path = path.as_ref();
-        let text = read_key_file(path)?;
+        SealingKey::from_file_text(path, &read_key_file(path)?)
+    }
+
+    /// The private key in `text`, read from the file at `path`.
+    fn from_file_text(path: &Path, text: &str) -> Result<SealingKey> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -87,7 +91,7 @@ impl SealingKey {
                 ));
             }
         }
-        let seed = parse_line(path, &text, SECRET_TAG)?;
+        let seed = parse_line(path, text, SECRET_TAG)?;
         Ok(SealingKey::from_seed(seed))
     }
 
@@ -147,7 +151,12 @@ impl VerifyingKey {
                 "a private key where a public key is needed (give NAME.pub)".into(),
             ));
         }
-        let bytes = parse_line(path, &text, PUBLIC_TAG)?;
+        VerifyingKey::from_file_text(path, &text)
+    }
+
+    /// The public key in `text`, read from the file at `path`.
+    fn from_file_text(path: &Path, text: &str) -> Result<VerifyingKey> {
+        let bytes = parse_line(path, text, PUBLIC_TAG)?;
         VerifyingKey::from_bytes(bytes).map_err(|problem| key_error(path, problem))
     }
 
@@ -182,6 +191,19 @@ impl VerifyingKey {
 impl fmt::Debug for VerifyingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "VerifyingKey({})", self.id())
+    }
+}
+
+impl KeyId {
+    /// The id of the key in the file at `path`: a private key file (refused, as by
+    /// [`SealingKey::read`], if others can read it) or a public one.
+    pub fn of_file(path: impl AsRef<Path>) -> Result<KeyId> {
+        let path = path.as_ref();
+        let text = read_key_file(path)?;
+        if text.starts_with(SECRET_TAG) {
+            return SealingKey::from_file_text(path, &text).map(|key| key.id());
+        }
+        VerifyingKey::from_file_text(path, &text).map(|key| key.id())
     }
 }
 

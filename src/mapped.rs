@@ -238,12 +238,9 @@ impl MappedFile {
     /// read-ahead after them, which a query that then reads an hour by the time index would
     /// never use.
     pub fn reader_for_sample(&self, options: &ReaderBuilder) -> SliceReader<'_> {
-        let jumping = self.map.as_ref().map(Jumping::new);
-        let reader = self.share(options.from_slice(self.bytes()));
-        match jumping {
-            Some(jumping) => reader.keeping(Box::new(jumping)),
-            None => reader,
-        }
+        let random = self.random_access();
+        self.share(options.from_slice(self.bytes()))
+            .keeping(Box::new(random))
     }
 
     /// [`ReaderBuilder::read_ranges_within`] of the file's bytes. A read of a time window by

@@ -107,6 +107,11 @@ impl Seal {
         out
     }
 
+    /// What the signature signs: `SIGNED_PREFIX`, then the payload up to the signature.
+    fn signed_message(&self) -> Vec<u8> {
+        [SIGNED_PREFIX, &self.unsigned_bytes()].concat()
+    }
+
     /// The seal block's payload.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = self.unsigned_bytes();
@@ -167,9 +172,7 @@ impl Seal {
         if key.id() != self.key_id {
             return false;
         }
-        let mut message = SIGNED_PREFIX.to_vec();
-        message.extend_from_slice(&self.unsigned_bytes());
-        key.verifies(&message, &self.signature)
+        key.verifies(&self.signed_message(), &self.signature)
     }
 }
 
@@ -274,9 +277,7 @@ impl Sealer {
             key_id: self.key.id(),
             signature: [0; 64],
         };
-        let mut message = SIGNED_PREFIX.to_vec();
-        message.extend_from_slice(&seal.unsigned_bytes());
-        seal.signature = self.key.sign(&message);
+        seal.signature = self.key.sign(&seal.signed_message());
         self.sequence += 1;
         self.previous = seal.hash();
         self.last = seal.leaves.clone();

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use cobsfile::key::{public_path, SealingKey, VerifyingKey};
+use cobsfile::key::{public_path, KeyId, SealingKey};
 
 use super::{Failure, Outcome};
 
@@ -45,27 +45,11 @@ pub fn run(command: Command) -> Result<Outcome, Failure> {
             );
         }
         Command::Id(args) => {
-            let id = match VerifyingKey::read(&args.key) {
-                Ok(key) => key.id(),
-                // A private key file: its id, if it is one and only its owner can read it.
-                Err(cobsfile::Error::Key { .. }) if is_private(&args.key) => {
-                    SealingKey::read(&args.key).map_err(failure)?.id()
-                }
-                Err(e) => return Err(failure(e)),
-            };
+            let id = KeyId::of_file(&args.key).map_err(failure)?;
             println!("{id}");
         }
     }
     Ok(Outcome::Clean)
-}
-
-/// Whether the file at `path` starts as a private key file does.
-fn is_private(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let mut start = [0u8; 27];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut start))
-        .is_ok_and(|()| &start == b"cobsfile-ed25519-secret-key")
 }
 
 fn failure(e: cobsfile::Error) -> Failure {
