@@ -640,6 +640,42 @@ impl LogDir {
         &self.segments
     }
 
+    /// Where record `record` of the log lies (counted from 0, as readers with `options`
+    /// return the records of the segments in turn): the segment's place in
+    /// [`segments`](Self::segments) and the record's number in it, or
+    /// `(segments().len(), 0)` past the last record. A segment wholly before it is counted by
+    /// its index when that lists the whole segment and `options` set no time window (which
+    /// leaves records out), and otherwise by reading it: as a seek within a file counts
+    /// (spec 9.6, 11.4), a damaged segment's records count as written where its index counts
+    /// them, and as a read returns them where it is read.
+    pub fn find_record(&self, options: &ReaderBuilder, mut record: u64) -> (usize, u64) {
+        for (at, segment) in self.segments.iter().enumerate() {
+            let indexed = match options.get_window() {
+                None => (segment.file.index())
+                    .filter(|i| i.start() == 0)
+                    .map(|i| i.records()),
+                Some(_) => None,
+            };
+            let count = indexed.unwrap_or_else(|| {
+                let mut reader = segment.file.reader_at_record(options, 0);
+                let mut count = 0;
+                while count <= record {
+                    match reader.next_record() {
+                        Some(Ok(_)) => count += 1,
+                        Some(Err(_)) => {}
+                        None => break,
+                    }
+                }
+                count
+            });
+            if count > record {
+                return (at, record);
+            }
+            record -= count;
+        }
+        (self.segments.len(), 0)
+    }
+
     /// The records of every segment in log order, as a reader with `options` returns them
     /// segment by segment (time windows, threads and limits apply to each; a finished
     /// segment's index and time index plan its read), each with the segment it comes from;

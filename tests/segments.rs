@@ -555,3 +555,66 @@ fn a_failed_roll_keeps_appending_where_it_was() {
     }
     assert_eq!(got, (0..i).map(record).collect::<Vec<_>>());
 }
+
+#[test]
+fn find_record_locates_each_record_of_a_log_by_its_segments() {
+    let dir = TempDir::new("find");
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .segment_size(2048)
+        .maintain_in_background(false);
+    let mut log = options.open_dir(&dir.0).unwrap();
+    for i in 0..600 {
+        log.append_at(&record(i), i as i64).unwrap();
+    }
+    log.close().unwrap();
+    // Damage in a finished segment: its index still counts the records written (spec 9.6,
+    // ordinals as written), a read from its start no longer returns them all.
+    let segments = list_segments(&dir.0).unwrap();
+    assert!(segments.len() > 5);
+    let damaged = &segments[2].1;
+    let mut bytes = std::fs::read(damaged).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(damaged, &bytes).unwrap();
+    let log = cobsfile::segments::LogDir::open(&dir.0).unwrap();
+
+    for (reader, by_index) in [
+        (ReaderBuilder::new(), true),
+        (
+            ReaderBuilder::new().window(cobsfile::Window::new(Some(100), Some(450))),
+            false,
+        ),
+    ] {
+        // Each segment's count: its index's where that counts the whole segment and no
+        // window leaves records out, else what a read returns; the newest has no index.
+        let counts: Vec<u64> = (log.segments().iter())
+            .map(
+                |s| match s.file.index().filter(|i| by_index && i.start() == 0) {
+                    Some(index) => index.records(),
+                    None => s.file.reader_with(&reader).read_all().0.len() as u64,
+                },
+            )
+            .collect();
+        assert!(
+            by_index
+                == (counts[2]
+                    > log.segments()[2]
+                        .file
+                        .reader_with(&reader)
+                        .read_all()
+                        .0
+                        .len() as u64)
+        );
+        let mut n = 0;
+        for (at, &count) in counts.iter().enumerate() {
+            for within in 0..count {
+                assert_eq!(log.find_record(&reader, n), (at, within), "record {n}");
+                n += 1;
+            }
+        }
+        let past = (log.segments().len(), 0);
+        assert_eq!(log.find_record(&reader, n), past);
+        assert_eq!(log.find_record(&reader, u64::MAX), past);
+    }
+}

@@ -85,7 +85,7 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
             .transpose()?;
         // Each FILE from its start, so that every schema block before the records is read:
         // --skip counts records read. A log directory's segments go on where the one before
-        // left off.
+        // left off, from the one that holds the first record.
         return super::each_arg(&args.files, None, |file| {
             let left = std::rc::Rc::new(std::cell::Cell::new((
                 args.skip,
@@ -108,8 +108,10 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
             };
             let log = cobsfile::segments::LogDir::open(dir)
                 .map_err(|e| Failure::at(&input::name(dir), e))?;
+            let (first, skip) = log.find_record(&args.read.builder()?, args.skip);
+            left.set((skip, left.get().1));
             let mut worst = Outcome::Clean;
-            for segment in log.segments() {
+            for segment in &log.segments()[first..] {
                 if left.get().1 == 0 {
                     break;
                 }
@@ -134,38 +136,18 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
 }
 
 /// `cat --skip/--limit` of a log directory: the records of its segments in order, skipped and
-/// limited together. A segment wholly skipped is read only to count its records, and not at
-/// all when its index counts them (no window).
+/// limited together, from the segment the library finds the first in
+/// ([`cobsfile::segments::LogDir::find_record`]).
 fn run_log(args: &Args, dir: &Path) -> Result<Outcome, Failure> {
     let log =
         cobsfile::segments::LogDir::open(dir).map_err(|e| Failure::at(&input::name(dir), e))?;
     let builder = args.read.builder()?;
-    let mut skip = args.skip;
+    let (first, mut skip) = log.find_record(&builder, args.skip);
     let mut left = args.limit;
     let mut worst = Outcome::Clean;
-    for segment in log.segments() {
+    for segment in &log.segments()[first..] {
         if left == Some(0) {
             break;
-        }
-        if skip > 0 {
-            let indexed = match args.read.window {
-                None => segment
-                    .file
-                    .index()
-                    .filter(|i| i.start() == 0)
-                    .map(|i| i.records()),
-                Some(_) => None,
-            };
-            let count = indexed.unwrap_or_else(|| {
-                let mut reader = segment.file.reader_at_record(&builder, 0);
-                std::iter::from_fn(|| reader.next_record().map(|r| r.is_ok()))
-                    .filter(|ok| *ok)
-                    .count() as u64
-            });
-            if count <= skip {
-                skip -= count;
-                continue;
-            }
         }
         let written = std::rc::Rc::new(std::cell::Cell::new(0));
         let job = Cat {
