@@ -54,6 +54,8 @@ pub mod types {
     pub const TIME_INDEX: i64 = 9;
     /// Never a block's type: in an index, bytes between two blocks (padding, damage).
     pub const GAP: i64 = 10;
+    /// A signed statement of the blocks a writer wrote (spec 8.10).
+    pub const SEAL: i64 = 11;
 }
 
 /// What a block holds.
@@ -83,6 +85,9 @@ pub enum BlockType {
     /// The spans of the time blocks that the index block after it lists (spec 8.9), by which
     /// a window read of a finished file reads only the blocks it needs.
     TimeIndex,
+    /// A writer's signed statement of the blocks it wrote since its previous seal (spec 8.10;
+    /// [`seal`](crate::seal)).
+    Seal,
     /// Never the type of a block (a block of type 10 is one of a type this version does not
     /// define): in an [`Index`](crate::Index), an entry for bytes between two blocks that are
     /// no block, the padding an appender's fences leave or damage (spec 8.5).
@@ -105,6 +110,7 @@ impl BlockType {
             types::LOG => BlockType::Log,
             types::TIME => BlockType::Time,
             types::TIME_INDEX => BlockType::TimeIndex,
+            types::SEAL => BlockType::Seal,
             other => BlockType::Unknown(other),
         }
     }
@@ -130,13 +136,14 @@ impl BlockType {
             BlockType::Log => types::LOG,
             BlockType::Time => types::TIME,
             BlockType::TimeIndex => types::TIME_INDEX,
+            BlockType::Seal => types::SEAL,
             BlockType::Gap => types::GAP,
             BlockType::Unknown(id) => id,
         }
     }
 
     /// A short lowercase name: `header`, `metadata`, `data`, `dictionary`, `index`, `end`,
-    /// `log`, `time`, `time-index`, `gap` or `unknown(N)`.
+    /// `log`, `time`, `time-index`, `seal`, `gap` or `unknown(N)`.
     pub fn name(self) -> String {
         match self {
             BlockType::Header => "header".into(),
@@ -148,6 +155,7 @@ impl BlockType {
             BlockType::Log => "log".into(),
             BlockType::Time => "time".into(),
             BlockType::TimeIndex => "time-index".into(),
+            BlockType::Seal => "seal".into(),
             BlockType::Gap => "gap".into(),
             BlockType::Unknown(id) => format!("unknown({id})"),
         }
@@ -686,11 +694,12 @@ pub(crate) fn decode(
     // Rules of the block types on codecs (spec 8.1, 8.4), checked by readers as writers keep
     // them, before anything is decompressed.
     match (block_type, codec) {
-        (BlockType::Header | BlockType::End | BlockType::Log, codec::NONE) => {}
+        (BlockType::Header | BlockType::End | BlockType::Log | BlockType::Seal, codec::NONE) => {}
         (BlockType::Header, _) => return Err(malformed("header block not stored with codec 0")),
         (BlockType::End | BlockType::Log, _) => {
             return Err(malformed("end or log block not stored with codec 0"))
         }
+        (BlockType::Seal, _) => return Err(malformed("seal block not stored with codec 0")),
         (BlockType::Dictionary, codec::ZSTD_DICTIONARY) => {
             return Err(malformed(
                 "dictionary block compressed with a dictionary (codec 2)",
@@ -829,9 +838,11 @@ pub(crate) fn decode(
         BlockType::End | BlockType::Log if !bytes.is_empty() => {
             return Err(malformed("end or log block with a payload"))
         }
+        // A seal's payload is read by verification alone (spec 8.10).
         BlockType::Dictionary
         | BlockType::End
         | BlockType::Log
+        | BlockType::Seal
         | BlockType::Gap
         | BlockType::Unknown(_) => (None, None),
     };

@@ -83,7 +83,8 @@ pub struct Index {
 
 impl Index {
     /// The index at the end of `bytes`, if the file ends with an intact, consistent index
-    /// block, or with one and then an intact end block (as [`Writer::finish`] writes them);
+    /// block, or with one and then an intact end block (as [`Writer::finish`] writes them),
+    /// with a seal block between them or not (as a writer that seals writes them);
     /// `None` otherwise (no index, a damaged one, one with other blocks after it). Only those
     /// last blocks are read: on a mapped file this touches their pages only. Never panics,
     /// whatever the bytes.
@@ -108,18 +109,24 @@ impl Index {
             return Err(());
         }
         let mut scratch = Scratch::default();
-        let (start, body) = match last_block(tail, &mut scratch) {
-            Some((start, BlockType::End, _)) => {
-                if cut && !opens_in(&tail[..=start]) {
-                    return Err(());
+        // Back from the end: the end block, a writer's last seal (spec 8.10), the index.
+        let mut bytes = tail;
+        let mut wanted: &[i64] = &[types::INDEX, types::SEAL, types::END];
+        let (start, body) = loop {
+            match last_block_of(bytes, wanted, &mut scratch) {
+                Some((start, BlockType::Index, body)) => break (start, body),
+                Some((start, block_type, _)) => {
+                    if cut && !opens_in(&bytes[..=start]) {
+                        return Err(());
+                    }
+                    bytes = &bytes[..=start];
+                    wanted = match block_type {
+                        BlockType::End => &[types::INDEX, types::SEAL],
+                        _ => &[types::INDEX],
+                    };
                 }
-                match last_block(&tail[..=start], &mut scratch) {
-                    Some((start, BlockType::Index, body)) => (start, body),
-                    _ => return Ok(None),
-                }
+                None => return Ok(None),
             }
-            Some((start, BlockType::Index, body)) => (start, body),
-            _ => return Ok(None),
         };
         Ok(Index::parse(
             &scratch.buffer()[body.payload],
@@ -326,12 +333,6 @@ impl Index {
     }
 }
 
-/// The last block of `bytes` if it is an intact index or end block (spec 9.6): the offset of
-/// its opening sync byte, its type and its body, decoded into `scratch`.
-fn last_block(bytes: &[u8], scratch: &mut Scratch) -> Option<(usize, BlockType, Body)> {
-    last_block_of(bytes, &[types::INDEX, types::END], scratch)
-}
-
 /// The intact block of one of `wanted` types that closes at the last byte of `bytes`, with
 /// its offset in `bytes`.
 fn last_block_of(
@@ -368,9 +369,12 @@ fn last_block_of(
     Some((start, block_type, body))
 }
 
-/// The index a writer builds as it writes blocks, encoded as it goes.
+/// The index a writer builds as it writes blocks, encoded as it goes; and, when the writer
+/// seals, its chain's [`Sealer`](crate::seal::Sealer), fed the same blocks (but those outside
+/// chains, spec 8.10).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IndexBuilder {
+    pub sealer: Option<Box<crate::seal::Sealer>>,
     enabled: bool,
     count: u64,
     span: u64,
@@ -391,6 +395,11 @@ impl IndexBuilder {
     /// Records a block written whole: `block` runs from its type field to its closing sync
     /// byte; `items` is its record count (0 for blocks other than data).
     pub fn push(&mut self, block: &[u8], items: u64) {
+        if let Some(sealer) = &mut self.sealer {
+            if !crate::seal::outside_chains(varint::read(block).map_or(0, |(t, _)| t)) {
+                sealer.block(block);
+            }
+        }
         if !self.enabled {
             return;
         }

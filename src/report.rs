@@ -245,6 +245,8 @@ pub struct BlockCounts {
     pub time: u64,
     /// Time index blocks.
     pub time_index: u64,
+    /// Seal blocks.
+    pub seal: u64,
     /// Blocks of types this version does not define, by type id.
     pub unknown: BTreeMap<i64, u64>,
 }
@@ -261,6 +263,7 @@ impl BlockCounts {
             + self.log
             + self.time
             + self.time_index
+            + self.seal
             + self.unknown.values().sum::<u64>()
     }
 
@@ -275,6 +278,7 @@ impl BlockCounts {
         self.log += other.log;
         self.time += other.time;
         self.time_index += other.time_index;
+        self.seal += other.seal;
         for (&id, &n) in &other.unknown {
             *self.unknown.entry(id).or_default() += n;
         }
@@ -292,6 +296,7 @@ impl BlockCounts {
             BlockType::Log => self.log += 1,
             BlockType::Time => self.time += 1,
             BlockType::TimeIndex => self.time_index += 1,
+            BlockType::Seal => self.seal += 1,
             // A block of type 10 is of a type this version does not define (8).
             BlockType::Gap | BlockType::Unknown(_) => {
                 *self.unknown.entry(block_type.type_id()).or_default() += 1

@@ -7,9 +7,11 @@ use crate::codec::{Compression, Compressor, Dictionary};
 use crate::emit::{emit, emit_with_times};
 use crate::error::{Error, Result};
 use crate::index::IndexBuilder;
+use crate::key::SealingKey;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::parallel::{Encoders, Kept};
 use crate::pipe;
+use crate::seal::{file_id_text, Sealer, DEFAULT_SEAL_BYTES, FILE_ID_KEY};
 use crate::time::{self, TimeSpan};
 use crate::varint;
 
@@ -48,8 +50,29 @@ pub struct WriterBuilder {
     /// when appending to a file that has them).
     header: bool,
     atomic_limit: Option<usize>,
+    /// How its writers seal, if they do.
+    seal: Option<Sealing>,
     /// Worker threads its writers leave to one another (shared by clones).
     kept: Kept,
+}
+
+/// How a writer seals (spec 8.10): see [`WriterBuilder::seal`].
+#[derive(Debug, Clone)]
+struct Sealing {
+    /// The chain: made anew by each `build` from the key (random ids), or given whole.
+    chain: Chain,
+    /// Seal once the blocks since the last seal hold this many bytes.
+    every: u64,
+    /// Seal once this long has passed since the last seal, at the next block.
+    interval: Option<std::time::Duration>,
+    /// The id of the file appended to, which holds it; `None`: the writer writes its own.
+    file_id: Option<[u8; 16]>,
+}
+
+#[derive(Debug, Clone)]
+enum Chain {
+    Key(Box<SealingKey>),
+    Given(Box<Sealer>),
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -74,8 +97,62 @@ impl WriterBuilder {
             index: true,
             header: true,
             atomic_limit: None,
+            seal: None,
             kept: Kept::default(),
         }
+    }
+
+    /// Seals what the writer writes with `key` (spec 8.10): a seal block once the blocks
+    /// written since the last seal hold [`DEFAULT_SEAL_BYTES`] (see
+    /// [`seal_every`](Self::seal_every)), when [`Writer::seal`] is called, and at
+    /// [`finish`](Writer::finish), after the index, so that every block of a finished file
+    /// but its end block is sealed. Each writer built is a chain of seals of its own
+    /// (random ids); a new file gets a random file id, in a metadata block right after its
+    /// header. Seals prove, to anyone with the public key, that no sealed block was altered,
+    /// removed, reordered or added (see [`seal::verify`](crate::seal::verify)).
+    ///
+    /// ```
+    /// let key = cobsfile::key::SealingKey::from_seed([7; 32]);
+    /// let mut writer = cobsfile::WriterBuilder::new().seal(key.clone()).build(Vec::new())?;
+    /// writer.write_record(b"sealed")?;
+    /// let file = writer.finish()?;
+    /// let (_, sealed) = cobsfile::ReaderBuilder::new().verify_seals(&file, &[key.verifying_key()])?;
+    /// assert!(sealed.is_authentic());
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn seal(mut self, key: SealingKey) -> Self {
+        self.seal = Some(Sealing {
+            chain: Chain::Key(Box::new(key)),
+            every: DEFAULT_SEAL_BYTES,
+            interval: None,
+            file_id: None,
+        });
+        self
+    }
+
+    /// Seals with `sealer`, a chain made by the caller (its file id and chain id chosen, its
+    /// clock set): for one writer only, since two writers of one chain would make seals that
+    /// contradict each other. As [`seal`](Self::seal) otherwise.
+    pub fn seal_with(mut self, sealer: Sealer) -> Self {
+        self.seal = Some(Sealing {
+            chain: Chain::Given(Box::new(sealer)),
+            every: DEFAULT_SEAL_BYTES,
+            interval: None,
+            file_id: None,
+        });
+        self
+    }
+
+    /// When a writer that seals seals on its own: once the blocks written since its last seal
+    /// hold `bytes` bytes (default [`DEFAULT_SEAL_BYTES`], 1 MiB; `u64::MAX`: never by size),
+    /// and, with `interval`, once that long has passed since its last seal, checked as each
+    /// block is written. Does nothing unless the writer seals.
+    pub fn seal_every(mut self, bytes: u64, interval: Option<std::time::Duration>) -> Self {
+        if let Some(sealing) = &mut self.seal {
+            sealing.every = bytes.max(1);
+            sealing.interval = interval;
+        }
+        self
     }
 
     /// The target number of record bytes (each record plus its length prefix) per data block
@@ -265,7 +342,25 @@ impl WriterBuilder {
             };
             (compressor, None)
         };
-        let index = IndexBuilder::new(self.index);
+        let mut index = IndexBuilder::new(self.index);
+        // The chain, and the file id to write first if the file has none yet.
+        let mut new_file_id = None;
+        if let Some(sealing) = &self.seal {
+            let sealer = match &sealing.chain {
+                Chain::Given(sealer) => (**sealer).clone(),
+                Chain::Key(key) => {
+                    let file_id = match sealing.file_id {
+                        Some(id) => id,
+                        None => Sealer::random_id()?,
+                    };
+                    Sealer::new((**key).clone(), file_id, Sealer::random_id()?)
+                }
+            };
+            if sealing.file_id.is_none() {
+                new_file_id = Some(sealer.file_id());
+            }
+            index.sealer = Some(Box::new(sealer));
+        }
         let block_target = self.get_block_target();
         // Uncompressed blocks encoded on this thread are encoded as records arrive; the
         // others, from a payload of records (which zstd and the worker threads take).
@@ -289,6 +384,7 @@ impl WriterBuilder {
             time_block: Vec::new(),
             pair: Vec::new(),
             time_compressor: None,
+            last_seal: std::time::Instant::now(),
         };
         if writer.options.header {
             writer.out = block::file_start();
@@ -297,6 +393,9 @@ impl WriterBuilder {
         if let Some(block) = writer.options.embedded_dictionary_block()? {
             writer.out = block;
             writer.write_out(0, 0)?;
+        }
+        if let Some(id) = new_file_id {
+            writer.write_metadata([(FILE_ID_KEY, file_id_text(&id))])?;
         }
         Ok(writer)
     }
@@ -368,6 +467,8 @@ pub struct Writer<W: Write> {
     /// Compresses time blocks when data blocks are compressed: zstd without the dictionary
     /// (spec 8.8: a time block is never stored with codec 2). Made when first needed.
     time_compressor: Option<Compressor>,
+    /// When the writer last sealed (or started), for [`WriterBuilder::seal_every`]'s interval.
+    last_seal: std::time::Instant,
 }
 
 impl<W: Write> Writer<W> {
@@ -487,7 +588,8 @@ impl<W: Write> Writer<W> {
                 payload.len()
             )));
         }
-        self.write_block(types::METADATA, &payload)
+        self.write_block(types::METADATA, &payload)?;
+        self.seal_if_due()
     }
 
     /// Closes the open data block, then writes a block of a type this format version does not
@@ -507,7 +609,8 @@ impl<W: Write> Writer<W> {
             });
         }
         self.close_block()?;
-        self.write_block(type_id, payload)
+        self.write_block(type_id, payload)?;
+        self.seal_if_due()
     }
 
     /// Writes one uncompressed block (behind the blocks in flight).
@@ -568,6 +671,10 @@ impl<W: Write> Writer<W> {
             self.index.disable();
             self.write_block(types::INDEX, &payload)?;
         }
+        // The last seal covers every block but the end block (spec 8.10).
+        if self.index.sealer.as_ref().is_some_and(|s| s.pending() > 0) {
+            self.write_seal()?;
+        }
         self.write_block(types::END, &[])?;
         self.flush()?;
         Ok(self
@@ -614,9 +721,55 @@ impl<W: Write> Writer<W> {
     }
 
     /// Encodes the open data block, if it holds records, and writes it (after its time
+    /// block, in the same write, if its records have times); then seals if that is due.
+    fn close_block(&mut self) -> Result<()> {
+        self.close_data_block()?;
+        self.seal_if_due()
+    }
+
+    /// Writes a seal if the writer seals and one is due ([`WriterBuilder::seal_every`]).
+    fn seal_if_due(&mut self) -> Result<()> {
+        let (Some(sealing), Some(sealer)) = (&self.options.seal, &self.index.sealer) else {
+            return Ok(());
+        };
+        let due = sealer.pending_bytes() >= sealing.every
+            || (sealer.pending() > 0
+                && sealing
+                    .interval
+                    .is_some_and(|interval| self.last_seal.elapsed() >= interval));
+        match due {
+            true => self.write_seal(),
+            false => Ok(()),
+        }
+    }
+
+    /// Writes the seal of the blocks written since the last (behind the blocks in flight,
+    /// which the next seal covers).
+    fn write_seal(&mut self) -> Result<()> {
+        let Some(sealer) = &mut self.index.sealer else {
+            return Ok(());
+        };
+        let payload = sealer.seal_now().to_bytes();
+        self.last_seal = std::time::Instant::now();
+        self.write_block(types::SEAL, &payload)
+    }
+
+    /// Writes every block it holds, then a seal of every block written since the last seal
+    /// (none if there is none): a reader can then prove each of them authentic (spec 8.10).
+    /// Does nothing more than [`flush`](Self::flush) for a writer that does not seal.
+    pub fn seal(&mut self) -> Result<()> {
+        self.close_data_block()?;
+        self.drain()?;
+        if self.index.sealer.as_ref().is_some_and(|s| s.pending() > 0) {
+            self.write_seal()?;
+        }
+        self.flush()
+    }
+
+    /// Encodes the open data block, if it holds records, and writes it (after its time
     /// block, in the same write, if its records have times).
     #[inline(never)]
-    fn close_block(&mut self) -> Result<()> {
+    fn close_data_block(&mut self) -> Result<()> {
         if self.count == 0 {
             return Ok(());
         }

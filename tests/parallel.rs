@@ -78,7 +78,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         20 => (0..3000usize, any::<bool>(), any::<u64>())
             .prop_map(|(len, text, seed)| Op::Record { len, text, seed }),
         1 => common::metadata_strategy().prop_map(Op::Metadata),
-        1 => (prop_oneof![Just(-3i64), Just(11)], prop::collection::vec(any::<u8>(), 0..50))
+        1 => (prop_oneof![Just(-3i64), Just(12)], prop::collection::vec(any::<u8>(), 0..50))
             .prop_map(|(t, p)| Op::Raw(t, p)),
         1 => Just(Op::Flush),
     ]

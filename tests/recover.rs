@@ -215,7 +215,7 @@ fn random_type(rng: &mut Rng) -> i64 {
     match rng.below(4) {
         0 => -1 - rng.below(1000) as i64,
         1 => i64::MIN + rng.below(10) as i64,
-        2 => 11 + rng.below(53) as i64,
+        2 => 12 + rng.below(52) as i64,
         _ => 64 + rng.below(1 << 40) as i64,
     }
 }

@@ -52,10 +52,17 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use cobsfile::key::SealingKey;
+use cobsfile::seal::{Sealer, Status};
 use cobsfile::{
     Appender, AppenderBuilder, BlockType, Cause, Compression, Dictionary, Durability, Ending,
     Error, Index, Reader, ReaderBuilder, Source, WriterBuilder,
 };
+
+/// The key of a `% key SEED` directive: the Ed25519 key whose 32-byte seed is SEED repeated.
+fn sealing_key(seed: &[u8]) -> SealingKey {
+    SealingKey::from_seed([num(seed) as u8; 32])
+}
 
 #[path = "common/temp_file.rs"]
 mod temp_file;
@@ -216,7 +223,14 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
                 lines.push(format!("dictionary {id:016x} {}", esc(block.payload())));
             }
             BlockType::Index => {
-                let index = Index::from_block(&block).expect("a consistent index");
+                let Some(index) = Index::from_block(&block) else {
+                    // Its span reaches back before the file's start (blocks were taken out).
+                    let payload = block.payload();
+                    let (count, used) = cobsfile::varint::read(payload).unwrap();
+                    let (span, _) = cobsfile::varint::read(&payload[used..]).unwrap();
+                    lines.push(format!("index {count} {span} unusable"));
+                    continue;
+                };
                 let span = index.offset() - index.start();
                 lines.push(format!("index {} {span}", index.len()));
                 lines.extend(
@@ -227,6 +241,28 @@ fn dump<S: Source>(reader: &mut Reader<S>) -> Vec<String> {
             }
             BlockType::End => lines.push("end".into()),
             BlockType::Log => lines.push("log".into()),
+            BlockType::Seal => {
+                let seal = cobsfile::seal::Seal::from_bytes(block.payload()).expect("a seal");
+                let hex =
+                    |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+                lines.push(format!(
+                    "seal {} {} {} {} {} {} {} {}",
+                    seal.sequence,
+                    seal.first,
+                    seal.leaves.len(),
+                    seal.carried.len(),
+                    seal.time,
+                    hex(&seal.file_id),
+                    hex(&seal.chain),
+                    seal.key_id
+                ));
+                for (word, list) in [("leaf", &seal.leaves), ("carried", &seal.carried)] {
+                    lines.extend(
+                        list.iter()
+                            .map(|l| format!("{word} {} {}", hex(&l.hash), l.size)),
+                    );
+                }
+            }
             BlockType::Unknown(id) => lines.push(format!("unknown {id} {}", esc(block.payload()))),
             other => panic!("a block_type this test does not know: {other:?}"),
         }
@@ -241,6 +277,8 @@ struct Vector {
     /// What a typed reader yields, from the `avro` lines.
     #[cfg_attr(not(feature = "avro"), allow(dead_code))]
     avro: Vec<String>,
+    /// What verification with the vector's key says, from the `sealed` and `tampered` lines.
+    sealed: Vec<String>,
     /// How the file ends, from the `ending` line.
     ending: Option<String>,
 }
@@ -250,6 +288,7 @@ fn load(name: &str) -> Vector {
     let mut directives = Vec::new();
     let mut lines = Vec::new();
     let mut avro = Vec::new();
+    let mut sealed = Vec::new();
     let mut ending = None;
     for line in txt.lines() {
         if let Some(directive) = line.strip_prefix("% ") {
@@ -257,6 +296,9 @@ fn load(name: &str) -> Vector {
         } else if line.starts_with("avro ") {
             assert!(ending.is_none(), "{name}: the ending line is not last");
             avro.push(line.to_owned());
+        } else if line.starts_with("sealed ") || line.starts_with("tampered ") {
+            assert!(ending.is_none(), "{name}: the ending line is not last");
+            sealed.push(line.to_owned());
         } else if let Some(kind) = line.strip_prefix("ending ") {
             assert!(ending.is_none(), "{name}: two ending lines");
             ending = Some(kind.to_owned());
@@ -270,6 +312,7 @@ fn load(name: &str) -> Vector {
         directives,
         lines,
         avro,
+        sealed,
         ending,
     }
 }
@@ -316,11 +359,20 @@ fn build(v: &Vector) -> Vec<u8> {
     if let Some(d) = directive(v, "dictionary") {
         builder = builder.dictionary(Dictionary::new(d[0].clone()), d[1] == b"embed");
     }
+    if let Some(key) = directive(v, "key") {
+        // Seals made again byte for byte: a chain of the key, file and chain ids of fixed
+        // bytes, a fixed clock; sealed where the lines say, and by `finish`.
+        let sealer = Sealer::new(sealing_key(&key[0]), [0x11; 16], [0x22; 16])
+            .with_clock(|| 1_767_225_600_000_000_000);
+        builder = builder.seal_with(sealer).seal_every(u64::MAX, None);
+    }
     let mut writer = builder.build(Vec::new()).unwrap();
     let mut lines = v.lines.iter().map(|l| words(l)).peekable();
     assert_eq!(lines.next().map(|l| l[0].clone()), Some(b"header".to_vec()));
     while let Some(line) = lines.next() {
         match text(&line[0]) {
+            // The file id a writer that seals writes first.
+            "metadata" if line.get(1).is_some_and(|k| k == b"cobsfile.file_id") => {}
             "metadata" => {
                 let entries = line[1..].chunks(2).map(|kv| (text(&kv[0]), &kv[1]));
                 writer.write_metadata(entries).unwrap();
@@ -339,6 +391,14 @@ fn build(v: &Vector) -> Vec<u8> {
                 writer.flush().unwrap();
             }
             "unknown" => writer.write_raw_block(num(&line[1]), &line[2]).unwrap(),
+            "seal" => {
+                // Its leaves follow; the last seal, before the end block, `finish` writes.
+                let n = (num(&line[3]) + num(&line[4])) as usize;
+                lines.by_ref().take(n).for_each(drop);
+                if lines.peek().is_none_or(|l| l[0] != b"end") {
+                    writer.seal().unwrap();
+                }
+            }
             "dictionary" => {} // written by the writer when it embeds its dictionary
             // Written by the writer before the data block of records with times.
             "time" => lines.by_ref().take(num(&line[1]) as usize).for_each(drop),
@@ -348,8 +408,10 @@ fn build(v: &Vector) -> Vec<u8> {
                 // Written by `finish`; its entries are what the writer wrote before it.
                 lines.by_ref().take(num(&line[1]) as usize).for_each(drop);
                 assert!(
-                    lines.peek().is_some_and(|l| l[0] == b"end"),
-                    "{}: an index not followed by the end block",
+                    lines
+                        .peek()
+                        .is_some_and(|l| l[0] == b"end" || l[0] == b"seal"),
+                    "{}: an index not followed by the end block (or the last seal)",
                     v.name
                 );
             }
@@ -413,6 +475,22 @@ fn derive(from: &[Vec<u8>]) -> Vec<u8> {
             "pad" => {
                 assert_eq!(bytes.last(), Some(&0), "pad after a sync byte");
                 bytes.push(0);
+            }
+            "cut" => {
+                // Bytes START..END taken out: a block whole, from after its opening sync
+                // byte to its closing one, leaves the framing sound.
+                let (start, end) = (arg(), arg());
+                bytes.drain(start..end);
+            }
+            "replace-block" => {
+                // Bytes START..END (a block from its type field to its closing sync byte)
+                // replaced by a block built by hand as for `append-block`.
+                let (start, end) = (arg(), arg());
+                let block_type = arg() as i64;
+                let mut field = || ops.next().expect("block field").clone();
+                let (fields, stored, plain) = (field(), field(), field());
+                let block = raw_block(block_type, &fields, &stored, &plain);
+                bytes.splice(start..end, block);
             }
             "finish" => {
                 // Finished in place by this crate (spec 11.3).
@@ -560,6 +638,52 @@ fn readers_yield_the_vectors() {
             "{name}: an ending line, unless stopped"
         );
     }
+}
+
+/// Verification with a vector's `% key` says what its `sealed` and `tampered` lines say:
+/// `sealed AUTHENTIC-BLOCKS AUTHENTIC-RECORDS UNSEALED-BLOCKS`, then `tampered KIND START END`
+/// for each finding (spec 9.10).
+#[test]
+fn sealed_vectors_verify_as_their_lines_say() {
+    let mut checked = 0;
+    for name in names() {
+        let v = load(&name);
+        let Some(seed) = key_of(&v) else {
+            assert!(v.sealed.is_empty(), "{name}: sealed lines without a key");
+            continue;
+        };
+        let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
+        for threads in [1, 2] {
+            let options = ReaderBuilder::new().threads(threads).min_split(1);
+            let key = sealing_key(&seed).verifying_key();
+            let (_, sealed) = options.verify_seals(&bytes, &[key]).unwrap();
+            let (blocks, records) = sealed.count(Status::Authentic);
+            let mut got = vec![format!(
+                "sealed {blocks} {records} {}",
+                sealed.count(Status::Unsealed).0
+            )];
+            got.extend(sealed.tampered.iter().map(|t| {
+                format!(
+                    "tampered {} {} {}",
+                    t.kind.name(),
+                    t.range.start,
+                    t.range.end
+                )
+            }));
+            assert_eq!(got, v.sealed, "{name}: on {threads} thread(s)");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "sealed vectors missing");
+}
+
+/// The key seed of a vector: its own `% key`, or that of the vector it derives from.
+fn key_of(v: &Vector) -> Option<Vec<u8>> {
+    if let Some(key) = directive(v, "key") {
+        return Some(key[0].clone());
+    }
+    let from = directive(v, "from")?;
+    key_of(&load(text(&from[0])))
 }
 
 /// An appender writes what `ending-open` and `ending-appended` show: a log it starts begins

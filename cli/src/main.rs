@@ -46,8 +46,12 @@ Exit status:
      support, a dictionary over the reader's limits), nothing damaged
   5  the file is unfinished (cut, or its writer stopped before the end block a finished
      file has) or empty, nothing damaged
-When several apply, the first of 1, 3, 5, 4 wins: damage, then an unfinished file, then
-unreadable blocks.";
+  6  tampering found by verify --key: sealed blocks altered, removed, reordered, duplicated
+     or added, seals forged, replayed or of another file or key, or --extends not held
+  7  verify --key found blocks that no seal covers (written after the last seal, or by a
+     writer that did not seal), nothing tampered with
+When several apply, the first of 1, 6, 3, 7, 5, 4 wins: tampering, then damage, then unsealed
+blocks, then an unfinished file, then unreadable blocks.";
 
 /// A container format in which a zero byte only ever means "a block starts here".
 #[derive(Debug, Parser)]
@@ -71,7 +75,7 @@ enum Command {
     /// Read and check every block; report intact, damaged and unreadable ranges and whether
     /// the file is finished, an open log, unfinished or empty (exit 0 only if clean).
     #[command(long_about = VERIFY_ABOUT)]
-    Verify(ListArgs),
+    Verify(verify::Args),
     /// Write a new, finished file holding every intact block; report what was lost (exit 3 if
     /// anything).
     Recover(recover::Args),
@@ -118,6 +122,17 @@ unfinished (cut at a block boundary, or its writer stopped) or empty.
 \"records\", \"intact\" (ranges), \"damaged\" and \"unreadable\" (ranges, each with a
 \"status\" word, \"cause\" as spec 9.8 names it and a \"message\"), and their byte counts.
 
+--key PUB: also verify the file's seals (spec 9.10) with the public key PUB (`cobsfile key
+generate` writes it; give --key again for more keys). One line per tampering (its kind:
+altered, removed, reordered, duplicated, inserted, other-file, other-key, forged, replayed,
+malformed-seal, conflicting or seal-removed, and its bytes), a line for blocks no seal covers
+(unsealed: written after the last seal, or by a writer that did not seal), and a line for
+what is authentic, with the last seal's hash: keep it, and `--extends HASH` later proves the
+file still holds what it held then and was only appended to (a file cut back to an earlier
+seal cannot be told from the file alone). Exit 6 for tampering, 7 for unsealed blocks.
+With --json, a \"seals\" object: \"authentic\" and \"unsealed\" (blocks, records, ranges),
+\"tampered\" (ranges with \"kind\" and \"message\") and \"chains\".
+
 Exit 0 only for a clean file (finished or an open log); see cobsfile --help for the
 others.";
 
@@ -135,8 +150,12 @@ pub enum Outcome {
     Unreadable,
     /// Nothing damaged, but the input is unfinished or empty (exit 5).
     Unfinished,
+    /// Blocks no seal covers, found by `verify --key` (exit 7).
+    Unsealed,
     /// Damage was skipped and reported (exit 3).
     Damaged,
+    /// Tampering, found by `verify --key` (exit 6).
+    Tampered,
 }
 
 impl Outcome {
@@ -147,6 +166,8 @@ impl Outcome {
             Outcome::Damaged => 3,
             Outcome::Unreadable => 4,
             Outcome::Unfinished => 5,
+            Outcome::Tampered => 6,
+            Outcome::Unsealed => 7,
         }
     }
 
@@ -442,13 +463,7 @@ pub fn run() -> ExitCode {
             index: None,
         }),
         Command::Meta(args) => meta::run(args),
-        Command::Verify(args) => each_file(&args.files, None, |path| {
-            verify::Verify {
-                name: input::name(path),
-                json: args.json,
-            }
-            .run(path, &args.read)
-        }),
+        Command::Verify(args) => verify::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Finish(args) => finish::run(args),
         Command::Import(args) => avro_file::import(args),

@@ -27,6 +27,16 @@ pub struct Args {
     /// Replace OUT if it exists.
     #[arg(short, long, requires = "output")]
     force: bool,
+    /// Seal what is written with the private key NAME (`cobsfile key generate -o NAME`): seal
+    /// blocks that anyone with NAME.pub checks with `cobsfile verify --key NAME.pub`, proving
+    /// that no sealed block was altered, removed, reordered or added (spec 8.10). A seal
+    /// every --seal-every bytes, and one at the end.
+    #[arg(long, value_name = "NAME")]
+    seal: Option<PathBuf>,
+    /// With --seal: seal once the blocks written since the last seal hold BYTES (K, M, G
+    /// suffixes). [default: 1M]
+    #[arg(long, value_name = "BYTES", requires = "seal", value_parser = args::bytes_in(1..=u64::MAX))]
+    seal_every: Option<usize>,
     /// Append to the log LOG instead, creating it if missing: a torn last block left by a
     /// crash is cut off (or, with other writers on the log, fenced off), the header is never
     /// written twice, and several processes may append to one log at once. The log is an open
@@ -282,6 +292,13 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         )),
         None => None,
     };
+    let sealing_key = (args.seal.as_deref())
+        .map(cobsfile::key::SealingKey::read)
+        .transpose()
+        .map_err(|e| Failure::new(e.to_string()))?;
+    let seal_every = args
+        .seal_every
+        .map_or(cobsfile::seal::DEFAULT_SEAL_BYTES, |b| b as u64);
     let (source, size) = input::open_records(&args.input)?;
     if let Some(log) = &args.append {
         append(
@@ -318,6 +335,9 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     }
     if let Some(dictionary) = dictionary {
         builder = builder.dictionary(dictionary, !args.external_dict);
+    }
+    if let Some(key) = sealing_key {
+        builder = builder.seal(key).seal_every(seal_every, None);
     }
     let packed = (|| {
         let mut writer = builder.build(sink).map_err(|e| Failure::at(&out_name, e))?;

@@ -4,11 +4,62 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+use cobsfile::seal::{Sealed, Status};
 use cobsfile::{Cause, Damage, Reader, Report, Source};
 use serde_json::{json, Value};
 
 use super::input::{self, ending_text, no_intact_block, ReadJob};
 use super::{Failure, Outcome, ReadOptions};
+
+/// `cobsfile verify`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub list: super::ListArgs,
+    /// Verify the seals with this public key (a `cobsfile key generate` NAME.pub; give it
+    /// again for more keys): exit 6 for tampering, 7 for blocks no seal covers.
+    #[arg(long, value_name = "PUB")]
+    pub key: Vec<std::path::PathBuf>,
+    /// With --key: check that the file still holds the seal of this hash (as verify --key
+    /// printed it), and was only appended to since (exit 6 if not).
+    #[arg(long, value_name = "HASH", requires = "key", value_parser = parse_hash)]
+    pub extends: Option<[u8; 32]>,
+}
+
+/// A seal's hash: 64 hexadecimal digits.
+fn parse_hash(text: &str) -> Result<[u8; 32], String> {
+    let bad = || format!("{text:?} is no seal hash (64 hexadecimal digits)");
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(bad());
+    }
+    let mut hash = [0u8; 32];
+    for (i, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(hash)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `cobsfile verify`: each file in turn.
+pub fn run(args: Args) -> Result<Outcome, Failure> {
+    let keys = (args.key.iter())
+        .map(cobsfile::key::VerifyingKey::read)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::new(e.to_string()))?;
+    super::each_file(&args.list.files, None, |path| {
+        let job = Verify {
+            name: input::name(path),
+            json: args.list.json,
+        };
+        match keys.is_empty() {
+            true => job.run(path, &args.list.read),
+            false => job.run_sealed(path, &args.list.read, &keys, args.extends.as_ref()),
+        }
+    })
+}
 
 /// The `verify` command's job.
 pub struct Verify {
@@ -32,6 +83,55 @@ impl Verify {
             input::Input::Mapped(file) => builder.verify(file.bytes()),
         };
         self.print(&report.map_err(|e| Failure::at(&self.name, e))?)
+    }
+
+    /// Verifies the file at `path` and its seals with `keys` (spec 9.10): mapped, or stdin
+    /// read whole.
+    fn run_sealed(
+        self,
+        path: &Path,
+        options: &ReadOptions,
+        keys: &[cobsfile::key::VerifyingKey],
+        extends: Option<&[u8; 32]>,
+    ) -> Result<Outcome, Failure> {
+        if input::object_url(path).is_some() {
+            return Err(Failure::usage(format!(
+                "{}: verify --key reads local files and stdin; fetch the object first",
+                self.name
+            )));
+        }
+        let builder = options.builder()?;
+        let (report, sealed) = match input::open(path)? {
+            input::Input::Stream(mut stream) => {
+                let mut bytes = Vec::new();
+                io::Read::read_to_end(&mut stream, &mut bytes)
+                    .map_err(|e| Failure::new(format!("{}: {e}", self.name)))?;
+                builder.verify_seals(&bytes, keys)
+            }
+            input::Input::Mapped(file) => builder.verify_seals(file.bytes(), keys),
+        }
+        .map_err(|e| Failure::at(&self.name, e))?;
+        not_a_cobsfile(&self.name, &report)?;
+        let held = extends.map(|hash| (hash, sealed.extends(hash)));
+        let mut out = io::stdout().lock();
+        let written = if self.json {
+            let mut value = report_json(&self.name, &report);
+            value["seals"] = seals_json(&sealed, held);
+            writeln!(out, "{value}")
+        } else {
+            write_text(&mut out, &self.name, &report, "damaged")
+                .and_then(|()| write_seals(&mut out, &self.name, &sealed, held))
+        };
+        super::quiet_broken_pipe(written)?;
+        let mut outcome = Outcome::of(&report);
+        let unsealed = sealed.count(Status::Unsealed).0 > 0 || sealed.chains.is_empty();
+        if unsealed {
+            outcome = outcome.worst(Outcome::Unsealed);
+        }
+        if !sealed.tampered.is_empty() || held.is_some_and(|(_, held)| !held) {
+            outcome = outcome.worst(Outcome::Tampered);
+        }
+        Ok(outcome)
     }
 
     fn print(&self, report: &Report) -> Result<Outcome, Failure> {
@@ -156,6 +256,9 @@ pub fn write_text(out: &mut impl Write, name: &str, report: &Report, verb: &str)
     if b.time > 0 {
         kinds.push_str(&format!(", {} time", b.time));
     }
+    if b.seal > 0 {
+        kinds.push_str(&format!(", {} seal", b.seal));
+    }
     for (id, n) in &b.unknown {
         kinds.push_str(&format!(", {n} of unknown type {id}"));
     }
@@ -228,6 +331,7 @@ pub fn report_json(name: &str, report: &Report) -> Value {
             "end": b.end,
             "log": b.log,
             "time": b.time,
+            "seal": b.seal,
             "unknown": unknown,
         },
         "records": report.records,
@@ -239,5 +343,115 @@ pub fn report_json(name: &str, report: &Report) -> Value {
         "damaged": damaged(report).map(damage_json).collect::<Vec<_>>(),
         "unreadable": unreadable(report).map(damage_json).collect::<Vec<_>>(),
         "unreadable_reasons": unreadable_reasons(report),
+    })
+}
+
+/// The time of a seal, as RFC 3339 in UTC.
+fn seal_time(nanos: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(nanos)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+/// What verification of the seals found, after the report's lines: a line per tampering, one
+/// for the unsealed blocks, one for what is authentic, and one for `--extends`.
+fn write_seals(
+    out: &mut impl Write,
+    name: &str,
+    sealed: &Sealed,
+    held: Option<(&[u8; 32], bool)>,
+) -> io::Result<()> {
+    for t in &sealed.tampered {
+        writeln!(
+            out,
+            "{name}: bytes {}..{} tampered ({}): {}",
+            t.range.start,
+            t.range.end,
+            t.kind.name(),
+            t.detail
+        )?;
+    }
+    let (blocks, records) = sealed.count(Status::Unsealed);
+    if blocks > 0 {
+        let ranges: Vec<String> = (sealed.ranges(Status::Unsealed).iter())
+            .map(|r| format!("{}..{}", r.start, r.end))
+            .collect();
+        writeln!(
+            out,
+            "{name}: unsealed: {blocks} block(s), {records} record(s), no seal covers them (bytes {})",
+            ranges.join(", ")
+        )?;
+    }
+    let (blocks, records) = sealed.count(Status::Authentic);
+    match &sealed.chains[..] {
+        [] => writeln!(
+            out,
+            "{name}: no valid seal by the key(s) given: nothing is authentic"
+        )?,
+        chains => {
+            let seals: u64 = chains.iter().map(|c| c.seals).sum();
+            let last = chains.iter().max_by_key(|c| c.last_time).expect("a chain");
+            writeln!(
+                out,
+                "{name}: authentic: {blocks} block(s), {records} record(s), in {seals} seal(s) of {} chain(s) by key {}; last seal {} at {}",
+                chains.len(),
+                last.key_id,
+                hex(&last.last_hash),
+                seal_time(last.last_time)
+            )?;
+        }
+    }
+    if let Some((hash, held)) = held {
+        match held {
+            true => writeln!(out, "{name}: extends seal {}: held, only appended to since", hex(hash))?,
+            false => writeln!(
+                out,
+                "{name}: tampered: does not hold seal {} unaltered (cut back, rewritten, or another file)",
+                hex(hash)
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// What verification of the seals found, as JSON.
+fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
+    let part = |status: Status| {
+        let (blocks, records) = sealed.count(status);
+        let ranges: Vec<Value> = (sealed.ranges(status).iter())
+            .map(|r| json!({ "start": r.start, "end": r.end }))
+            .collect();
+        json!({ "blocks": blocks, "records": records, "ranges": ranges })
+    };
+    let tampered: Vec<Value> = (sealed.tampered.iter())
+        .map(|t| {
+            json!({
+                "start": t.range.start,
+                "end": t.range.end,
+                "status": "tampered",
+                "kind": t.kind.name(),
+                "message": t.detail,
+            })
+        })
+        .collect();
+    let chains: Vec<Value> = (sealed.chains.iter())
+        .map(|c| {
+            json!({
+                "chain": hex(&c.chain),
+                "key_id": c.key_id.to_string(),
+                "seals": c.seals,
+                "blocks": c.blocks,
+                "last_seal": hex(&c.last_hash),
+                "last_sequence": c.last_sequence,
+                "last_time": seal_time(c.last_time),
+            })
+        })
+        .collect();
+    json!({
+        "authentic": part(Status::Authentic),
+        "unsealed": part(Status::Unsealed),
+        "tampered": tampered,
+        "chains": chains,
+        "file_id": sealed.file_id.as_ref().map(|id| hex(id)),
+        "extends": held.map(|(hash, held)| json!({ "seal": hex(hash), "held": held })),
     })
 }

@@ -1940,7 +1940,12 @@ fn help_lists_the_exit_statuses() {
         assert!(help.contains(status), "{status}: {help}");
     }
     assert!(help.contains("  5  the file is unfinished"), "{help}");
-    assert!(help.contains("the first of 1, 3, 5, 4 wins"), "{help}");
+    assert!(help.contains("  6  tampering found"), "{help}");
+    assert!(help.contains("  7  verify --key found blocks"), "{help}");
+    assert!(
+        help.contains("the first of 1, 6, 3, 7, 5, 4 wins"),
+        "{help}"
+    );
 }
 
 #[test]

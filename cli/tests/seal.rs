@@ -143,3 +143,197 @@ fn every_mistake_with_a_key_is_one_line_without_its_bytes() {
     let out = cobsfile(&["key", "generate"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A file packed with `--seal`: 3,000 records, a seal about every 4 KiB.
+fn packed(dir: &Path, key: &Path) -> std::path::PathBuf {
+    let input = dir.join("events.txt");
+    let text: String = (0..3000).map(|i| format!("event {i:05}\n")).collect();
+    std::fs::write(&input, text).unwrap();
+    let out = dir.join("events.cobs");
+    let done = cobsfile(&[
+        "pack",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--block-target",
+        "1K",
+        "--seal",
+        key.to_str().unwrap(),
+        "--seal-every",
+        "4K",
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    out
+}
+
+fn verify(file: &Path, key: &Path, more: &[&str]) -> Output {
+    let mut args = vec![
+        "verify",
+        file.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    cobsfile(&args)
+}
+
+/// The seal hash `verify --key` printed last.
+fn last_seal(out: &Output) -> String {
+    let text = stdout(out);
+    let at = text.find("last seal ").expect("a last seal") + "last seal ".len();
+    text[at..at + 64].to_owned()
+}
+
+#[test]
+fn pack_seal_then_verify_key_proves_the_file_and_finds_each_tampering() {
+    let dir = scratch("seal-verify");
+    let key = generate(&dir, "archive");
+    let public = dir.join("archive.pub");
+    let file = packed(&dir, &key);
+
+    let out = verify(&file, &public, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("authentic: ") && text.contains("3000 record(s)"),
+        "{text}"
+    );
+    let hash = last_seal(&out);
+    let out = verify(&file, &public, &["--extends", &hash]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // Without a key, the file is any file: cat reads every record, verify is clean.
+    let out = cobsfile(&["cat", file.to_str().unwrap()]);
+    assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 3000);
+    assert!(cobsfile(&["verify", file.to_str().unwrap()])
+        .status
+        .success());
+
+    // A block cut out, framing and all, as `ls` places it: exit 6, the kind and bytes named.
+    let ls = stdout(&cobsfile(&["ls", "--json", file.to_str().unwrap()]));
+    let blocks: Vec<serde_json::Value> = ls
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["type"] == "data")
+        .collect();
+    let victim = &blocks[blocks.len() / 2];
+    let (offset, size) = (
+        victim["offset"].as_u64().unwrap() as usize,
+        victim["size"].as_u64().unwrap() as usize,
+    );
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = [&bytes[..offset + 1], &bytes[offset + size + 1..]].concat();
+    let tampered = dir.join("tampered.cobs");
+    std::fs::write(&tampered, &cut).unwrap();
+    let out = verify(&tampered, &public, &[]);
+    assert_eq!(out.status.code(), Some(6), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("tampered (removed)"),
+        "{}",
+        stdout(&out)
+    );
+    // Without --key it reads clean: only the seals tell.
+    let out = cobsfile(&["verify", tampered.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // A flipped byte is damage (3), not tampering.
+    let mut flipped = bytes.clone();
+    flipped[offset + 4] ^= 0x10;
+    let damaged = dir.join("damaged.cobs");
+    std::fs::write(&damaged, &flipped).unwrap();
+    let out = verify(&damaged, &public, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("tampered"), "{}", stdout(&out));
+
+    // Cut back to an earlier seal: it verifies, but no longer extends the seal kept.
+    let seals: Vec<&serde_json::Value> = ls
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "seal")
+        .collect::<Vec<_>>()
+        .leak()
+        .iter()
+        .collect();
+    let early = &seals[seals.len() / 2];
+    let end = (early["offset"].as_u64().unwrap() + early["size"].as_u64().unwrap()) as usize;
+    let shorter = dir.join("shorter.cobs");
+    std::fs::write(&shorter, &bytes[..=end]).unwrap();
+    let out = verify(&shorter, &public, &[]);
+    assert_eq!(out.status.code(), Some(5), "{}", stdout(&out));
+    let out = verify(&shorter, &public, &["--extends", &hash]);
+    assert_eq!(out.status.code(), Some(6), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("does not hold seal"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Another key finds nothing authentic: every seal is another key's.
+    let other = generate(&dir, "other");
+    let out = verify(&file, &other.with_extension("pub"), &[]);
+    assert_eq!(out.status.code(), Some(6), "{}", stdout(&out));
+    assert!(stdout(&out).contains("other-key"));
+
+    // JSON names the same.
+    let out = verify(&tampered, &public, &["--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["seals"]["tampered"][0]["kind"], "removed");
+    assert!(value["seals"]["authentic"]["records"].as_u64().unwrap() < 3000);
+}
+
+#[test]
+fn an_unsealed_file_verified_with_a_key_is_exit_7_and_key_mistakes_are_one_line() {
+    let dir = scratch("seal-unsealed");
+    let key = generate(&dir, "archive");
+    let input = dir.join("in.txt");
+    std::fs::write(&input, "a\nb\n").unwrap();
+    let plain = dir.join("plain.cobs");
+    let out = cobsfile(&[
+        "pack",
+        input.to_str().unwrap(),
+        "-o",
+        plain.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let out = verify(&plain, &dir.join("archive.pub"), &[]);
+    assert_eq!(out.status.code(), Some(7), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("nothing is authentic"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The private key where the public one is wanted, a missing key, a bad hash.
+    for (args, words) in [
+        (vec!["--key", key.to_str().unwrap()], "public"),
+        (vec!["--key", "/nonexistent.pub"], "nonexistent"),
+    ] {
+        let mut all = vec!["verify", plain.to_str().unwrap()];
+        all.extend(args);
+        let out = cobsfile(&all);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(words), "{err}");
+    }
+    let public = dir.join("archive.pub");
+    let out = verify(&plain, &public, &["--extends", "abc"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // --seal with a public key, or a key others can read, is refused before anything is written.
+    let out = cobsfile(&[
+        "pack",
+        input.to_str().unwrap(),
+        "-o",
+        dir.join("x.cobs").to_str().unwrap(),
+        "--seal",
+        public.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!dir.join("x.cobs").exists());
+}

@@ -65,6 +65,7 @@ impl Report {
             ("end", b.end),
             ("log", b.log),
             ("time", b.time),
+            ("seal", b.seal),
         ] {
             blocks.set_item(name, n)?;
         }

@@ -1,0 +1,392 @@
+//! Sealed files (spec 8.10, 9.10): every way of tampering with a sealed file, done with valid
+//! CRCs and framing (the tests re-frame blocks themselves), is found, named and placed;
+//! damage that the CRC catches is damage, not tampering, and costs only the blocks it touches.
+
+mod common;
+
+use cobsfile::key::SealingKey;
+use cobsfile::seal::{Sealed, Sealer, Status, Tampering};
+use cobsfile::{BlockType, ReaderBuilder, Report, WriterBuilder};
+
+fn key() -> SealingKey {
+    SealingKey::from_seed([7; 32])
+}
+
+/// A sealed file: metadata, 40 data blocks of 5 records, a seal about every 3 blocks.
+fn sealed_file(key: &SealingKey, tag: &str) -> Vec<u8> {
+    let mut writer = WriterBuilder::new()
+        .block_target(200)
+        .seal(key.clone())
+        .seal_every(700, None)
+        .build(Vec::new())
+        .unwrap();
+    writer.write_metadata([("source", tag)]).unwrap();
+    for i in 0..200 {
+        let record = format!("{tag} event {i:04} {}", "x".repeat(i % 13));
+        writer.write_record(record.as_bytes()).unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+/// A file's blocks, each from its type field to its closing sync byte, with its type.
+fn blocks(file: &[u8]) -> Vec<(BlockType, Vec<u8>)> {
+    let mut reader = ReaderBuilder::new().from_slice(file);
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let info = block.unwrap().info().clone();
+        let range = (info.offset + 1) as usize..=(info.offset + info.size) as usize;
+        out.push((info.block_type, file[range].to_vec()));
+    }
+    out
+}
+
+/// The file of `blocks`.
+fn file_of(blocks: &[(BlockType, Vec<u8>)]) -> Vec<u8> {
+    let mut file = vec![0];
+    for (_, bytes) in blocks {
+        file.extend_from_slice(bytes);
+    }
+    file
+}
+
+/// Where block `i` of `blocks` opens in their file.
+fn offset_of(blocks: &[(BlockType, Vec<u8>)], i: usize) -> u64 {
+    blocks[..i].iter().map(|(_, b)| b.len() as u64).sum()
+}
+
+/// The places of the data blocks among `blocks`.
+fn data(blocks: &[(BlockType, Vec<u8>)]) -> Vec<usize> {
+    (0..blocks.len())
+        .filter(|&i| blocks[i].0 == BlockType::Data)
+        .collect()
+}
+
+fn check(file: &[u8]) -> (Report, Sealed) {
+    let (report, sealed) = ReaderBuilder::new()
+        .verify_seals(file, &[key().verifying_key()])
+        .unwrap();
+    // Two threads, in ranges, say the same.
+    let threaded = ReaderBuilder::new()
+        .threads(2)
+        .min_split(300)
+        .verify_seals(file, &[key().verifying_key()])
+        .unwrap();
+    assert_eq!(threaded.1, sealed, "two threads verify alike");
+    (report, sealed)
+}
+
+fn kinds(sealed: &Sealed) -> Vec<Tampering> {
+    sealed.tampered.iter().map(|t| t.kind).collect()
+}
+
+/// The data blocks' records read back.
+fn authentic_records(sealed: &Sealed) -> u64 {
+    sealed.count(Status::Authentic).1
+}
+
+/// The records of a block (from its type field to its closing sync byte).
+fn records_in(block: &[u8]) -> u64 {
+    let file = [&[0u8][..], block].concat();
+    ReaderBuilder::new().from_slice(&file).read_all().0.len() as u64
+}
+
+/// A data block's bytes with its first record changed, CRC made to match.
+fn altered(block: &[u8]) -> Vec<u8> {
+    let file = [&[0u8][..], block].concat();
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    let mut records: Vec<Vec<u8>> = Vec::new();
+    while let Some(r) = reader.next_record() {
+        records.push(r.unwrap().to_vec());
+    }
+    records[0][0] ^= 1;
+    let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    common::raw_block(3, &common::data_payload(&refs))
+}
+
+#[test]
+fn a_sealed_file_verifies_and_reads_as_any_file() {
+    let file = sealed_file(&key(), "a");
+    let (report, sealed) = check(&file);
+    assert!(report.is_clean(), "{report:?}");
+    assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 200);
+    assert!(report.blocks.seal >= 5, "{} seals", report.blocks.seal);
+    assert_eq!(sealed.chains.len(), 1);
+    // The index is found behind the last seal; a reader without a key reads every record.
+    let index = cobsfile::Index::find(&file).expect("index");
+    assert_eq!(index.records(), 200);
+    let (records, errors) = ReaderBuilder::new().from_slice(&file).read_all();
+    assert!(errors.is_empty());
+    assert_eq!(records.len(), 200);
+    assert_eq!(report.ending, cobsfile::Ending::Finished);
+    // Every block but the header, the seals and the end block is authentic; those are
+    // structure.
+    for v in &sealed.blocks {
+        let want = match v.block_type {
+            BlockType::Header | BlockType::Seal | BlockType::End => Status::Structure,
+            _ => Status::Authentic,
+        };
+        assert_eq!(v.status, want, "{v:?}");
+    }
+}
+
+#[test]
+fn another_key_finds_nothing_authentic() {
+    let file = sealed_file(&key(), "a");
+    let other = SealingKey::from_seed([8; 32]).verifying_key();
+    let (_, sealed) = ReaderBuilder::new().verify_seals(&file, &[other]).unwrap();
+    assert!(!sealed.is_authentic());
+    assert!(kinds(&sealed).iter().all(|k| *k == Tampering::OtherKey));
+    assert_eq!(authentic_records(&sealed), 0);
+}
+
+#[test]
+fn a_flipped_byte_is_damage_and_costs_one_block() {
+    let file = sealed_file(&key(), "a");
+    let b = blocks(&file);
+    let d = data(&b);
+    let victim = d[10];
+    let mut damaged = file.clone();
+    let at = offset_of(&b, victim) as usize + 5;
+    damaged[at] ^= 0x20;
+    let (report, sealed) = check(&damaged);
+    assert_eq!(report.damaged.len(), 1);
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 200 - records_in(&b[victim].1));
+    assert_eq!(sealed.count(Status::Unsealed).0, 0);
+}
+
+#[test]
+fn a_damaged_seal_costs_no_block_its_proof() {
+    let file = sealed_file(&key(), "a");
+    let b = blocks(&file);
+    let seals: Vec<usize> = (0..b.len())
+        .filter(|&i| b[i].0 == BlockType::Seal)
+        .collect();
+    let mut damaged = file.clone();
+    let at = offset_of(&b, seals[2]) as usize + 40;
+    damaged[at] ^= 0x20;
+    let (report, sealed) = check(&damaged);
+    assert_eq!(report.damaged.len(), 1);
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 200);
+}
+
+#[test]
+fn content_changed_with_its_crc_fixed_is_altered() {
+    let file = sealed_file(&key(), "a");
+    let mut b = blocks(&file);
+    let victim = data(&b)[7];
+    let lost = records_in(&b[victim].1);
+    b[victim].1 = altered(&b[victim].1);
+    let start = offset_of(&b, victim);
+    let tampered = file_of(&b);
+    let (report, sealed) = check(&tampered);
+    assert!(report.damaged.is_empty(), "the CRC matches: no damage");
+    assert_eq!(kinds(&sealed), [Tampering::Altered]);
+    assert_eq!(sealed.tampered[0].range.start, start);
+    assert_eq!(authentic_records(&sealed), 200 - lost);
+}
+
+#[test]
+fn a_block_removed_is_found_where_it_was() {
+    let file = sealed_file(&key(), "a");
+    let mut b = blocks(&file);
+    let victim = data(&b)[12];
+    let at = offset_of(&b, victim);
+    let lost = records_in(&b[victim].1);
+    b.remove(victim);
+    let (report, sealed) = check(&file_of(&b));
+    assert!(report.damaged.is_empty());
+    assert_eq!(kinds(&sealed), [Tampering::Removed]);
+    // Between the block of its chain before it and the one after (seals may lie between).
+    let range = sealed.tampered[0].range.clone();
+    assert!(
+        range.start <= at && range.end >= at,
+        "{range:?} against {at}"
+    );
+    assert_eq!(authentic_records(&sealed), 200 - lost);
+}
+
+#[test]
+fn blocks_swapped_are_reordered() {
+    let file = sealed_file(&key(), "a");
+    let mut b = blocks(&file);
+    let d = data(&b);
+    b.swap(d[3], d[4]);
+    let (_, sealed) = check(&file_of(&b));
+    assert!(
+        kinds(&sealed).contains(&Tampering::Reordered),
+        "{:?}",
+        sealed.tampered
+    );
+    assert!(!sealed.is_authentic());
+}
+
+#[test]
+fn a_block_repeated_is_duplicated() {
+    let file = sealed_file(&key(), "a");
+    let mut b = blocks(&file);
+    let d = data(&b);
+    let copy = b[d[5]].clone();
+    b.insert(d[9], copy);
+    let (_, sealed) = check(&file_of(&b));
+    assert_eq!(kinds(&sealed), [Tampering::Duplicated]);
+    assert_eq!(authentic_records(&sealed), 200);
+}
+
+#[test]
+fn a_block_added_is_inserted() {
+    let file = sealed_file(&key(), "a");
+    let mut b = blocks(&file);
+    let d = data(&b);
+    let extra = common::raw_block(3, &common::data_payload(&[b"not written by the writer"]));
+    b.insert(d[6], (BlockType::Data, extra));
+    let (_, sealed) = check(&file_of(&b));
+    assert_eq!(kinds(&sealed), [Tampering::Inserted]);
+    assert_eq!(authentic_records(&sealed), 200);
+}
+
+#[test]
+fn blocks_and_seals_of_another_file_sealed_with_the_same_key_are_not_this_files() {
+    let file = sealed_file(&key(), "a");
+    let other = sealed_file(&key(), "b");
+    let mut b = blocks(&file);
+    let theirs = blocks(&other);
+    // Their data block and the seal after it, spliced in among ours.
+    let d = data(&theirs);
+    let seal = (d[4]..theirs.len())
+        .find(|&i| theirs[i].0 == BlockType::Seal)
+        .unwrap();
+    let at = data(&b)[8];
+    b.insert(at, theirs[seal].clone());
+    b.insert(at, theirs[d[4]].clone());
+    let (_, sealed) = check(&file_of(&b));
+    let k = kinds(&sealed);
+    assert!(k.contains(&Tampering::OtherFile), "{k:?}");
+    assert!(k.contains(&Tampering::Inserted), "{k:?}");
+    assert_eq!(authentic_records(&sealed), 200);
+}
+
+#[test]
+fn a_seal_signed_by_another_key_or_forged_is_tampering() {
+    let file = sealed_file(&key(), "a");
+    let b = blocks(&file);
+    let s = (0..b.len()).find(|&i| b[i].0 == BlockType::Seal).unwrap();
+    let payload_of = |block: &[u8]| {
+        let file = [&[0u8][..], block].concat();
+        let mut reader = ReaderBuilder::new().from_slice(&file);
+        reader.next_block().unwrap().unwrap().payload().to_vec()
+    };
+    let seal = cobsfile::seal::Seal::from_bytes(&payload_of(&b[s].1)).unwrap();
+
+    // Signed again by another key, named as its signer.
+    let other = SealingKey::from_seed([9; 32]);
+    let mut resigned = seal.clone();
+    resigned.key_id = other.id();
+    resigned.signature = other.sign(&resigned.signed_message());
+    // A leaf changed, the signature kept.
+    let mut forged = seal.clone();
+    forged.leaves[0].hash[0] ^= 1;
+    for (changed, want) in [(resigned, Tampering::OtherKey), (forged, Tampering::Forged)] {
+        let mut c = b.clone();
+        c[s].1 = common::raw_block(11, &changed.to_bytes());
+        let (_, sealed) = check(&file_of(&c));
+        assert!(
+            kinds(&sealed).contains(&want),
+            "{want:?}: {:?}",
+            sealed.tampered
+        );
+    }
+}
+
+#[test]
+fn a_seal_replayed_or_removed_is_tampering() {
+    let file = sealed_file(&key(), "a");
+    let b = blocks(&file);
+    let seals: Vec<usize> = (0..b.len())
+        .filter(|&i| b[i].0 == BlockType::Seal)
+        .collect();
+
+    let mut replayed = b.clone();
+    replayed.insert(seals[5], b[seals[1]].clone());
+    let (_, sealed) = check(&file_of(&replayed));
+    assert_eq!(kinds(&sealed), [Tampering::Replayed]);
+
+    let mut removed = b.clone();
+    removed.remove(seals[3]);
+    let (_, sealed) = check(&file_of(&removed));
+    assert_eq!(kinds(&sealed), [Tampering::SealRemoved]);
+    // The next seal carries the removed one's leaves: every block still verifies.
+    assert_eq!(authentic_records(&sealed), 200);
+}
+
+#[test]
+fn a_file_cut_back_to_a_seal_verifies_but_no_longer_extends_what_it_held() {
+    let file = sealed_file(&key(), "a");
+    let (_, whole) = check(&file);
+    let last = whole.chains[0].last_hash;
+    assert!(whole.extends(&last));
+    let b = blocks(&file);
+    let seals: Vec<usize> = (0..b.len())
+        .filter(|&i| b[i].0 == BlockType::Seal)
+        .collect();
+    let cut = file_of(&b[..=seals[4]]);
+    let (report, sealed) = check(&cut);
+    assert_eq!(report.ending, cobsfile::Ending::Unfinished);
+    assert!(
+        sealed.is_authentic(),
+        "a cut at a seal is not seen from the file alone"
+    );
+    assert!(!sealed.extends(&last), "but it does not hold the seal kept");
+    let kept = sealed.chains[0].last_hash;
+    assert!(whole.extends(&kept), "the whole file extends the cut one");
+}
+
+#[test]
+fn blocks_after_the_last_seal_are_unsealed() {
+    let mut writer = WriterBuilder::new()
+        .block_target(200)
+        .seal(key())
+        .seal_every(700, None)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..100 {
+        writer
+            .write_record(format!("event {i:04}").as_bytes())
+            .unwrap();
+    }
+    writer.seal().unwrap();
+    for i in 100..130 {
+        writer
+            .write_record(format!("event {i:04}").as_bytes())
+            .unwrap();
+    }
+    writer.flush().unwrap();
+    let file = writer.get_ref().clone();
+    drop(writer);
+    let (_, sealed) = check(&file);
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 100);
+    let (_, unsealed) = sealed.count(Status::Unsealed);
+    assert!(unsealed > 0 && unsealed <= 30, "{unsealed}");
+    assert!(!sealed.is_authentic());
+}
+
+#[test]
+fn seals_made_again_with_the_same_chain_and_clock_are_the_same_bytes() {
+    let make = || {
+        let sealer = Sealer::new(key(), [1; 16], [2; 16]).with_clock(|| 1_700_000_000_000_000_000);
+        let mut writer = WriterBuilder::new()
+            .seal_with(sealer)
+            .build(Vec::new())
+            .unwrap();
+        writer.write_record(b"one").unwrap();
+        writer.finish().unwrap()
+    };
+    let file = make();
+    assert_eq!(file, make());
+    let (_, sealed) = check(&file);
+    assert!(sealed.is_authentic());
+    assert_eq!(sealed.file_id, Some([1; 16]));
+}
