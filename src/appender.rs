@@ -253,6 +253,24 @@ impl AppenderBuilder {
         }
     }
 
+    /// Seals what the appender appends with `key` (spec 8.10; see [`WriterBuilder::seal`]):
+    /// each appender opened is a chain of its own, sealing once the blocks since its last
+    /// seal hold [`DEFAULT_SEAL_BYTES`](crate::seal::DEFAULT_SEAL_BYTES) (or as
+    /// [`seal_every`](Self::seal_every) says), at [`sync`](Appender::sync) and at
+    /// [`close`](Appender::close). The log's id is the one its metadata holds; a log without
+    /// one gets one in the first block appended (which needs the log to this appender alone,
+    /// so that two appenders never give it two ids). Not for log directories yet.
+    pub fn seal(mut self, key: crate::key::SealingKey) -> Self {
+        self.writer = self.writer.seal(key);
+        self
+    }
+
+    /// When an appender that seals seals on its own; see [`WriterBuilder::seal_every`].
+    pub fn seal_every(mut self, bytes: u64, interval: Option<std::time::Duration>) -> Self {
+        self.writer = self.writer.seal_every(bytes, interval);
+        self
+    }
+
     /// Compresses blocks on `threads` threads; see [`WriterBuilder::threads`].
     pub fn threads(mut self, threads: usize) -> Self {
         self.writer = self.writer.threads(threads);
@@ -704,10 +722,31 @@ impl Appender {
                 write_alone_or_fenced(&*file, exclusive, &log[..1], &log[1..])?;
             }
         }
+        let mut writer_options = options.writer.clone().without_header();
+        if writer_options.seals() {
+            if segments.is_some() {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "sealing a log directory's segments is not supported yet: seal a log file",
+                )));
+            }
+            let file_id = match opened.created {
+                true => None,
+                false => file_id_of(&*file)?,
+            };
+            if file_id.is_none() && !exclusive {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the log has no file id yet, and others append to it: the first appender \
+                     that seals it must have it alone, so that it gets one id",
+                )));
+            }
+            writer_options = writer_options.seal_file_id(file_id);
+        }
         let sync = Arc::clone(&file);
         let current = Arc::new(Mutex::new(Arc::clone(&file)));
         let announced = Arc::new(Mutex::new(Vec::new()));
-        let writer = options.writer.clone().without_header().build(LogFile {
+        let writer = writer_options.build(LogFile {
             file,
             current: Arc::clone(&current),
             segments,
@@ -927,6 +966,7 @@ impl Appender {
                 .unwrap_or_else(|e| e.into_inner());
         }
         write_waiting(&mut state)?;
+        seal_waiting(&mut state)?;
         state.sync()?;
         drop(state);
         self.shared.changed.notify_all();
@@ -974,6 +1014,7 @@ impl Appender {
         self.stop_timer();
         let mut state = lock(&self.shared);
         write_waiting(&mut state)?;
+        seal_waiting(&mut state)?;
         if matches!(
             self.durability,
             Durability::Fsync | Durability::Group { .. }
@@ -1072,6 +1113,21 @@ fn sync_file(file: &dyn Handle, entry: bool) -> io::Result<()> {
         file.sync_entry()?;
     }
     Ok(())
+}
+
+/// Seals the blocks written since the last seal, if the appender seals and there are any.
+fn seal_waiting(state: &mut State) -> Result<()> {
+    state.check()?;
+    let sealed = state.writer.seal();
+    state.note(sealed)
+}
+
+/// The file id the metadata of the log `file` holds (spec 8.10), if any.
+fn file_id_of(file: &dyn Handle) -> Result<Option<[u8; 16]>> {
+    let contents = file.contents()?;
+    let found = (ReaderBuilder::new().metadata_of(contents.bytes()).iter())
+        .find_map(|m| m.get(crate::seal::FILE_ID_KEY).map(<[u8]>::to_vec));
+    Ok(found.and_then(|value| crate::seal::parse_file_id(&value)))
 }
 
 /// Writes the open block, if any.

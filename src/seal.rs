@@ -618,6 +618,13 @@ impl Sealed {
         out
     }
 
+    /// Whether the block opening at `offset` is authentic.
+    pub fn authentic_at(&self, offset: u64) -> bool {
+        let at = self.blocks.partition_point(|b| b.range.start < offset);
+        (self.blocks.get(at))
+            .is_some_and(|b| b.range.start == offset && b.status == Status::Authentic)
+    }
+
     /// Blocks and records of `status`.
     pub fn count(&self, status: Status) -> (u64, u64) {
         let of = self.blocks.iter().filter(|b| b.status == status);

@@ -143,6 +143,20 @@ impl WriterBuilder {
         self
     }
 
+    /// The id of the file a writer that seals appends to (its metadata holds it), or `None`
+    /// if it holds none: the writer then writes one first.
+    pub(crate) fn seal_file_id(mut self, file_id: Option<[u8; 16]>) -> Self {
+        if let Some(sealing) = &mut self.seal {
+            sealing.file_id = file_id;
+        }
+        self
+    }
+
+    /// Whether writers seal.
+    pub(crate) fn seals(&self) -> bool {
+        self.seal.is_some()
+    }
+
     /// When a writer that seals seals on its own: once the blocks written since its last seal
     /// hold `bytes` bytes (default [`DEFAULT_SEAL_BYTES`], 1 MiB; `u64::MAX`: never by size),
     /// and, with `interval`, once that long has passed since its last seal, checked as each

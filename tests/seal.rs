@@ -390,3 +390,69 @@ fn seals_made_again_with_the_same_chain_and_clock_are_the_same_bytes() {
     assert!(sealed.is_authentic());
     assert_eq!(sealed.file_id, Some([1; 16]));
 }
+
+#[test]
+fn appenders_that_seal_are_chains_of_one_log_and_a_crash_leaves_blocks_unsealed() {
+    use cobsfile::{AppenderBuilder, Durability};
+    let file = common::TempFile::with_contents(&[]);
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .block_target(200)
+        .seal(key())
+        .seal_every(1000, None);
+    // Two sessions closed cleanly: every block sealed.
+    for session in 0..2 {
+        let mut log = options.open(&file.0).unwrap();
+        for i in 0..50 {
+            log.append(format!("session {session} event {i}").as_bytes())
+                .unwrap();
+        }
+        log.close().unwrap();
+    }
+    let bytes = std::fs::read(&file.0).unwrap();
+    let (report, sealed) = check(&bytes);
+    assert_eq!(report.ending, cobsfile::Ending::Open);
+    assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+    assert_eq!(sealed.chains.len(), 2);
+    assert_eq!(authentic_records(&sealed), 100);
+    // One file id, written once, by the appender that started the log.
+    let ids = ReaderBuilder::new()
+        .metadata_of(&bytes)
+        .iter()
+        .filter(|m| m.get(cobsfile::seal::FILE_ID_KEY).is_some())
+        .count();
+    assert_eq!(ids, 1);
+
+    // A session that crashes after its last seal: its later blocks are unsealed, not
+    // tampered with; the next session seals its own.
+    let mut log = options.open(&file.0).unwrap();
+    for i in 0..10 {
+        log.append(format!("crashed {i}").as_bytes()).unwrap();
+    }
+    log.sync().unwrap();
+    for i in 10..15 {
+        log.append(format!("crashed {i}").as_bytes()).unwrap();
+    }
+    drop(log);
+    let mut log = options.open(&file.0).unwrap();
+    log.append(b"after the crash").unwrap();
+    log.close().unwrap();
+    let bytes = std::fs::read(&file.0).unwrap();
+    let (_, sealed) = check(&bytes);
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 111);
+    assert_eq!(sealed.count(Status::Unsealed).1, 5);
+
+    // A log file that was not sealed gets its id from the first appender that seals it.
+    let plain = common::TempFile::with_contents(&[]);
+    let mut log = AppenderBuilder::new().open(&plain.0).unwrap();
+    log.append(b"before sealing").unwrap();
+    log.close().unwrap();
+    let mut log = options.open(&plain.0).unwrap();
+    log.append(b"sealed").unwrap();
+    log.close().unwrap();
+    let (_, sealed) = check(&std::fs::read(&plain.0).unwrap());
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(sealed.count(Status::Authentic).1, 1);
+    assert_eq!(sealed.count(Status::Unsealed).1, 1);
+}

@@ -301,13 +301,13 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
         .map_or(cobsfile::seal::DEFAULT_SEAL_BYTES, |b| b as u64);
     let (source, size) = input::open_records(&args.input)?;
     if let Some(log) = &args.append {
+        let sealing = sealing_key.map(|key| (key, seal_every));
         append(
             &args,
             log,
             source,
             size,
-            compression,
-            dictionary,
+            (compression, dictionary, sealing),
             &mut lines,
         )?;
         return Ok(skipped(&lines));
@@ -462,8 +462,11 @@ fn append(
     log: &std::path::Path,
     source: Box<dyn Read>,
     size: Option<u64>,
-    compression: Option<Compression>,
-    dictionary: Option<Dictionary>,
+    (compression, dictionary, sealing): (
+        Option<Compression>,
+        Option<Dictionary>,
+        Option<(cobsfile::key::SealingKey, u64)>,
+    ),
     lines: &mut Option<JsonLines>,
 ) -> Result<Outcome, Failure> {
     let name = log.display().to_string();
@@ -481,6 +484,9 @@ fn append(
     }
     if let Some(dictionary) = dictionary {
         builder = builder.dictionary(dictionary, !args.external_dict);
+    }
+    if let Some((key, every)) = sealing {
+        builder = builder.seal(key).seal_every(every, None);
     }
     let segmented = [args.segment_size, args.retain_size]
         .iter()

@@ -337,3 +337,111 @@ fn an_unsealed_file_verified_with_a_key_is_exit_7_and_key_mistakes_are_one_line(
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!dir.join("x.cobs").exists());
 }
+
+#[test]
+fn cat_authentic_returns_only_records_a_valid_seal_covers() {
+    let dir = scratch("seal-cat");
+    let key = generate(&dir, "archive");
+    let public = dir.join("archive.pub");
+    let file = packed(&dir, &key);
+    let cat = |file: &Path| {
+        cobsfile(&[
+            "cat",
+            file.to_str().unwrap(),
+            "--key",
+            public.to_str().unwrap(),
+            "--authentic",
+        ])
+    };
+    let out = cat(&file);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let all: String = (0..3000).map(|i| format!("event {i:05}\n")).collect();
+    assert_eq!(stdout(&out), all);
+
+    // A record changed with the block's CRC made to match: cat without a key prints it; cat
+    // --authentic leaves its block out, says so, and exits 6.
+    let bytes = std::fs::read(&file).unwrap();
+    let at = bytes
+        .windows(11)
+        .position(|w| w == b"event 01500")
+        .expect("the record, stored as is");
+    // The block holding it, re-framed from its records with one changed, its CRC made to
+    // match.
+    let ls = stdout(&cobsfile(&["ls", "--json", file.to_str().unwrap()]));
+    let block = ls
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| {
+            let (o, s) = (
+                v["offset"].as_u64().unwrap() as usize,
+                v["size"].as_u64().unwrap() as usize,
+            );
+            v["type"] == "data" && o < at && at < o + s
+        })
+        .unwrap();
+    let (o, s) = (
+        block["offset"].as_u64().unwrap() as usize,
+        block["size"].as_u64().unwrap() as usize,
+    );
+    let one = [&[0u8][..], &bytes[o + 1..=o + s]].concat();
+    let records: Vec<Vec<u8>> = {
+        let mut r = cobsfile::ReaderBuilder::new().from_slice(&one);
+        let mut v = Vec::new();
+        while let Some(x) = r.next_record() {
+            v.push(x.unwrap().to_vec());
+        }
+        v
+    };
+    let records: Vec<Vec<u8>> = records
+        .into_iter()
+        .map(|r| {
+            if r == b"event 01500" {
+                b"event 01509".to_vec()
+            } else {
+                r
+            }
+        })
+        .collect();
+    let mut payload = Vec::new();
+    cobsfile::varint::write(records.len() as i64, &mut payload);
+    for r in &records {
+        cobsfile::varint::write(r.len() as i64, &mut payload);
+        payload.extend_from_slice(r);
+    }
+    let data = data_block(&payload);
+    let tampered = [&bytes[..=o], &data[..], &bytes[o + s + 1..]].concat();
+    let path = dir.join("tampered.cobs");
+    std::fs::write(&path, &tampered).unwrap();
+    let plain = cobsfile(&["cat", path.to_str().unwrap()]);
+    assert!(stdout(&plain).contains("event 01509"));
+    let out = cat(&path);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(
+        !stdout(&out).contains("event 0150"),
+        "the altered block left out"
+    );
+    assert!(
+        stderr(&out).contains("tampered (altered)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A data block (type 3) holding `payload`, codec 0, from its type field to its closing sync
+/// byte, built from the spec: type, length, COBS(codec, payload, CRC-32 of type field, codec
+/// and payload), 0x00.
+fn data_block(payload: &[u8]) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(payload);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&[0x06]);
+    crc.update(&body);
+    body.extend_from_slice(&crc.finalize().to_le_bytes());
+    let mut encoded = Vec::new();
+    cobsfile::cobs::encode(&body, &mut encoded);
+    let mut out = vec![0x06];
+    cobsfile::varint::write(encoded.len() as i64 + 1, &mut out);
+    out.extend_from_slice(&encoded);
+    out.push(0);
+    out
+}
