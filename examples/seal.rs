@@ -79,7 +79,11 @@ fn run(kind: Kind) {
         let mut sealed = Vec::new();
         write(&corpus, compression, false, &mut plain);
         write(&corpus, compression, true, &mut sealed);
-        let seals = ReaderBuilder::new().verify(&sealed).expect("verify").blocks.seal;
+        let seals = ReaderBuilder::new()
+            .verify(&sealed)
+            .expect("verify")
+            .blocks
+            .seal;
         let (_, check) = ReaderBuilder::new()
             .verify_seals(&sealed, &[key])
             .expect("verify seals");
@@ -91,8 +95,12 @@ fn run(kind: Kind) {
         for _ in 0..ROUNDS {
             best[0] = best[0].min(time(|| write(&corpus, compression, false, &mut scratch)));
             best[1] = best[1].min(time(|| write(&corpus, compression, true, &mut scratch)));
-            best[6] = best[6].min(time(|| write_on(&corpus, compression, false, 2, &mut scratch)));
-            best[7] = best[7].min(time(|| write_on(&corpus, compression, true, 2, &mut scratch)));
+            best[6] = best[6].min(time(|| {
+                write_on(&corpus, compression, false, 2, &mut scratch)
+            }));
+            best[7] = best[7].min(time(|| {
+                write_on(&corpus, compression, true, 2, &mut scratch)
+            }));
             for (i, threads) in [(2, 1), (4, 2)] {
                 let options = ReaderBuilder::new().threads(threads);
                 best[i] = best[i].min(time(|| {

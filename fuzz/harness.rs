@@ -70,6 +70,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("follow", follow),
     ("power_loss", power_loss),
     ("finish_log", finish_log),
+    ("seal", seal),
     #[cfg(feature = "avro")]
     ("avro_read", avro_read),
     #[cfg(feature = "avro")]
@@ -2159,4 +2160,229 @@ pub fn avro_import(data: &[u8]) {
         file.len() as u64,
         "the items do not reach the end of the file"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seals.
+
+/// A sealed file of `records` records, small blocks, a seal every few blocks; `tag` makes the
+/// records (and the file id) of another file.
+fn sealed_file(records: usize, tag: u8, seal_every: u64) -> Vec<u8> {
+    let key = cobsfile::key::SealingKey::from_seed([7; 32]);
+    let sealer = cobsfile::seal::Sealer::new(key, [tag; 16], [tag ^ 0x55; 16]).with_clock(|| 1);
+    let mut writer = WriterBuilder::new()
+        .block_target(64)
+        .seal_with(sealer)
+        .seal_every(seal_every, None)
+        .build(Vec::new())
+        .expect("build");
+    for i in 0..records {
+        let record = format!("{tag} record {i} {}", "x".repeat(i % 7));
+        writer.write_record(record.as_bytes()).expect("write");
+    }
+    writer.finish().expect("finish")
+}
+
+/// A file's blocks, each from its type field to its closing sync byte.
+fn blocks_of(file: &[u8]) -> Vec<Vec<u8>> {
+    let mut reader = ReaderBuilder::new().from_slice(file);
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let Ok(block) = block else { continue };
+        let info = block.info();
+        out.push(file[(info.offset + 1) as usize..=(info.offset + info.size) as usize].to_vec());
+    }
+    out
+}
+
+/// A data block (type 3, codec 0) holding `records`, built from the spec.
+fn hand_data_block(records: &[&[u8]]) -> Vec<u8> {
+    let mut body = vec![0u8];
+    varint::write(records.len() as i64, &mut body);
+    for r in records {
+        varint::write(r.len() as i64, &mut body);
+        body.extend_from_slice(r);
+    }
+    let mut crc = crc32(&[0x06]);
+    crc = crc32_more(crc, &body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    let mut encoded = Vec::new();
+    cobs::encode(&body, &mut encoded);
+    let mut out = vec![0x06];
+    varint::write(encoded.len() as i64 + 1, &mut out);
+    out.extend_from_slice(&encoded);
+    out.push(0);
+    out
+}
+
+/// CRC-32 (IEEE), bit by bit: the harness depends on the library and std alone.
+fn crc32(bytes: &[u8]) -> u32 {
+    crc32_more(0, bytes)
+}
+
+fn crc32_more(crc: u32, bytes: &[u8]) -> u32 {
+    let mut c = !crc;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// Tampering and damage, driven by the input, on a sealed file: blocks removed, repeated,
+/// swapped, changed with their CRC made to match, spliced from another file sealed with the
+/// same key (seals too), bytes flipped, the file cut. Whatever was done:
+/// - verification never panics, and says the same on 1 and 2 threads;
+/// - nothing it calls authentic is other than the writer wrote it: the authentic blocks' bytes,
+///   in file order, are blocks of the original file in their original order, each once;
+/// - with no edit, the file is authentic; with edits of whole blocks only and no flip, nothing
+///   is damage, and every block the edits did not touch is still authentic in a file of one
+///   chain unless the seals that cover it were taken out;
+/// - a file that lost or gained blocks (other than at its end) is never authentic.
+pub fn seal(data: &[u8]) {
+    let Some((&first, ops)) = data.split_first() else {
+        return;
+    };
+    let records = 20 + (first as usize % 60);
+    let original = sealed_file(records, 1, 200 + 50 * (first as u64 % 8));
+    let other = sealed_file(30, 2, 200);
+    let ours = blocks_of(&original);
+    let theirs = blocks_of(&other);
+    let mut blocks: Vec<Vec<u8>> = ours.clone();
+    let mut flipped: Option<(usize, u8)> = None;
+    let mut edited = false;
+    let mut changed_middle = false;
+    for op in ops.chunks(3).take(8) {
+        let [kind, a, b] = [op[0], *op.get(1).unwrap_or(&0), *op.get(2).unwrap_or(&0)];
+        let n = blocks.len();
+        if n < 3 {
+            break;
+        }
+        // Never the header (block 0): a file without one is another matter (spec 9.5).
+        let i = 1 + a as usize % (n - 1);
+        let j = 1 + b as usize % (n - 1);
+        edited = true;
+        match kind % 7 {
+            0 => {
+                blocks.remove(i);
+                changed_middle |= i < n - 1;
+            }
+            1 => {
+                let copy = blocks[i].clone();
+                blocks.insert(j, copy);
+                changed_middle = true;
+            }
+            2 => {
+                blocks.swap(i, j);
+                changed_middle |= i != j;
+            }
+            3 => {
+                // Its records, one byte changed, re-framed with a valid CRC.
+                let file = [&[0u8][..], &blocks[i]].concat();
+                let mut reader = ReaderBuilder::new().from_slice(&file);
+                let mut records: Vec<Vec<u8>> = Vec::new();
+                while let Some(Ok(r)) = reader.next_record() {
+                    records.push(r.to_vec());
+                }
+                if let Some(r) = records.first_mut().filter(|r| !r.is_empty()) {
+                    r[0] ^= 1 | b;
+                    let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+                    blocks[i] = hand_data_block(&refs);
+                    changed_middle = true;
+                }
+            }
+            4 => {
+                let from = &theirs[b as usize % theirs.len()];
+                blocks.insert(i, from.clone());
+                changed_middle = true;
+            }
+            5 => {
+                // Cut at a block boundary.
+                blocks.truncate(i.max(2));
+            }
+            _ => {
+                let block = &mut blocks[i];
+                let at = b as usize % block.len().saturating_sub(1).max(1);
+                if block.len() > 2 {
+                    block[at] ^= 1 << (a % 8);
+                    flipped = Some((i, at as u8));
+                }
+            }
+        }
+    }
+    let mut file = vec![0u8];
+    for b in &blocks {
+        file.extend_from_slice(b);
+    }
+    let key = cobsfile::key::SealingKey::from_seed([7; 32]).verifying_key();
+    let (report, sealed) = ReaderBuilder::new()
+        .verify_seals(&file, &[key])
+        .expect("verify");
+    let (_, threaded) = ReaderBuilder::new()
+        .threads(2)
+        .min_split(64)
+        .verify_seals(&file, &[key])
+        .expect("verify on 2 threads");
+    assert_eq!(threaded, sealed, "two threads verify alike");
+
+    // What is authentic, one writer wrote (ours, or the other file's: a file whose own seals
+    // are all gone is the other's, as far as its bytes can tell), in that order, once; one
+    // writer per part of the file (a header starts a part, as files concatenated).
+    let mut next = [0usize; 2];
+    let mut writer: Option<usize> = None;
+    for verdict in &sealed.blocks {
+        if verdict.block_type == BlockType::Header {
+            writer = None;
+        }
+        if verdict.status != cobsfile::seal::Status::Authentic {
+            continue;
+        }
+        let bytes = &file[(verdict.range.start + 1) as usize..=verdict.range.end as usize];
+        let found = [&ours, &theirs].iter().enumerate().find_map(|(w, blocks)| {
+            let at = (next[w]..blocks.len()).find(|&k| blocks[k] == bytes)?;
+            Some((w, at))
+        });
+        let Some((w, at)) = found else {
+            panic!(
+                "an authentic block at {:?} that no writer wrote there: {:?}",
+                verdict.range, sealed
+            );
+        };
+        assert!(
+            writer.is_none_or(|one| one == w),
+            "authentic blocks of two files in one: {sealed:?}"
+        );
+        writer = Some(w);
+        next[w] = at + 1;
+    }
+    if !edited {
+        assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+        assert!(report.damaged.is_empty());
+    }
+    if flipped.is_none() && edited {
+        assert!(
+            report.damaged.is_empty(),
+            "whole blocks only: {:?}",
+            report.damaged
+        );
+    }
+    // Blocks of content (all but header, log, seal and end blocks, which hold nothing but
+    // their type) moved, lost, changed or added: never authentic, unless the edits undid one
+    // another or only cut the file.
+    let content = |blocks: &[Vec<u8>]| -> Vec<Vec<u8>> {
+        (blocks.iter())
+            .filter(|b| !cobsfile::seal::outside_chains(varint::read(b).map_or(0, |(t, _)| t)))
+            .cloned()
+            .collect()
+    };
+    let (before, after) = (content(&ours), content(&blocks));
+    if changed_middle && flipped.is_none() && !before.starts_with(&after) {
+        assert!(!sealed.is_authentic(), "tampering unseen");
+    }
 }

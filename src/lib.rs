@@ -46,8 +46,8 @@
 //! - [`varint`], [`cobs`], the frame scanner, the codecs, the block bodies (`block`) and the
 //!   time blocks' payloads (`time`: [`TimeSpan`], [`Window`]) are pure functions over byte
 //!   slices; [`Limits`] bounds what a reader may spend; [`key`] holds the Ed25519 keys that
-//!   sign seals, and [`seal`] what a seal says and its bytes, with the [`seal::Sealer`] a
-//!   writer feeds its blocks;
+//!   sign seals, and [`seal`] what a seal says and its bytes, the [`seal::Sealer`] a writer
+//!   feeds its blocks, and [`seal::verify`], which matches a file's blocks to its seals;
 //! - [`Decoder`] is the sans-I/O reader: bytes in, blocks and damage out, one home for the
 //!   frame scan, decoding, dictionaries, damage merging, range bounds, pairing time blocks
 //!   with their data blocks and passing over those outside a time window (or, by a time
@@ -60,7 +60,9 @@
 //!   by its own decoder; [`Remote`] reads a file by byte ranges ([`Fetch`]: an object in a
 //!   store), fetching only what each read needs, through the same range reads;
 //! - [`verify`] reports a file's intact, damaged and unreadable ranges and how it ends
-//!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty); [`recover`] writes
+//!   ([`Report`], [`Ending`]: finished, an open log, unfinished or empty);
+//!   [`ReaderBuilder::verify_seals`] also what its seals prove, each block's leaf hashed on
+//!   the range reads' threads; [`recover`] writes
 //!   every intact block into a new, finished file; [`Index`] finds the index block a writer ends a file
 //!   with, to seek to a record;
 //! - [`fs`] is the file operations an appender performs (the real file system, and a

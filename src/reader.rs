@@ -608,7 +608,7 @@ impl ReaderBuilder {
         bytes: &[u8],
         keys: &[crate::key::VerifyingKey],
     ) -> Result<(Report, crate::seal::Sealed)> {
-        use crate::seal::{parse_file_id, Seen, FILE_ID_KEY};
+        use crate::seal::Seen;
         struct Collect(Vec<Seen>);
         impl RangeSink<Vec<Seen>> for Collect {
             fn part(&mut self, mut part: Vec<Seen>) -> std::ops::ControlFlow<()> {
@@ -621,9 +621,6 @@ impl ReaderBuilder {
             let frame = bytes
                 .get((info.offset + 1) as usize..(info.offset + info.size) as usize)
                 .unwrap_or_default();
-            let file_id = (block.entries())
-                .find(|(key, _)| *key == FILE_ID_KEY)
-                .and_then(|(_, value)| parse_file_id(value));
             let records = match info.block_type {
                 BlockType::Data => info.items.unwrap_or(0),
                 _ => 0,
@@ -635,7 +632,6 @@ impl ReaderBuilder {
                 records,
                 frame,
                 block.payload(),
-                file_id,
             ));
         };
         let mut seen = Collect(Vec::new());

@@ -417,14 +417,11 @@ pub struct Seen {
     pub hash: Hash,
     /// A seal block's seal, as its payload reads.
     pub seal: Option<Box<Result<Seal, MalformedSeal>>>,
-    /// The file id a metadata block holds under [`FILE_ID_KEY`].
-    pub file_id: Option<[u8; 16]>,
 }
 
 impl Seen {
     /// The block at `offset`, `size` bytes long, of type `block_type` holding `records`
-    /// records: `frame` is its bytes between its sync bytes, `payload` its payload decoded;
-    /// `file_id` what a metadata block holds under [`FILE_ID_KEY`].
+    /// records: `frame` is its bytes between its sync bytes, `payload` its payload decoded.
     pub fn new(
         offset: u64,
         size: u64,
@@ -432,7 +429,6 @@ impl Seen {
         records: u64,
         frame: &[u8],
         payload: &[u8],
-        file_id: Option<[u8; 16]>,
     ) -> Seen {
         let (hash, seal) = match block_type {
             BlockType::Seal => ([0; 32], Some(Box::new(Seal::from_bytes(payload)))),
@@ -445,7 +441,6 @@ impl Seen {
             records,
             hash,
             seal,
-            file_id,
         }
     }
 
@@ -581,7 +576,8 @@ pub struct ChainSummary {
 /// What [`verify`] found: each block's verdict, the tampering, and the chains.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sealed {
-    /// The file's id (its first metadata value under [`FILE_ID_KEY`]), if it has one.
+    /// The file's id, as its valid seals name it (of its first part, when files were
+    /// concatenated), if it has one.
     pub file_id: Option<[u8; 16]>,
     /// Every intact block, in file order.
     pub blocks: Vec<Verdict>,
@@ -644,7 +640,11 @@ impl Sealed {
 /// byte before it, which opened the block it lost (a block's size counts its closing sync
 /// byte, spec 6).
 fn lost_in(lost: &[std::ops::Range<u64>], range: std::ops::Range<u64>) -> u64 {
-    lost.iter()
+    // In file order, apart: from the first that ends after the range starts.
+    let first = lost.partition_point(|l| l.end <= range.start);
+    lost[first..]
+        .iter()
+        .take_while(|l| l.start.saturating_sub(1) < range.end)
         .map(|l| {
             let start = l.start.saturating_sub(1);
             l.end.min(range.end).saturating_sub(start.max(range.start))
@@ -658,24 +658,55 @@ struct Chain<'a> {
     key_id: KeyId,
     /// The valid seals, by sequence, with their offsets.
     seals: std::collections::BTreeMap<u64, (u64, &'a Seal)>,
-    /// The leaf of each place, where a seal gives it.
-    expected: Vec<Option<Leaf>>,
-    /// The block matched at each place, if any.
-    matched: Vec<Option<usize>>,
+    /// The leaf of each place a seal gives (as many as the seals list: places are numbers a
+    /// seal names, not bounded by the file).
+    expected: std::collections::BTreeMap<u64, Leaf>,
+    /// The block matched at each place matched.
+    matched: std::collections::BTreeMap<u64, usize>,
     /// The next place expected, and where the block matched last ends.
     next: u64,
     last_end: u64,
 }
 
 /// Verifies blocks against their seals (spec 9.10): `blocks` are a file's intact blocks in
-/// file order, `lost` the byte ranges a read found damaged or unreadable, `keys` the keys
+/// file order, `lost` the byte ranges a read found damaged or unreadable (in file order, as
+/// a report lists them), `keys` the keys
 /// whose seals count. Seals signed by other keys, forged, of another file, repeated or
 /// contradicting their chain are tampering; each block that a valid seal covers in its place
 /// is authentic; blocks missing, moved, repeated, changed or added among a chain's blocks are
 /// tampering, unless damage there could have held the missing ones; the rest is unsealed.
 pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingKey]) -> Sealed {
+    // The file's parts: a header block starts one (files concatenated, spec 5). A part's id is
+    // the one its valid seals name; a part whose valid seals name two ids is spliced, and no
+    // block of it can be taken for authentic (whose file is it?).
+    let mut part = Vec::with_capacity(blocks.len());
+    let mut parts = 1;
+    for (at, b) in blocks.iter().enumerate() {
+        if b.block_type == BlockType::Header && at > 0 {
+            parts += 1;
+        }
+        part.push(parts - 1);
+    }
+    let signed = |seal: &Seal| {
+        (keys.iter())
+            .find(|k| k.id() == seal.key_id)
+            .is_some_and(|key| seal.signed_by(key))
+    };
+    let mut ids: Vec<Option<[u8; 16]>> = vec![None; parts];
+    let mut spliced = vec![false; parts];
+    for (at, b) in blocks.iter().enumerate() {
+        if let Some(Ok(seal)) = b.seal.as_deref() {
+            if signed(seal) {
+                let p = part[at];
+                match ids[p] {
+                    None => ids[p] = Some(seal.file_id),
+                    Some(id) => spliced[p] |= id != seal.file_id,
+                }
+            }
+        }
+    }
     let mut sealed = Sealed {
-        file_id: blocks.iter().find_map(|b| b.file_id),
+        file_id: ids[0],
         ..Sealed::default()
     };
     let mut status: Vec<Status> = vec![Status::Unsealed; blocks.len()];
@@ -716,11 +747,10 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
             tamper(&mut sealed, range, Tampering::Forged, detail);
             continue;
         }
-        if Some(seal.file_id) != sealed.file_id {
+        if spliced[part[at]] {
             let detail = format!(
-                "a seal of file {}, not of this file ({})",
-                file_id_text(&seal.file_id),
-                sealed.file_id.as_ref().map_or("no id".into(), file_id_text)
+                "a seal of file {}, among seals of another file",
+                file_id_text(&seal.file_id)
             );
             tamper(&mut sealed, range, Tampering::OtherFile, detail);
             continue;
@@ -738,8 +768,8 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                     id: seal.chain,
                     key_id: seal.key_id,
                     seals: Default::default(),
-                    expected: Vec::new(),
-                    matched: Vec::new(),
+                    expected: Default::default(),
+                    matched: Default::default(),
                     next: 0,
                     last_end: 0,
                 });
@@ -807,29 +837,25 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
             ];
             for (first, leaves) in places {
                 for (i, leaf) in leaves.iter().enumerate() {
-                    let place = (first + i as u64) as usize;
-                    if chain.expected.len() <= place {
-                        chain.expected.resize(place + 1, None);
-                    }
-                    chain.expected[place].get_or_insert(*leaf);
+                    let place = first.saturating_add(i as u64);
+                    chain.expected.entry(place).or_insert(*leaf);
                 }
             }
             before = Some((sequence, offset, seal));
         }
-        chain.matched = vec![None; chain.expected.len()];
         for (range, kind, detail) in conflicting {
             tamper(&mut sealed, range, kind, detail);
         }
     }
 
     // Blocks to places: each block is matched to the place its chain expects next, or found
-    // at another place (blocks missing before it, or it moved or repeated), or at none.
+    // at another place (blocks missing before it, or it moved or repeated), or at none. Each
+    // leaf's places, by chain and place, so that a block costs a few lookups, however many
+    // blocks are alike.
     let mut places: std::collections::HashMap<Hash, Vec<(usize, u64)>> = Default::default();
     for (c, chain) in chains.iter().enumerate() {
-        for (place, leaf) in chain.expected.iter().enumerate() {
-            if let Some(leaf) = leaf {
-                places.entry(leaf.hash).or_default().push((c, place as u64));
-            }
+        for (&place, leaf) in &chain.expected {
+            places.entry(leaf.hash).or_default().push((c, place));
         }
     }
     let mut unknown: Vec<usize> = Vec::new();
@@ -837,34 +863,46 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
         if outside_chains(b.block_type.type_id()) {
             continue;
         }
-        let candidates = places.get(&b.hash).map_or(&[][..], Vec::as_slice);
-        let fits = |&&(c, place): &&(usize, u64)| {
-            chains[c].expected[place as usize].is_some_and(|l| l.size == b.size)
+        let fits = |c: usize, place: u64| {
+            chains[c]
+                .expected
+                .get(&place)
+                .is_some_and(|l| l.hash == b.hash && l.size == b.size)
         };
-        let exact = candidates
-            .iter()
-            .filter(fits)
-            .find(|&&(c, p)| chains[c].next == p);
-        let ahead = (candidates.iter().filter(fits))
-            .filter(|&&(c, p)| p > chains[c].next)
-            .min_by_key(|&&(c, p)| p - chains[c].next);
-        let behind = candidates
-            .iter()
-            .filter(fits)
-            .find(|&&(c, p)| p < chains[c].next);
-        if let Some(&(c, place)) = exact.or(ahead) {
+        let candidates = places.get(&b.hash).map_or(&[][..], Vec::as_slice);
+        // The place its chain expects next; else the nearest ahead; else one behind.
+        let exact = (0..chains.len()).find(|&c| fits(c, chains[c].next));
+        let mut ahead: Option<(usize, u64)> = None;
+        let mut behind: Option<(usize, u64)> = None;
+        if exact.is_none() {
+            for group in candidates.chunk_by(|x, y| x.0 == y.0) {
+                let c = group[0].0;
+                let next = chains[c].next;
+                let i = group.partition_point(|&(_, p)| p <= next);
+                if let Some(&(_, p)) = group[i..].iter().find(|&&(_, p)| fits(c, p)) {
+                    if ahead.is_none_or(|(ac, ap)| p - next < ap - chains[ac].next) {
+                        ahead = Some((c, p));
+                    }
+                }
+                if let Some(&(_, p)) = group[..i].iter().find(|&&(_, p)| p < next && fits(c, p)) {
+                    behind.get_or_insert((c, p));
+                }
+            }
+        }
+        let matched = exact.map(|c| (c, chains[c].next)).or(ahead);
+        if let Some((c, place)) = matched {
             let chain = &mut chains[c];
             if place > chain.next {
                 // Places next..place are missing: lost to damage, replaced by blocks no seal
-                // covers (altered), or taken out.
+                // covers (altered), or taken out. The blocks no seal covers since the chain's
+                // last block are the last of those set aside (blocks come in file order).
                 let gap = chain.last_end..b.offset;
                 let missing = chain.next..place;
-                let missing_bytes: u64 = (missing.clone())
-                    .filter_map(|p| chain.expected[p as usize].map(|l| l.size))
+                let missing_bytes: u64 = (chain.expected.range(missing.clone()))
+                    .map(|(_, l)| l.size)
                     .sum();
-                let replaced: Vec<usize> = (unknown.iter().copied())
-                    .filter(|&u| blocks[u].offset >= gap.start && blocks[u].end() <= gap.end)
-                    .collect();
+                let first = unknown.partition_point(|&u| blocks[u].offset < gap.start);
+                let replaced = unknown.split_off(first);
                 for &u in &replaced {
                     status[u] = Status::Tampered;
                     let detail = format!(
@@ -878,7 +916,6 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                         detail,
                     });
                 }
-                unknown.retain(|u| !replaced.contains(u));
                 let count = missing.end - missing.start;
                 if replaced.is_empty() && lost_in(lost, gap.clone()) < missing_bytes {
                     sealed.tampered.push(Tampered {
@@ -893,16 +930,16 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                     });
                 }
             }
-            chain.matched[place as usize] = Some(at);
+            chain.matched.insert(place, at);
             chain.next = place + 1;
             chain.last_end = b.end();
             status[at] = Status::Authentic;
             continue;
         }
-        if let Some(&(c, place)) = behind {
+        if let Some((c, place)) = behind {
             let chain = &chains[c];
-            let (kind, detail) = match chain.matched[place as usize] {
-                Some(first) => (
+            let (kind, detail) = match chain.matched.get(&place) {
+                Some(&first) => (
                     Tampering::Duplicated,
                     format!("the block at byte {} again", blocks[first].offset),
                 ),
@@ -924,21 +961,19 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
 
     // The places no block filled at the end of each chain.
     for chain in &chains {
-        let missing = chain.next..chain.expected.len() as u64;
-        if missing.is_empty() {
+        let missing: Vec<(&u64, &Leaf)> = chain.expected.range(chain.next..).collect();
+        let (Some(first), Some(last)) = (missing.first(), missing.last()) else {
             continue;
-        }
-        let missing_bytes: u64 = (missing.clone())
-            .filter_map(|p| chain.expected[p as usize].map(|l| l.size))
-            .sum();
+        };
+        let missing_bytes: u64 = missing.iter().map(|(_, l)| l.size).sum();
         let end = blocks.last().map_or(0, Seen::end).max(chain.last_end);
         if lost_in(lost, chain.last_end..end) < missing_bytes {
             let detail = format!(
                 "{} sealed block(s) of chain {} missing (places {}..{})",
-                missing.end - missing.start,
+                missing.len(),
                 short(&chain.id),
-                missing.start,
-                missing.end
+                first.0,
+                *last.0 + 1
             );
             tamper(
                 &mut sealed,
@@ -949,14 +984,37 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
         }
     }
 
+    // Header, log and end blocks, in no chain, between two blocks of one chain that its
+    // writer wrote one after the other: none of those writes them there, so they were added
+    // (a header there would make what follows read as another file).
+    for (at, b) in blocks.iter().enumerate() {
+        if b.seal.is_some() || !outside_chains(b.block_type.type_id()) {
+            continue;
+        }
+        // The chain's blocks matched before and after it, at consecutive places.
+        let between = chains.iter().any(|chain| {
+            let mut by_block = chain.matched.iter().map(|(&p, &m)| (m, p));
+            let before = by_block.clone().take_while(|&(m, _)| m < at).last();
+            let after = by_block.find(|&(m, _)| m > at);
+            matches!((before, after), (Some((_, p)), Some((_, q))) if p + 1 == q)
+        });
+        if between {
+            status[at] = Status::Tampered;
+            let detail = format!(
+                "a {} block between two blocks one chain wrote one after the other",
+                b.block_type.name()
+            );
+            tamper(&mut sealed, b.offset..b.end(), Tampering::Inserted, detail);
+        }
+    }
+
     // Blocks no seal covers: in a file of one chain, those between two of its blocks were
     // added; the rest (and all of them in a file of several chains, whose writers may have
     // crashed before sealing) are unsealed.
     if let [chain] = &chains[..] {
-        let matched: Vec<u64> = (chain.matched.iter().flatten())
-            .map(|&m| blocks[m].offset)
-            .collect();
-        if let (Some(&first), Some(&last)) = (matched.first(), matched.last()) {
+        let first = chain.matched.values().min().map(|&m| blocks[m].offset);
+        let last = chain.matched.values().max().map(|&m| blocks[m].offset);
+        if let (Some(first), Some(last)) = (first, last) {
             for &u in &unknown {
                 let offset = blocks[u].offset;
                 if offset > first && offset < last {
@@ -973,6 +1031,42 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                     );
                 }
             }
+        }
+    }
+
+    // Parts holding authentic blocks of chains of two files (their seals elsewhere, past a
+    // header put among them) are spliced too.
+    let mut files: Vec<Option<[u8; 16]>> = vec![None; parts];
+    for chain in &chains {
+        let Some((_, &(_, seal))) = chain.seals.first_key_value() else {
+            continue;
+        };
+        for &at in chain.matched.values() {
+            let p = part[at];
+            match files[p] {
+                None => files[p] = Some(seal.file_id),
+                Some(id) if id != seal.file_id => spliced[p] = true,
+                Some(_) => {}
+            }
+        }
+    }
+
+    // Spliced parts: nothing in them is authentic.
+    for (p, _) in spliced.iter().enumerate().filter(|(_, s)| **s) {
+        let mut range: Option<std::ops::Range<u64>> = None;
+        for at in (0..blocks.len()).filter(|&at| part[at] == p) {
+            let b = &blocks[at];
+            let r = range.get_or_insert(b.offset..b.end());
+            r.end = b.end();
+            if status[at] != Status::Structure {
+                status[at] = Status::Tampered;
+            }
+        }
+        if let Some(range) = range {
+            let detail = "seals of two files signed by the key(s) given: blocks spliced from \
+                          another file; none of these bytes is taken for authentic"
+                .to_string();
+            tamper(&mut sealed, range, Tampering::OtherFile, detail);
         }
     }
 
@@ -997,7 +1091,7 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                 chain: c.id,
                 key_id: c.key_id,
                 seals: c.seals.len() as u64,
-                blocks: c.matched.iter().flatten().count() as u64,
+                blocks: c.matched.len() as u64,
                 last_hash: last.hash(),
                 last_sequence,
                 last_time: last.time,

@@ -390,9 +390,12 @@ fn write_seals(
         chains => {
             let seals: u64 = chains.iter().map(|c| c.seals).sum();
             let last = chains.iter().max_by_key(|c| c.last_time).expect("a chain");
+            let file = sealed
+                .file_id
+                .map_or(String::new(), |id| format!(" of file {}", hex(&id)));
             writeln!(
                 out,
-                "{name}: authentic: {blocks} block(s), {records} record(s), in {seals} seal(s) of {} chain(s) by key {}; last seal {} at {}",
+                "{name}: authentic: {blocks} block(s), {records} record(s), in {seals} seal(s){file} of {} chain(s) by key {}; last seal {} at {}",
                 chains.len(),
                 last.key_id,
                 hex(&last.last_hash),

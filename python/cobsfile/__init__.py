@@ -40,6 +40,7 @@ from ._cobsfile import (
     RecordError,
     Recovery,
     Report,
+    Seals,
     recover,
     segments,
     verify,
@@ -62,6 +63,7 @@ __all__ = [
     "RecordError",
     "Recovery",
     "Report",
+    "Seals",
     "Writer",
     "follow",
     "open",
@@ -340,6 +342,10 @@ class Writer(_cobsfile.Writer):
     metadata: a dict written as the first metadata block. dictionary: a zstd dictionary (bytes),
     embedded in the file. schema: an Avro schema (JSON text or dict): `write` then takes values
     of it (dicts for records). threads: worker threads compressing blocks.
+    seal: a private key file (`cobsfile key generate -o NAME`): the file is sealed (spec
+    8.10), a seal every seal_every bytes of blocks (default 1 MiB) and one at the end, so that
+    `cobsfile.verify(path, keys=["NAME.pub"])` proves no sealed block was altered, removed,
+    reordered or added.
 
     As a context manager, leaving the block finishes the file; leaving it by an exception
     leaves it unfinished (its records readable, `verify` says "unfinished").
@@ -370,6 +376,8 @@ class Appender(_cobsfile.Appender):
     written before it returns), "fsync" (written and synced), or "group:10ms" (group commit:
     synced at most every 10 ms; `wait_durable(seq)` waits for a record's commit).
     schema: an Avro schema (JSON text or dict): `append` then takes values of it.
+    seal: a private key file: what this appender appends is sealed (spec 8.10), a seal every
+    seal_every bytes (default 1 MiB), at `sync()` and at `close()`; not for log directories.
     """
 
     def __new__(cls, path: Any, *, schema: Optional[Schema] = None, **options: Any):

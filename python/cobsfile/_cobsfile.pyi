@@ -57,6 +57,21 @@ class Report:
     ending: str  # "finished", "open", "unfinished" or "empty"
     clean: bool
     damaged_bytes: int
+    seals: Optional[Seals]  # with verify(keys=...)
+    def __bool__(self) -> bool: ...
+
+class Seals:
+    authentic: bool
+    authentic_blocks: int
+    authentic_records: int
+    unsealed_blocks: int
+    unsealed_records: int
+    unsealed: list[tuple[int, int]]
+    tampered: list[tuple[int, int, str, str]]  # (start, end, kind, message)
+    chains: list[dict[str, Any]]
+    last_seal: Optional[str]
+    file_id: Optional[str]
+    def extends(self, seal_hash: str) -> bool: ...
     def __bool__(self) -> bool: ...
 
 class Recovery:
@@ -126,6 +141,8 @@ class Writer:
         threads: int = 1,
         index: bool = True,
         overwrite: bool = False,
+        seal: Optional[Any] = None,
+        seal_every: Optional[int] = None,
     ) -> Writer: ...
     def write(self, record: Any, time: Any = None) -> None: ...
     def write_many(self, records: Iterable[Any]) -> int: ...
@@ -156,6 +173,8 @@ class Appender:
         retain_size: Optional[int] = None,
         retain_age: Optional[float] = None,
         retain_count: Optional[int] = None,
+        seal: Optional[Any] = None,
+        seal_every: Optional[int] = None,
     ) -> Appender: ...
     def append(self, record: Any, time: Any = None) -> int: ...
     def append_many(self, records: Iterable[Any]) -> int: ...
@@ -201,6 +220,7 @@ def verify(
     dictionaries: Optional[Sequence[bytes]] = None,
     threads: int = 1,
     max_body_size: Optional[int] = None,
+    keys: Optional[Sequence[Any]] = None,
 ) -> Report: ...
 def segments(path: Any) -> list[Any]: ...
 def recover(

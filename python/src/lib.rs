@@ -22,6 +22,7 @@ fn _cobsfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<follow::Follower>()?;
     m.add_class::<report::Report>()?;
     m.add_class::<report::Recovery>()?;
+    m.add_class::<report::Seals>()?;
     m.add_class::<arrow::ArrowStream>()?;
     m.add_function(wrap_pyfunction!(report::verify, m)?)?;
     m.add_function(wrap_pyfunction!(report::recover, m)?)?;

@@ -31,6 +31,115 @@ pub(crate) struct Report {
     pub clean: bool,
     /// Bytes in damaged (or unreadable) ranges.
     pub damaged_bytes: u64,
+    /// What the seals say, when `verify` was given keys; None otherwise.
+    pub seals: Option<Py<Seals>>,
+}
+
+/// What verification of a file's seals found (spec 9.10).
+#[pyclass(module = "cobsfile", frozen, get_all)]
+pub(crate) struct Seals {
+    /// Nothing tampered with, a valid seal found, every block authentic.
+    pub authentic: bool,
+    /// Authentic blocks and their records.
+    pub authentic_blocks: u64,
+    pub authentic_records: u64,
+    /// Blocks no seal covers, their records, and their byte ranges.
+    pub unsealed_blocks: u64,
+    pub unsealed_records: u64,
+    pub unsealed: Vec<(u64, u64)>,
+    /// Each tampering: (start, end, kind, message); kind as `verify --key` names it.
+    pub tampered: Vec<(u64, u64, String, String)>,
+    /// Each chain of valid seals: a dict of "chain", "key_id", "seals", "blocks",
+    /// "last_seal" (hex), "last_time" (nanoseconds since the epoch).
+    pub chains: Vec<Py<PyDict>>,
+    /// The hash of the newest valid seal (hex): keep it, and `extends` proves later that the
+    /// file was only appended to since. None without a valid seal.
+    pub last_seal: Option<String>,
+    /// The file's id (hex), if it has one.
+    pub file_id: Option<String>,
+    hashes: Vec<[u8; 32]>,
+    untampered: bool,
+}
+
+#[pymethods]
+impl Seals {
+    /// Whether the file still holds the valid seal of `seal_hash` (hex, as `last_seal`) and
+    /// nothing was tampered with: it was only appended to since.
+    fn extends(&self, seal_hash: &str) -> PyResult<bool> {
+        let hash = parse_hash(seal_hash)?;
+        Ok(self.untampered && self.hashes.contains(&hash))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Seals(authentic={}, authentic_records={}, unsealed_records={}, tampered={})",
+            if self.authentic { "True" } else { "False" },
+            self.authentic_records,
+            self.unsealed_records,
+            self.tampered.len()
+        )
+    }
+
+    fn __bool__(&self) -> bool {
+        self.authentic
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hash(text: &str) -> PyResult<[u8; 32]> {
+    let bad = || PyValueError::new_err(format!("{text:?} is no seal hash (64 hexadecimal digits)"));
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(bad());
+    }
+    let mut hash = [0u8; 32];
+    for (i, byte) in hash.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(hash)
+}
+
+impl Seals {
+    fn of(py: Python<'_>, sealed: &cobsfile::seal::Sealed) -> PyResult<Seals> {
+        use cobsfile::seal::Status;
+        let (authentic_blocks, authentic_records) = sealed.count(Status::Authentic);
+        let (unsealed_blocks, unsealed_records) = sealed.count(Status::Unsealed);
+        let mut chains = Vec::new();
+        for c in &sealed.chains {
+            let d = PyDict::new(py);
+            d.set_item("chain", hex(&c.chain))?;
+            d.set_item("key_id", c.key_id.to_string())?;
+            d.set_item("seals", c.seals)?;
+            d.set_item("blocks", c.blocks)?;
+            d.set_item("last_seal", hex(&c.last_hash))?;
+            d.set_item("last_time", c.last_time)?;
+            chains.push(d.unbind());
+        }
+        let last = sealed.chains.iter().max_by_key(|c| c.last_time);
+        Ok(Seals {
+            authentic: sealed.is_authentic(),
+            authentic_blocks,
+            authentic_records,
+            unsealed_blocks,
+            unsealed_records,
+            unsealed: (sealed.ranges(Status::Unsealed).iter())
+                .map(|r| (r.start, r.end))
+                .collect(),
+            tampered: (sealed.tampered.iter())
+                .map(|t| {
+                    let kind = t.kind.name().to_string();
+                    (t.range.start, t.range.end, kind, t.detail.clone())
+                })
+                .collect(),
+            chains,
+            last_seal: last.map(|c| hex(&c.last_hash)),
+            file_id: sealed.file_id.as_ref().map(|id| hex(id)),
+            hashes: sealed.seal_hashes.clone(),
+            untampered: sealed.tampered.is_empty(),
+        })
+    }
 }
 
 #[pymethods]
@@ -81,6 +190,7 @@ impl Report {
             ending: report.ending.name().to_string(),
             clean: report.is_clean(),
             damaged_bytes: report.damaged_bytes(),
+            seals: None,
         })
     }
 }
@@ -115,18 +225,38 @@ impl Recovery {
 }
 
 /// Reads every block of `source` (a path, bytes or a binary file object) and reports what is
-/// intact, damaged and unreadable, and how the file ends.
+/// intact, damaged and unreadable, and how the file ends; with `keys` (public key files),
+/// also what its seals prove, in `report.seals` (an object in a store is then fetched whole).
 #[pyfunction]
-#[pyo3(signature = (source, *, dictionaries=None, threads=1, max_body_size=None))]
+#[pyo3(signature = (source, *, dictionaries=None, threads=1, max_body_size=None, keys=None))]
 pub(crate) fn verify(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
     dictionaries: Option<Vec<Vec<u8>>>,
     threads: usize,
     max_body_size: Option<usize>,
+    keys: Option<Vec<PathBuf>>,
 ) -> PyResult<Report> {
     let (bytes, _) = open_source(py, source)?;
     let options = reader_options(dictionaries, threads, max_body_size, None);
+    if let Some(paths) = keys {
+        if paths.is_empty() {
+            return Err(PyValueError::new_err(
+                "keys is empty: give public key files",
+            ));
+        }
+        let keys = (paths.iter())
+            .map(cobsfile::key::VerifyingKey::read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_error(py, e))?;
+        let bytes = py.detach(|| bytes.into_whole()).map_err(PyErr::from)?;
+        let (report, sealed) = py
+            .detach(|| options.verify_seals(bytes.whole().unwrap_or_default(), &keys))
+            .map_err(|e| file_error(py, e))?;
+        let mut out = Report::of(py, &report)?;
+        out.seals = Some(Py::new(py, Seals::of(py, &sealed)?)?);
+        return Ok(out);
+    }
     let report = py
         .detach(|| bytes.verify(&options))
         .map_err(|e| file_error(py, e))?;

@@ -175,7 +175,7 @@ impl Writer {
 #[pymethods]
 impl Writer {
     #[new]
-    #[pyo3(signature = (target, *, compression=None, block_size=None, metadata=None, dictionary=None, schema=None, threads=1, index=true, overwrite=false))]
+    #[pyo3(signature = (target, *, compression=None, block_size=None, metadata=None, dictionary=None, schema=None, threads=1, index=true, overwrite=false, seal=None, seal_every=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -188,8 +188,11 @@ impl Writer {
         threads: usize,
         index: bool,
         overwrite: bool,
+        seal: Option<PathBuf>,
+        seal_every: Option<u64>,
     ) -> PyResult<Self> {
         let compression = compression_of(compression)?;
+        let sealing = sealing_key(py, seal, seal_every)?;
         let entries = entries_of(metadata)?;
         let schema = schema.map(|json| schema_of(py, &json)).transpose()?;
         let mut new_file = None;
@@ -232,6 +235,9 @@ impl Writer {
         }
         if let Some(d) = dictionary {
             builder = builder.dictionary(Dictionary::new(d), true);
+        }
+        if let Some((key, every)) = sealing {
+            builder = builder.seal(key).seal_every(every, None);
         }
         let mut writer = py
             .detach(|| builder.build(out))
@@ -476,7 +482,7 @@ impl cobsfile::avro::RecordSink for Encoder {
 #[pymethods]
 impl Appender {
     #[new]
-    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1, segment_size=None, segment_age=None, retain_size=None, retain_age=None, retain_count=None))]
+    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1, segment_size=None, segment_age=None, retain_size=None, retain_age=None, retain_count=None, seal=None, seal_every=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -493,7 +499,10 @@ impl Appender {
         retain_size: Option<u64>,
         retain_age: Option<f64>,
         retain_count: Option<u64>,
+        seal: Option<PathBuf>,
+        seal_every: Option<u64>,
     ) -> PyResult<Self> {
+        let sealing = sealing_key(py, seal, seal_every)?;
         let mut builder = AppenderBuilder::new()
             .durability(durability_of(durability)?)
             .compression(compression_of(compression)?)
@@ -503,6 +512,9 @@ impl Appender {
         }
         if let Some(d) = dictionary {
             builder = builder.dictionary(Dictionary::new(d), true);
+        }
+        if let Some((key, every)) = sealing {
+            builder = builder.seal(key).seal_every(every, None);
         }
         if let Some(seconds) = max_delay {
             let delay = Duration::try_from_secs_f64(seconds)
@@ -694,4 +706,29 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Writer>()?;
     m.add_class::<Appender>()?;
     Ok(())
+}
+
+/// The private key file `seal` names, read (refused if others can read it), and how often to
+/// seal: `seal_every` bytes of blocks, 1 MiB by default.
+fn sealing_key(
+    py: Python<'_>,
+    seal: Option<PathBuf>,
+    seal_every: Option<u64>,
+) -> PyResult<Option<(cobsfile::key::SealingKey, u64)>> {
+    let Some(path) = seal else {
+        if seal_every.is_some() {
+            return Err(PyValueError::new_err(
+                "seal_every needs seal= (a private key file)",
+            ));
+        }
+        return Ok(None);
+    };
+    if seal_every == Some(0) {
+        return Err(PyValueError::new_err("seal_every must be > 0"));
+    }
+    let key = cobsfile::key::SealingKey::read(&path).map_err(|e| file_error(py, e))?;
+    Ok(Some((
+        key,
+        seal_every.unwrap_or(cobsfile::seal::DEFAULT_SEAL_BYTES),
+    )))
 }

@@ -1,0 +1,75 @@
+"""Sealed files from Python: a Writer or an Appender given a private key seals what it writes;
+`verify(keys=...)` says what the seals prove, as `cobsfile verify --key` does, and finds a
+block taken out, framing and all, that a plain verify cannot see."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import cobsfile
+from conftest import run
+
+
+@pytest.fixture
+def key(cli, tmp_path):
+    path = tmp_path / "archive"
+    run(cli, "key", "generate", "-o", str(path))
+    return path
+
+
+def test_a_sealed_file_verifies_and_a_block_cut_out_is_removed(cli, key, tmp_path):
+    path = tmp_path / "sealed.cobs"
+    with cobsfile.Writer(path, block_size=200, seal=key, seal_every=1000) as w:
+        for i in range(2000):
+            w.write(f"event {i:05}".encode())
+    public = f"{key}.pub"
+    report = cobsfile.verify(path, keys=[public])
+    assert report.clean
+    seals = report.seals
+    assert seals.authentic and seals.authentic_records == 2000
+    assert seals.tampered == [] and seals.unsealed_records == 0
+    assert seals.extends(seals.last_seal)
+    assert cobsfile.verify(path).seals is None
+
+    # The CLI agrees, and names the same last seal.
+    out = run(cli, "verify", "--json", "--key", public, str(path)).stdout
+    assert json.loads(out)["seals"]["chains"][0]["last_seal"] == seals.last_seal
+
+    # A data block cut out, framing and all: a plain verify is clean, the seals tell.
+    data = bytes(path.read_bytes())
+    with cobsfile.open(path) as r:
+        blocks = [b for b in r.blocks() if b.type == "data"]
+    victim = blocks[len(blocks) // 2]
+    cut = data[: victim.offset + 1] + data[victim.offset + victim.size + 1 :]
+    assert cobsfile.verify(cut).clean
+    report = cobsfile.verify(cut, keys=[public])
+    kinds = [t[2] for t in report.seals.tampered]
+    assert kinds == ["removed"]
+    assert not report.seals
+    assert not report.seals.extends(seals.last_seal)
+
+
+def test_an_appender_seals_at_close_and_key_mistakes_are_clear(cli, key, tmp_path):
+    log = tmp_path / "log.cobs"
+    for session in range(2):
+        with cobsfile.Appender(log, seal=key) as a:
+            for i in range(100):
+                a.append(f"s{session} {i}".encode())
+    seals = cobsfile.verify(log, keys=[f"{key}.pub"]).seals
+    assert seals.authentic and seals.authentic_records == 200 and len(seals.chains) == 2
+
+    with pytest.raises(cobsfile.Error, match="public"):
+        cobsfile.verify(log, keys=[key])  # the private key where the public one is wanted
+    with pytest.raises(cobsfile.Error, match="no such file"):
+        cobsfile.verify(log, keys=[tmp_path / "missing.pub"])
+    with pytest.raises(ValueError, match="seal_every"):
+        cobsfile.Writer(tmp_path / "x.cobs", seal_every=10)
+    os.chmod(key, 0o644)
+    with pytest.raises(cobsfile.Error, match="chmod"):
+        cobsfile.Writer(tmp_path / "y.cobs", seal=key)
+    assert not (tmp_path / "y.cobs").exists()
+    with pytest.raises(ValueError, match="seal hash"):
+        seals.extends("abc")
