@@ -594,12 +594,17 @@ impl Sealed {
     /// block but seal and end blocks is authentic. Damage is reported apart: a damaged block
     /// is no block here.
     pub fn is_authentic(&self) -> bool {
-        self.tampered.is_empty()
-            && !self.chains.is_empty()
-            && self
-                .blocks
-                .iter()
-                .all(|b| matches!(b.status, Status::Authentic | Status::Structure))
+        self.tampered.is_empty() && !self.chains.is_empty() && !self.has_unsealed_content()
+    }
+
+    /// Whether blocks no seal covers hold content: anything but an index or a time index,
+    /// which a writer that finishes a log in place adds (spec 11.3) and which hold only where
+    /// the other blocks are (nothing a reader of authentic records takes from them).
+    pub fn has_unsealed_content(&self) -> bool {
+        self.blocks.iter().any(|b| {
+            b.status == Status::Unsealed
+                && !matches!(b.block_type, BlockType::Index | BlockType::TimeIndex)
+        })
     }
 
     /// The blocks of `status`, consecutive ones merged into one byte range.

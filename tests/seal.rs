@@ -549,3 +549,76 @@ fn many_blocks_alike_verify_in_time_proportional_to_the_file() {
         sealed.tampered
     );
 }
+
+#[test]
+fn a_writer_seals_after_its_interval_and_by_size() {
+    let count_seals = |bytes: &[u8]| ReaderBuilder::new().verify(bytes).unwrap().blocks.seal;
+    // By time: a seal at the first block written once the interval has passed.
+    let mut writer = WriterBuilder::new()
+        .seal(key())
+        .seal_every(u64::MAX, Some(std::time::Duration::from_millis(20)))
+        .build(Vec::new())
+        .unwrap();
+    writer.write_record(b"first").unwrap();
+    writer.flush().unwrap();
+    assert_eq!(count_seals(writer.get_ref()), 0);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    writer.write_record(b"second").unwrap();
+    writer.flush().unwrap();
+    assert_eq!(count_seals(writer.get_ref()), 1);
+    // By size: one seal per 1,000 bytes of blocks, about.
+    let mut writer = WriterBuilder::new()
+        .block_target(100)
+        .seal(key())
+        .seal_every(1000, None)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..1000 {
+        writer
+            .write_record(format!("record {i}").as_bytes())
+            .unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let seals = count_seals(&file);
+    // Counted in the bytes of the blocks sealed, not of the seals.
+    let sealed_bytes: u64 = blocks(&file)
+        .iter()
+        .filter(|(t, _)| *t != BlockType::Seal)
+        .map(|(_, b)| b.len() as u64)
+        .sum();
+    let expected = sealed_bytes / 1000;
+    assert!(
+        seals >= expected * 8 / 10 && seals <= expected + 2,
+        "{seals} seals for {sealed_bytes} bytes sealed"
+    );
+    let (_, sealed) = check(&file);
+    assert!(sealed.is_authentic());
+}
+
+#[test]
+fn a_sealed_log_finished_in_place_stays_authentic() {
+    use cobsfile::{AppenderBuilder, Durability};
+    let file = common::TempFile::with_contents(&[]);
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .block_target(200)
+        .seal(key())
+        .open(&file.0)
+        .unwrap();
+    for i in 0..100 {
+        log.append(format!("event {i}").as_bytes()).unwrap();
+    }
+    log.close().unwrap();
+    let finished = cobsfile::finish_log(&file.0, &ReaderBuilder::new()).unwrap();
+    assert!(
+        matches!(finished, cobsfile::Finish::Finished(_)),
+        "{finished:?}"
+    );
+    let bytes = std::fs::read(&file.0).unwrap();
+    let (report, sealed) = check(&bytes);
+    assert_eq!(report.ending, cobsfile::Ending::Finished);
+    // The index finishing added is unsealed, and keeps nothing else from being authentic.
+    assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 100);
+    assert_eq!(sealed.count(Status::Unsealed).0, 1);
+}

@@ -188,26 +188,9 @@ fn run_authentic(
     keys: &[cobsfile::key::VerifyingKey],
 ) -> Result<Outcome, Failure> {
     let name = input::name(path);
-    if input::object_url(path).is_some() {
-        return Err(Failure::usage(format!(
-            "{name}: cat --authentic reads local files and stdin; fetch the object first"
-        )));
-    }
     let builder = args.read.builder()?;
-    let held;
-    let bytes: &[u8] = match input::open(path)? {
-        input::Input::Stream(mut stream) => {
-            let mut all = Vec::new();
-            io::Read::read_to_end(&mut stream, &mut all)
-                .map_err(|e| Failure::new(format!("{name}: {e}")))?;
-            held = Held::Bytes(all);
-            held.bytes()
-        }
-        input::Input::Mapped(file) => {
-            held = Held::Mapped(file);
-            held.bytes()
-        }
-    };
+    let held = super::verify::Held::open(path, &name)?;
+    let bytes = held.bytes();
     let (report, sealed) = builder
         .verify_seals(bytes, keys)
         .map_err(|e| Failure::at(&name, e))?;
@@ -252,28 +235,13 @@ fn run_authentic(
     }
     quiet_broken_pipe(out.flush())?;
     let mut outcome = Outcome::of(&report);
-    if unsealed_blocks > 0 || sealed.chains.is_empty() {
+    if sealed.has_unsealed_content() || sealed.chains.is_empty() {
         outcome = outcome.worst(Outcome::Unsealed);
     }
     if !sealed.tampered.is_empty() {
         outcome = outcome.worst(Outcome::Tampered);
     }
     Ok(outcome)
-}
-
-/// The bytes `cat --authentic` reads: a mapping, or stdin read whole.
-enum Held {
-    Mapped(cobsfile::MappedFile),
-    Bytes(Vec<u8>),
-}
-
-impl Held {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Held::Mapped(file) => file.bytes(),
-            Held::Bytes(bytes) => bytes,
-        }
-    }
 }
 
 /// `cat` of one file.

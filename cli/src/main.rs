@@ -129,7 +129,8 @@ malformed-seal, conflicting or seal-removed, and its bytes), a line for blocks n
 (unsealed: written after the last seal, or by a writer that did not seal), and a line for
 what is authentic, with the last seal's hash: keep it, and `--extends HASH` later proves the
 file still holds what it held then and was only appended to (a file cut back to an earlier
-seal cannot be told from the file alone). Exit 6 for tampering, 7 for unsealed blocks.
+seal cannot be told from the file alone). Exit 6 for tampering, 7 for unsealed blocks. An
+object in a store is fetched whole first (verification hashes every byte).
 With --json, a \"seals\" object: \"authentic\" and \"unsealed\" (blocks, records, ranges),
 \"tampered\" (ranges with \"kind\" and \"message\") and \"chains\".
 

@@ -94,23 +94,11 @@ impl Verify {
         keys: &[cobsfile::key::VerifyingKey],
         extends: Option<&[u8; 32]>,
     ) -> Result<Outcome, Failure> {
-        if input::object_url(path).is_some() {
-            return Err(Failure::usage(format!(
-                "{}: verify --key reads local files and stdin; fetch the object first",
-                self.name
-            )));
-        }
         let builder = options.builder()?;
-        let (report, sealed) = match input::open(path)? {
-            input::Input::Stream(mut stream) => {
-                let mut bytes = Vec::new();
-                io::Read::read_to_end(&mut stream, &mut bytes)
-                    .map_err(|e| Failure::new(format!("{}: {e}", self.name)))?;
-                builder.verify_seals(&bytes, keys)
-            }
-            input::Input::Mapped(file) => builder.verify_seals(file.bytes(), keys),
-        }
-        .map_err(|e| Failure::at(&self.name, e))?;
+        let held = Held::open(path, &self.name)?;
+        let (report, sealed) = builder
+            .verify_seals(held.bytes(), keys)
+            .map_err(|e| Failure::at(&self.name, e))?;
         not_a_cobsfile(&self.name, &report)?;
         let held = extends.map(|hash| (hash, sealed.extends(hash)));
         let mut out = io::stdout().lock();
@@ -124,7 +112,7 @@ impl Verify {
         };
         super::quiet_broken_pipe(written)?;
         let mut outcome = Outcome::of(&report);
-        let unsealed = sealed.count(Status::Unsealed).0 > 0 || sealed.chains.is_empty();
+        let unsealed = sealed.has_unsealed_content() || sealed.chains.is_empty();
         if unsealed {
             outcome = outcome.worst(Outcome::Unsealed);
         }
@@ -457,4 +445,38 @@ fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
         "file_id": sealed.file_id.as_ref().map(|id| hex(id)),
         "extends": held.map(|(hash, held)| json!({ "seal": hex(hash), "held": held })),
     })
+}
+
+/// The bytes of a file whose seals are verified, held whole: mapped, stdin read, or an object
+/// in a store fetched whole (into an unnamed temporary file, mapped): verification hashes
+/// every block, so it reads every byte anyway.
+pub enum Held {
+    Mapped(cobsfile::MappedFile),
+    Bytes(Vec<u8>),
+}
+
+impl Held {
+    pub fn open(path: &Path, name: &str) -> Result<Held, Failure> {
+        if let Some(url) = input::object_url(path) {
+            let file =
+                cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
+            return Ok(Held::Mapped(file));
+        }
+        Ok(match input::open(path)? {
+            input::Input::Stream(mut stream) => {
+                let mut all = Vec::new();
+                io::Read::read_to_end(&mut stream, &mut all)
+                    .map_err(|e| Failure::new(format!("{name}: {e}")))?;
+                Held::Bytes(all)
+            }
+            input::Input::Mapped(file) => Held::Mapped(file),
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Held::Mapped(file) => file.bytes(),
+            Held::Bytes(bytes) => bytes,
+        }
+    }
 }
