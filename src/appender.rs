@@ -259,7 +259,11 @@ impl AppenderBuilder {
     /// [`seal_every`](Self::seal_every) says), at [`sync`](Appender::sync) and at
     /// [`close`](Appender::close). The log's id is the one its metadata holds; a log without
     /// one gets one in the first block appended (which needs the log to this appender alone,
-    /// so that two appenders never give it two ids). Not for log directories yet.
+    /// so that two appenders never give it two ids). In a log directory, each segment is a
+    /// file of its own: the appender seals what it wrote to a segment when it leaves it, and
+    /// starts a chain for the next, of the id the segment's metadata names (appenders of one
+    /// directory should all seal, or none: a segment that one that does not seal made gets
+    /// its id from the first that seals it).
     pub fn seal(mut self, key: crate::key::SealingKey) -> Self {
         self.writer = self.writer.seal(key);
         self
@@ -433,6 +437,9 @@ struct LogFile {
     /// The dictionary block the writer embeds, if any (`type length body 00`): a log
     /// truncated to nothing starts again with it too, or its blocks could not be read.
     dictionary: Vec<u8>,
+    /// A sealing appender's chain, in a log directory: sealed when a segment is left, and
+    /// started anew for the next (spec 8.10).
+    sealer: Option<crate::seal::SharedSealer>,
 }
 
 impl Write for LogFile {
@@ -444,7 +451,9 @@ impl Write for LogFile {
         // The blocks it announced come with them: what a reader needs to read the records
         // after (the schema of typed records, spec 15.1).
         let mut len = self.file.len()?;
-        if self.segments.as_mut().is_some_and(|s| s.due(len)) {
+        // A seal goes where the blocks it seals are: never the first block of a segment.
+        let seal = matches!(crate::varint::read(buf), Ok((types::SEAL, _)));
+        if !seal && self.segments.as_mut().is_some_and(|s| s.due(len)) {
             self.roll()?;
             len = self.file.len()?;
         }
@@ -470,6 +479,17 @@ impl LogFile {
     /// and hands the one left to be finished. A roll that fails leaves the appender where it
     /// was, to try again later.
     fn roll(&mut self) -> io::Result<()> {
+        // A sealing appender seals what it wrote to the segment it leaves, there.
+        if let Some(sealer) = &self.sealer {
+            let mut sealer = crate::seal::lock(sealer);
+            if sealer.pending() > 0 {
+                let payload = sealer.seal_now().to_bytes();
+                let mut out = Vec::new();
+                let at = block::encode(types::SEAL, &payload, None, &mut out)
+                    .map_err(io::Error::other)?;
+                append_block(&*self.file, &[0], &out[at..])?;
+            }
+        }
         // What was written to the segment left is durable before a sync of the next one
         // counts records durable.
         self.file.sync_data()?;
@@ -482,9 +502,40 @@ impl LogFile {
         let Some(segments) = self.segments.as_mut() else {
             return Ok(());
         };
-        let Some(rolled) = segments.roll(&extra) else {
+        let new_id = match self.sealer {
+            Some(_) => Some(crate::seal::Sealer::random_id()?),
+            None => None,
+        };
+        let Some(rolled) = segments.roll(&extra, new_id) else {
             return Ok(());
         };
+        if let (Some(sealer), Some(new_id)) = (&self.sealer, new_id) {
+            // A new chain for the new segment: of the id it made it with (its first blocks
+            // are this chain's), or of the one a segment another appender made names (one
+            // written first if it names none).
+            let mut sealer = crate::seal::lock(sealer);
+            match &rolled.made {
+                Some(start) => {
+                    sealer.restart(new_id, crate::seal::Sealer::random_id()?);
+                    sealer.blocks_written(start);
+                }
+                None => match file_id_of(&*rolled.file).map_err(io::Error::other)? {
+                    Some(id) => sealer.restart(id, crate::seal::Sealer::random_id()?),
+                    None => {
+                        sealer.restart(new_id, crate::seal::Sealer::random_id()?);
+                        let mut payload = Vec::new();
+                        let text = crate::seal::file_id_text(&new_id);
+                        block::metadata_payload([(crate::seal::FILE_ID_KEY, text)], &mut payload)
+                            .map_err(io::Error::other)?;
+                        let mut out = Vec::new();
+                        let at = block::encode(types::METADATA, &payload, None, &mut out)
+                            .map_err(io::Error::other)?;
+                        append_block(&*rolled.file, &[0], &out[at..])?;
+                        sealer.block(&out[at..]);
+                    }
+                },
+            }
+        }
         let left = std::mem::replace(&mut self.file, Arc::clone(&rolled.file));
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = rolled.file;
         segments.maintainer.pass(Some(left));
@@ -607,11 +658,20 @@ impl Appender {
             looked: Instant::now(),
             failed: None,
             maintainer: Arc::clone(&maintainer),
+            made: None,
+        };
+        // A sealing appender names a new file id in each segment it makes (spec 8.10).
+        let seals = options.writer.seals();
+        let new_id = || -> Result<Option<[u8; 16]>> {
+            Ok(match seals {
+                true => Some(crate::seal::Sealer::random_id()?),
+                false => None,
+            })
         };
         // Each round opens the newest segment, or finds it gone, finished, or missing.
         for _ in 0..64 {
             let Some((seq, path)) = crate::segments::list_in(&*fs, dir)?.pop() else {
-                let rolled = segments.roll(&dictionary).ok_or_else(|| {
+                let rolled = segments.roll(&dictionary, new_id()?).ok_or_else(|| {
                     io::Error::other(format!("cannot make a first segment in {}", dir.display()))
                 });
                 let _ = rolled?;
@@ -634,7 +694,7 @@ impl Appender {
             if crate::segments::ends_finished(&*file)? {
                 // Finished (by hand): never appended to again; the next segment is.
                 drop(file);
-                if segments.roll(&dictionary).is_none() {
+                if segments.roll(&dictionary, new_id()?).is_none() {
                     return Err(io::Error::other(format!(
                         "cannot make a segment after {} in {}",
                         crate::segments::segment_name(seq),
@@ -723,13 +783,8 @@ impl Appender {
             }
         }
         let mut writer_options = options.writer.clone().without_header();
+        let mut log_sealer = None;
         if writer_options.seals() {
-            if segments.is_some() {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "sealing a log directory's segments is not supported yet: seal a log file",
-                )));
-            }
             let file_id = match opened.created {
                 true => None,
                 false => file_id_of(&*file)?,
@@ -742,6 +797,25 @@ impl Appender {
                 )));
             }
             writer_options = writer_options.seal_file_id(file_id);
+            if let Some(segments) = &segments {
+                // A chain the log directory starts anew at each segment: of this segment's
+                // id, its first blocks this appender's if it made them.
+                let key = writer_options.sealing_key().expect("a writer that seals");
+                let id = match file_id {
+                    Some(id) => id,
+                    None => crate::seal::Sealer::random_id()?,
+                };
+                let mut sealer =
+                    crate::seal::Sealer::new(key, id, crate::seal::Sealer::random_id()?);
+                if let Some((seq, start)) = &segments.made {
+                    if *seq == segments.seq {
+                        sealer.blocks_written(start);
+                    }
+                }
+                let shared = Arc::new(Mutex::new(sealer));
+                writer_options = writer_options.seal_shared(Arc::clone(&shared));
+                log_sealer = Some(shared);
+            }
         }
         let sync = Arc::clone(&file);
         let current = Arc::new(Mutex::new(Arc::clone(&file)));
@@ -753,6 +827,7 @@ impl Appender {
             start,
             announced: Arc::clone(&announced),
             dictionary,
+            sealer: log_sealer,
         })?;
         if exclusive {
             // The file's start is written: let other appenders in.

@@ -374,7 +374,7 @@ fn last_block_of(
 /// chains, spec 8.10).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IndexBuilder {
-    pub sealer: Option<Box<crate::seal::Sealer>>,
+    pub sealer: Option<crate::seal::SharedSealer>,
     enabled: bool,
     count: u64,
     span: u64,
@@ -395,9 +395,9 @@ impl IndexBuilder {
     /// Records a block written whole: `block` runs from its type field to its closing sync
     /// byte; `items` is its record count (0 for blocks other than data).
     pub fn push(&mut self, block: &[u8], items: u64) {
-        if let Some(sealer) = &mut self.sealer {
+        if let Some(sealer) = &self.sealer {
             if !crate::seal::outside_chains(varint::read(block).map_or(0, |(t, _)| t)) {
-                sealer.block(block);
+                crate::seal::lock(sealer).block(block);
             }
         }
         if !self.enabled {

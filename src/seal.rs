@@ -291,6 +291,15 @@ impl Bytes<'_> {
     }
 }
 
+/// A chain shared by a writer and the log directory it appends to, which starts a new chain
+/// for each segment it rolls to.
+pub(crate) type SharedSealer = std::sync::Arc<std::sync::Mutex<Sealer>>;
+
+/// Locks a shared chain, ignoring poisoning (its state stays whole between calls).
+pub(crate) fn lock(sealer: &SharedSealer) -> std::sync::MutexGuard<'_, Sealer> {
+    sealer.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A chain's sealing state: fed the blocks the writer writes ([`block`](Self::block)), it
 /// makes the seal of those written since its last ([`seal`](Self::seal)).
 #[derive(Debug, Clone)]
@@ -354,6 +363,29 @@ impl Sealer {
     /// The file id the seals name.
     pub fn file_id(&self) -> [u8; 16] {
         self.file_id
+    }
+
+    /// Starts a new chain, `chain`, for the file `file_id` (a log directory's next segment),
+    /// with the same key and clock; what the old chain had not sealed is dropped.
+    pub(crate) fn restart(&mut self, file_id: [u8; 16], chain: [u8; 16]) {
+        *self = Sealer::new(self.key.clone(), file_id, chain).with_clock(self.clock);
+    }
+
+    /// The key it signs with.
+    pub(crate) fn key(&self) -> &SealingKey {
+        &self.key
+    }
+
+    /// Notes, of `bytes` (blocks as a writer wrote them, each from its type field to its
+    /// closing sync byte, after an optional leading sync byte), every block a chain covers.
+    pub(crate) fn blocks_written(&mut self, bytes: &[u8]) {
+        let bytes = bytes.strip_prefix(&[0]).unwrap_or(bytes);
+        for block in bytes.split_inclusive(|&b| b == 0) {
+            let type_id = varint::read(block).map_or(0, |(t, _)| t);
+            if !outside_chains(type_id) {
+                self.block(block);
+            }
+        }
     }
 
     /// Notes a block the writer wrote whole: `block` runs from its type field to its closing

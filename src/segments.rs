@@ -126,12 +126,19 @@ pub(crate) fn now_ns() -> i64 {
 
 /// The bytes a new segment starts with: the 19 bytes every file starts with, a log block,
 /// and a metadata block saying when it was made (`created`, ns since the epoch).
-pub(crate) fn segment_start(created: i64) -> Result<Vec<u8>> {
+pub(crate) fn segment_start(created: i64, file_id: Option<[u8; 16]>) -> Result<Vec<u8>> {
     let mut start = block::file_start();
     start.extend_from_slice(&block::empty_block(types::LOG)[1..]);
     let mut payload = Vec::new();
     let value = created.to_string();
-    block::metadata_payload([(SEGMENT_CREATED_KEY, value.as_bytes())], &mut payload)?;
+    let mut entries = vec![(SEGMENT_CREATED_KEY, value.into_bytes())];
+    if let Some(id) = file_id {
+        entries.push((
+            crate::seal::FILE_ID_KEY,
+            crate::seal::file_id_text(&id).into_bytes(),
+        ));
+    }
+    block::metadata_payload(entries, &mut payload)?;
     let mut encoded = Vec::new();
     let at = block::encode(types::METADATA, &payload, None, &mut encoded)?;
     start.extend_from_slice(&encoded[at..]);
@@ -303,11 +310,15 @@ pub(crate) struct Segments {
     pub failed: Option<std::time::Instant>,
     /// Finishes segments rolled away from and applies retention.
     pub maintainer: std::sync::Arc<Maintainer>,
+    /// The segment this appender made last, and the bytes it started it with.
+    pub made: Option<(u64, Vec<u8>)>,
 }
 
-/// What a roll found: the segment to append to from now on.
+/// What a roll found: the segment to append to from now on, and, if the roll made it, the
+/// bytes it started it with.
 pub(crate) struct Rolled {
     pub file: std::sync::Arc<dyn Handle>,
+    pub made: Option<Vec<u8>>,
 }
 
 impl Segments {
@@ -336,10 +347,11 @@ impl Segments {
 
     /// Moves on to the newest segment, making a new one unless another appender made one
     /// after the one appended to; a segment it makes carries `extra` after its start (the
-    /// blocks every segment needs: an embedded dictionary, announced metadata). `None` if that
+    /// blocks every segment needs: an embedded dictionary, announced metadata), and its
+    /// metadata names `file_id` if given (a sealing appender's, spec 8.10). `None` if that
     /// failed: the caller appends where it did and tries again later.
-    pub fn roll(&mut self, extra: &[u8]) -> Option<Rolled> {
-        match self.next_segment(extra) {
+    pub fn roll(&mut self, extra: &[u8], file_id: Option<[u8; 16]>) -> Option<Rolled> {
+        match self.next_segment(extra, file_id) {
             Ok(rolled) => {
                 self.failed = None;
                 Some(rolled)
@@ -351,21 +363,23 @@ impl Segments {
         }
     }
 
-    fn next_segment(&mut self, extra: &[u8]) -> Result<Rolled> {
+    fn next_segment(&mut self, extra: &[u8], file_id: Option<[u8; 16]>) -> Result<Rolled> {
         // Each round either opens a segment or finds a newer one made meanwhile.
         for _ in 0..64 {
             let newest = list_in(&*self.fs, &self.dir)?
                 .last()
                 .map_or(0, |(seq, _)| *seq);
+            let mut made = None;
             let seq = if newest > self.seq {
                 newest
             } else {
                 let seq = self.seq + 1;
                 let created = now_ns();
-                if !self.make(seq, created, extra)? {
+                let Some(start) = self.make(seq, created, extra, file_id)? else {
                     // Another appender made it first.
                     continue;
-                }
+                };
+                made = Some(start);
                 seq
             };
             let path = self.dir.join(segment_name(seq));
@@ -390,7 +404,8 @@ impl Segments {
             // Its name may have been made by an appender that crashed before syncing the
             // directory: records appended to it are durable only with it.
             file.sync_entry()?;
-            return Ok(Rolled { file });
+            self.made = made.as_ref().map(|start| (seq, start.clone()));
+            return Ok(Rolled { file, made });
         }
         Err(
             io::Error::other("segments keep appearing faster than this appender can open them")
@@ -399,21 +414,27 @@ impl Segments {
     }
 
     /// Makes segment `seq` (its start, then `extra`), whole and synced before it takes its
-    /// name; false if the name was taken.
-    fn make(&self, seq: u64, created: i64, extra: &[u8]) -> Result<bool> {
+    /// name: the bytes it starts with, or `None` if the name was taken.
+    fn make(
+        &self,
+        seq: u64,
+        created: i64,
+        extra: &[u8],
+        file_id: Option<[u8; 16]>,
+    ) -> Result<Option<Vec<u8>>> {
         let path = self.dir.join(segment_name(seq));
         let new = self.fs.create_new(&path)?;
-        let mut start = segment_start(created)?;
+        let mut start = segment_start(created, file_id)?;
         start.extend_from_slice(extra);
         new.append_all(&start)?;
         new.sync()?;
         match new.place(false) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
             Err(e) => return Err(e.into()),
         }
         new.sync_entry()?;
-        Ok(true)
+        Ok(Some(start))
     }
 }
 

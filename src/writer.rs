@@ -11,7 +11,7 @@ use crate::key::SealingKey;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::parallel::{Encoders, Kept};
 use crate::pipe;
-use crate::seal::{file_id_text, Sealer, DEFAULT_SEAL_BYTES, FILE_ID_KEY};
+use crate::seal::{file_id_text, Sealer, SharedSealer, DEFAULT_SEAL_BYTES, FILE_ID_KEY};
 use crate::time::{self, TimeSpan};
 use crate::varint;
 
@@ -73,6 +73,8 @@ struct Sealing {
 enum Chain {
     Key(Box<SealingKey>),
     Given(Box<Sealer>),
+    /// Shared with the log directory the writer appends to.
+    Shared(SharedSealer),
 }
 
 /// Room kept in front of a data block's records for their count, written when it closes.
@@ -155,6 +157,23 @@ impl WriterBuilder {
     /// Whether writers seal.
     pub(crate) fn seals(&self) -> bool {
         self.seal.is_some()
+    }
+
+    /// The key writers seal with, if they seal.
+    pub(crate) fn sealing_key(&self) -> Option<SealingKey> {
+        match &self.seal.as_ref()?.chain {
+            Chain::Key(key) => Some((**key).clone()),
+            Chain::Given(sealer) => Some(sealer.key().clone()),
+            Chain::Shared(sealer) => Some(crate::seal::lock(sealer).key().clone()),
+        }
+    }
+
+    /// Seals with `sealer`, shared with whoever starts its next chains (a log directory).
+    pub(crate) fn seal_shared(mut self, sealer: SharedSealer) -> Self {
+        if let Some(sealing) = &mut self.seal {
+            sealing.chain = Chain::Shared(sealer);
+        }
+        self
     }
 
     /// When a writer that seals seals on its own: once the blocks written since its last seal
@@ -361,19 +380,23 @@ impl WriterBuilder {
         let mut new_file_id = None;
         if let Some(sealing) = &self.seal {
             let sealer = match &sealing.chain {
-                Chain::Given(sealer) => (**sealer).clone(),
+                Chain::Given(sealer) => {
+                    std::sync::Arc::new(std::sync::Mutex::new((**sealer).clone()))
+                }
                 Chain::Key(key) => {
                     let file_id = match sealing.file_id {
                         Some(id) => id,
                         None => Sealer::random_id()?,
                     };
-                    Sealer::new((**key).clone(), file_id, Sealer::random_id()?)
+                    let chain = Sealer::new((**key).clone(), file_id, Sealer::random_id()?);
+                    std::sync::Arc::new(std::sync::Mutex::new(chain))
                 }
+                Chain::Shared(sealer) => std::sync::Arc::clone(sealer),
             };
             if sealing.file_id.is_none() {
-                new_file_id = Some(sealer.file_id());
+                new_file_id = Some(crate::seal::lock(&sealer).file_id());
             }
-            index.sealer = Some(Box::new(sealer));
+            index.sealer = Some(sealer);
         }
         let block_target = self.get_block_target();
         // Uncompressed blocks encoded on this thread are encoded as records arrive; the
@@ -686,7 +709,7 @@ impl<W: Write> Writer<W> {
             self.write_block(types::INDEX, &payload)?;
         }
         // The last seal covers every block but the end block (spec 8.10).
-        if self.index.sealer.as_ref().is_some_and(|s| s.pending() > 0) {
+        if (self.index.sealer.as_ref()).is_some_and(|s| crate::seal::lock(s).pending() > 0) {
             self.write_seal()?;
         }
         self.write_block(types::END, &[])?;
@@ -746,11 +769,14 @@ impl<W: Write> Writer<W> {
         let (Some(sealing), Some(sealer)) = (&self.options.seal, &self.index.sealer) else {
             return Ok(());
         };
-        let due = sealer.pending_bytes() >= sealing.every
-            || (sealer.pending() > 0
-                && sealing
-                    .interval
-                    .is_some_and(|interval| self.last_seal.elapsed() >= interval));
+        let due = {
+            let sealer = crate::seal::lock(sealer);
+            sealer.pending_bytes() >= sealing.every
+                || (sealer.pending() > 0
+                    && sealing
+                        .interval
+                        .is_some_and(|interval| self.last_seal.elapsed() >= interval))
+        };
         match due {
             true => self.write_seal(),
             false => Ok(()),
@@ -760,10 +786,10 @@ impl<W: Write> Writer<W> {
     /// Writes the seal of the blocks written since the last (behind the blocks in flight,
     /// which the next seal covers).
     fn write_seal(&mut self) -> Result<()> {
-        let Some(sealer) = &mut self.index.sealer else {
+        let Some(sealer) = &self.index.sealer else {
             return Ok(());
         };
-        let payload = sealer.seal_now().to_bytes();
+        let payload = crate::seal::lock(sealer).seal_now().to_bytes();
         self.last_seal = std::time::Instant::now();
         self.write_block(types::SEAL, &payload)
     }
@@ -774,7 +800,7 @@ impl<W: Write> Writer<W> {
     pub fn seal(&mut self) -> Result<()> {
         self.close_data_block()?;
         self.drain()?;
-        if self.index.sealer.as_ref().is_some_and(|s| s.pending() > 0) {
+        if (self.index.sealer.as_ref()).is_some_and(|s| crate::seal::lock(s).pending() > 0) {
             self.write_seal()?;
         }
         self.flush()

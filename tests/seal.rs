@@ -622,3 +622,69 @@ fn a_sealed_log_finished_in_place_stays_authentic() {
     assert_eq!(authentic_records(&sealed), 100);
     assert_eq!(sealed.count(Status::Unsealed).0, 1);
 }
+
+#[test]
+fn a_log_directory_that_seals_seals_each_segment_as_a_file_of_its_own() {
+    use cobsfile::segments::list_segments;
+    use cobsfile::{AppenderBuilder, Durability};
+    let dir = std::env::temp_dir().join(format!("cobsfile-seal-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .segment_size(3000)
+        .seal(key())
+        .seal_every(1000, None)
+        .maintain_in_background(false);
+    let mut total = 0;
+    for session in 0..2 {
+        let mut log = options.open_dir(&dir).unwrap();
+        for i in 0..300 {
+            log.append(format!("session {session} event {i:04}").as_bytes())
+                .unwrap();
+            total += 1;
+        }
+        log.close().unwrap();
+    }
+    let segments = list_segments(&dir).unwrap();
+    assert!(segments.len() > 4, "{} segments", segments.len());
+    let mut records = 0;
+    let mut ids = std::collections::HashSet::new();
+    for (_, path) in &segments {
+        let bytes = std::fs::read(path).unwrap();
+        let (report, sealed) = check(&bytes);
+        assert!(report.damaged.is_empty(), "{}", path.display());
+        assert!(
+            sealed.is_authentic(),
+            "{}: {:?} unsealed {:?}",
+            path.display(),
+            sealed.tampered,
+            sealed.ranges(Status::Unsealed)
+        );
+        assert!(
+            ids.insert(sealed.file_id.expect("an id")),
+            "each segment its own id"
+        );
+        records += authentic_records(&sealed);
+    }
+    assert_eq!(records, total);
+    // A segment's blocks moved into another: seals of two files in one.
+    let first = std::fs::read(&segments[0].1).unwrap();
+    let second = std::fs::read(&segments[1].1).unwrap();
+    let mut b = blocks(&first);
+    let theirs = blocks(&second);
+    let d = data(&theirs)[0];
+    let at = data(&b)[1];
+    b.insert(at, theirs[d].clone());
+    let s = (d..theirs.len())
+        .find(|&i| theirs[i].0 == BlockType::Seal)
+        .unwrap();
+    b.insert(at + 1, theirs[s].clone());
+    let (_, sealed) = check(&file_of(&b));
+    assert!(
+        kinds(&sealed).contains(&Tampering::OtherFile),
+        "{:?}",
+        sealed.tampered
+    );
+    assert_eq!(authentic_records(&sealed), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -202,7 +202,7 @@ fn run_authentic(
         eprintln!("cobsfile: {name}: {t}; left out");
     }
     let (unsealed_blocks, unsealed_records) = sealed.count(cobsfile::seal::Status::Unsealed);
-    if unsealed_blocks > 0 {
+    if sealed.has_unsealed_content() {
         eprintln!(
             "cobsfile: {name}: {unsealed_records} record(s) in {unsealed_blocks} block(s) no seal covers: left out"
         );

@@ -359,7 +359,8 @@ fn write_seals(
         )?;
     }
     let (blocks, records) = sealed.count(Status::Unsealed);
-    if blocks > 0 {
+    // An index finishing added, alone unsealed, is no news (spec 9.10).
+    if sealed.has_unsealed_content() {
         let ranges: Vec<String> = (sealed.ranges(Status::Unsealed).iter())
             .map(|r| format!("{}..{}", r.start, r.end))
             .collect();

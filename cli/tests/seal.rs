@@ -445,3 +445,50 @@ fn data_block(payload: &[u8]) -> Vec<u8> {
     out.push(0);
     out
 }
+
+#[test]
+fn pack_append_seal_to_a_log_directory_seals_every_segment() {
+    let dir = scratch("seal-dir");
+    let key = generate(&dir, "archive");
+    let public = dir.join("archive.pub");
+    let log = dir.join("log");
+    for part in 0..2 {
+        let input = dir.join(format!("part{part}.txt"));
+        let text: String = (0..4000)
+            .map(|i| format!("part {part} event {i:05}\n"))
+            .collect();
+        std::fs::write(&input, text).unwrap();
+        let out = cobsfile(&[
+            "pack",
+            input.to_str().unwrap(),
+            "--append",
+            log.to_str().unwrap(),
+            "--segment-size",
+            "32K",
+            "--seal",
+            key.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let segments = std::fs::read_dir(&log).unwrap().count();
+    assert!(segments >= 3, "{segments} segments");
+    let out = verify(&log, &public, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out).matches("authentic: ").count(), segments);
+    let out = cobsfile(&[
+        "cat",
+        "--key",
+        public.to_str().unwrap(),
+        "--authentic",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 8000);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}

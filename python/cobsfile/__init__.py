@@ -377,7 +377,8 @@ class Appender(_cobsfile.Appender):
     synced at most every 10 ms; `wait_durable(seq)` waits for a record's commit).
     schema: an Avro schema (JSON text or dict): `append` then takes values of it.
     seal: a private key file: what this appender appends is sealed (spec 8.10), a seal every
-    seal_every bytes (default 1 MiB), at `sync()` and at `close()`; not for log directories.
+    seal_every bytes (default 1 MiB), at `sync()` and at `close()`; in a log directory, each
+    segment is sealed as a file of its own when the appender leaves it.
     """
 
     def __new__(cls, path: Any, *, schema: Optional[Schema] = None, **options: Any):

@@ -73,3 +73,18 @@ def test_an_appender_seals_at_close_and_key_mistakes_are_clear(cli, key, tmp_pat
     assert not (tmp_path / "y.cobs").exists()
     with pytest.raises(ValueError, match="seal hash"):
         seals.extends("abc")
+
+
+def test_a_log_directory_seals_each_segment(key, tmp_path):
+    log = tmp_path / "log"
+    with cobsfile.Appender(log, seal=key, segment_size=8000) as a:
+        for i in range(2000):
+            a.append(f"event {i:05}".encode())
+    segments = cobsfile.segments(log)
+    assert len(segments) > 2
+    total = 0
+    for path in segments:
+        seals = cobsfile.verify(path, keys=[f"{key}.pub"]).seals
+        assert seals.authentic, (path, seals.tampered)
+        total += seals.authentic_records
+    assert total == 2000
