@@ -688,3 +688,42 @@ fn a_log_directory_that_seals_seals_each_segment_as_a_file_of_its_own() {
     assert_eq!(authentic_records(&sealed), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_sealed_log_torn_by_a_crash_reopens_without_tampering() {
+    use cobsfile::{AppenderBuilder, Durability};
+    let file = common::TempFile::with_contents(&[]);
+    let options = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .block_target(200)
+        .seal(key());
+    let mut log = options.open(&file.0).unwrap();
+    for i in 0..50 {
+        log.append(format!("before {i}").as_bytes()).unwrap();
+    }
+    log.sync().unwrap();
+    for i in 0..5 {
+        log.append(format!("unsealed {i}").as_bytes()).unwrap();
+    }
+    drop(log);
+    // The crash tore the block being written: half of a block's bytes at the end.
+    let whole = common::raw_block(3, &common::data_payload(&[b"torn record"]));
+    let mut bytes = std::fs::read(&file.0).unwrap();
+    bytes.extend_from_slice(&whole[..whole.len() / 2]);
+    std::fs::write(&file.0, &bytes).unwrap();
+    let mut log = options.open(&file.0).unwrap();
+    assert!(log.opened().torn.is_some());
+    for i in 0..20 {
+        log.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    log.close().unwrap();
+    let (report, sealed) = check(&std::fs::read(&file.0).unwrap());
+    assert!(
+        report.damaged.is_empty(),
+        "the torn block was cut: {:?}",
+        report.damaged
+    );
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 70);
+    assert_eq!(sealed.count(Status::Unsealed).1, 5);
+}
