@@ -140,8 +140,8 @@ others.";
 /// How a command ended, short of an error (a [`Failure`], exit 1, which outranks them all).
 ///
 /// Ordered from the least severe to the most, so that a command over several inputs ends with
-/// the [`worst`](Self::worst) of theirs: a failure, then damage, then an unfinished input,
-/// then unreadable blocks.
+/// the [`worst`](Self::worst) of theirs: a failure, then tampering, damage, unsealed blocks,
+/// an unfinished input, unreadable blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
     /// The input was clean: nothing damaged or unreadable, finished or an open log (exit 0).
@@ -498,13 +498,13 @@ mod tests {
     #[test]
     fn the_worst_outcome_wins_in_the_order_of_the_help() {
         use Outcome::*;
-        let order = [Clean, Unreadable, Unfinished, Damaged];
-        assert_eq!(order.map(Outcome::code), [0, 4, 5, 3]);
+        let order = [Clean, Unreadable, Unfinished, Unsealed, Damaged, Tampered];
+        assert_eq!(order.map(Outcome::code), [0, 4, 5, 7, 3, 6]);
         for (i, a) in order.iter().enumerate() {
             for (j, b) in order.iter().enumerate() {
                 assert_eq!(a.worst(*b), order[i.max(j)]);
             }
         }
-        assert!(super::EXIT_STATUS.contains("the first of 1, 3, 5, 4 wins"));
+        assert!(super::EXIT_STATUS.contains("the first of 1, 6, 3, 7, 5, 4 wins"));
     }
 }
