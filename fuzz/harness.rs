@@ -2373,11 +2373,15 @@ pub fn seal(data: &[u8]) {
         );
     }
     // Blocks of content (all but header, log, seal and end blocks, which hold nothing but
-    // their type) moved, lost, changed or added: never authentic, unless the edits undid one
-    // another or only cut the file.
+    // their type, and index and time index blocks, which hold only where the others are and
+    // may be added unsealed, spec 9.10) moved, lost, changed or added: never authentic, unless
+    // the edits undid one another or only cut the file.
     let content = |blocks: &[Vec<u8>]| -> Vec<Vec<u8>> {
         (blocks.iter())
-            .filter(|b| !cobsfile::seal::outside_chains(varint::read(b).map_or(0, |(t, _)| t)))
+            .filter(|b| {
+                let t = varint::read(b).map_or(0, |(t, _)| t);
+                !cobsfile::seal::outside_chains(t) && t != 5 && t != 9
+            })
             .cloned()
             .collect()
     };
