@@ -484,10 +484,7 @@ impl LogFile {
             let mut sealer = crate::seal::lock(sealer);
             if sealer.pending() > 0 {
                 let payload = sealer.seal_now().to_bytes();
-                let mut out = Vec::new();
-                let at = block::encode(types::SEAL, &payload, None, &mut out)
-                    .map_err(io::Error::other)?;
-                append_block(&*self.file, &[0], &out[at..])?;
+                append_new_block(&*self.file, types::SEAL, &payload)?;
             }
         }
         // What was written to the segment left is durable before a sync of the next one
@@ -527,11 +524,8 @@ impl LogFile {
                         let text = crate::seal::file_id_text(&new_id);
                         block::metadata_payload([(crate::seal::FILE_ID_KEY, text)], &mut payload)
                             .map_err(io::Error::other)?;
-                        let mut out = Vec::new();
-                        let at = block::encode(types::METADATA, &payload, None, &mut out)
-                            .map_err(io::Error::other)?;
-                        append_block(&*rolled.file, &[0], &out[at..])?;
-                        sealer.block(&out[at..]);
+                        let written = append_new_block(&*rolled.file, types::METADATA, &payload)?;
+                        sealer.block(&written);
                     }
                 },
             }
@@ -1188,6 +1182,16 @@ fn sync_file(file: &dyn Handle, entry: bool) -> io::Result<()> {
         file.sync_entry()?;
     }
     Ok(())
+}
+
+/// Appends a block of `block_type` holding `payload` (codec 0), fenced as every block an
+/// appender writes; returns its bytes, from its type field to its closing sync byte.
+fn append_new_block(file: &dyn Handle, block_type: i64, payload: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let at = block::encode(block_type, payload, None, &mut out).map_err(io::Error::other)?;
+    let block = out.split_off(at);
+    append_block(file, &[0], &block)?;
+    Ok(block)
 }
 
 /// Seals the blocks written since the last seal, if the appender seals and there are any.

@@ -273,7 +273,7 @@ fn parse_line(path: &Path, text: &str, tag: &str) -> Result<[u8; 32]> {
             format!("not a cobsfile {what} key file (its line starts with `{tag} `)"),
         ));
     };
-    unhex(hex).ok_or_else(|| {
+    unhex(hex.as_bytes()).ok_or_else(|| {
         key_error(
             path,
             "malformed key (64 hexadecimal digits expected)".into(),
@@ -281,13 +281,15 @@ fn parse_line(path: &Path, text: &str, tag: &str) -> Result<[u8; 32]> {
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` in lowercase hexadecimal: how key files, file ids and seal hashes are written.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<[u8; 32]> {
-    let digits = text.as_bytes();
-    if digits.len() != 64 {
+/// The `N` bytes that exactly `2 * N` lowercase hexadecimal digits spell, if they are that.
+pub(crate) fn unhex<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
+    let digits = text;
+    if digits.len() != 2 * N {
         return None;
     }
     let value = |d: u8| match d {
@@ -295,7 +297,7 @@ fn unhex(text: &str) -> Option<[u8; 32]> {
         b'a'..=b'f' => Some(d - b'a' + 10),
         _ => None,
     };
-    let mut out = [0u8; 32];
+    let mut out = [0u8; N];
     for (i, pair) in digits.chunks_exact(2).enumerate() {
         out[i] = value(pair[0])? << 4 | value(pair[1])?;
     }
@@ -331,7 +333,7 @@ mod tests {
     #[test]
     fn rfc_8032_test_1() {
         let seed =
-            unhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60").unwrap();
+            unhex(b"9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60").unwrap();
         let key = SealingKey::from_seed(seed);
         assert_eq!(
             hex(&key.verifying_key().to_bytes()),
@@ -357,9 +359,9 @@ mod tests {
 
     #[test]
     fn hex_is_lower_case_and_exact() {
-        assert!(unhex(&"ab".repeat(32)).is_some());
-        assert!(unhex(&"AB".repeat(32)).is_none());
-        assert!(unhex(&"ab".repeat(31)).is_none());
-        assert!(unhex(&format!("{}g0", "ab".repeat(31))).is_none());
+        assert!(unhex::<32>("ab".repeat(32).as_bytes()).is_some());
+        assert!(unhex::<32>("AB".repeat(32).as_bytes()).is_none());
+        assert!(unhex::<32>("ab".repeat(31).as_bytes()).is_none());
+        assert!(unhex::<32>(format!("{}g0", "ab".repeat(31)).as_bytes()).is_none());
     }
 }

@@ -566,7 +566,19 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
-        let mut report = self.read_ranges(bytes, |_: &mut (), _| {}, &mut range::Discard)?;
+        self.verify_with(bytes, |_: &mut (), _| {}, &mut range::Discard)
+    }
+
+    /// [`verify`](Self::verify), with `on_block` done to each intact block on the range
+    /// reads' threads and its results given to `sink`, as [`read_ranges`](Self::read_ranges)
+    /// does.
+    fn verify_with<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &Block<'_>) + Sync,
+        K: RangeSink<T> + ?Sized,
+    {
+        let mut report = self.read_ranges(bytes, on_block, sink)?;
         if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
             report.attribute(&index);
         }
@@ -635,10 +647,7 @@ impl ReaderBuilder {
             ));
         };
         let mut seen = Collect(Vec::new());
-        let mut report = self.read_ranges(bytes, see, &mut seen)?;
-        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
-            report.attribute(&index);
-        }
+        let report = self.verify_with(bytes, see, &mut seen)?;
         let lost: Vec<Range<u64>> = report.damaged.iter().map(|d| d.range.clone()).collect();
         let sealed = crate::seal::verify(&seen.0, &lost, keys);
         Ok((report, sealed))

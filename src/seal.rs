@@ -46,26 +46,26 @@ pub fn outside_chains(type_id: i64) -> bool {
     )
 }
 
-/// A file id as its metadata value holds it.
+/// A file id (or a chain id) as its metadata value, and reports, write it: 32 lowercase
+/// hexadecimal digits.
 pub fn file_id_text(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    crate::key::hex(id)
 }
 
 /// The file id a metadata value holds, if it is one (32 lowercase hexadecimal digits).
 pub fn parse_file_id(value: &[u8]) -> Option<[u8; 16]> {
-    if value.len() != 32 {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (i, pair) in value.chunks(2).enumerate() {
-        let digit = |c: u8| match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        };
-        id[i] = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(id)
+    crate::key::unhex(value)
+}
+
+/// A seal's hash as reports write it: 64 lowercase hexadecimal digits.
+pub fn hash_text(hash: &Hash) -> String {
+    crate::key::hex(hash)
+}
+
+/// The seal hash `text` spells (64 hexadecimal digits, either case, as a user copied it), if
+/// it is one.
+pub fn parse_hash(text: &str) -> Option<Hash> {
+    crate::key::unhex(text.to_ascii_lowercase().as_bytes())
 }
 
 /// Nanoseconds since the Unix epoch by the system clock (0 before it).
@@ -724,16 +724,20 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
         }
         part.push(parts - 1);
     }
-    let signed = |seal: &Seal| {
-        (keys.iter())
-            .find(|k| k.id() == seal.key_id)
-            .is_some_and(|key| seal.signed_by(key))
-    };
+    // Each signature checked once: whether a seal's key is one given, and signed it.
+    let signed: Vec<Option<bool>> = (blocks.iter())
+        .map(|b| match b.seal.as_deref() {
+            Some(Ok(seal)) => (keys.iter())
+                .find(|k| k.id() == seal.key_id)
+                .map(|key| seal.signed_by(key)),
+            _ => None,
+        })
+        .collect();
     let mut ids: Vec<Option<[u8; 16]>> = vec![None; parts];
     let mut spliced = vec![false; parts];
     for (at, b) in blocks.iter().enumerate() {
         if let Some(Ok(seal)) = b.seal.as_deref() {
-            if signed(seal) {
+            if signed[at] == Some(true) {
                 let p = part[at];
                 match ids[p] {
                     None => ids[p] = Some(seal.file_id),
@@ -774,12 +778,12 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                 continue;
             }
         };
-        let Some(key) = keys.iter().find(|k| k.id() == seal.key_id) else {
+        let Some(signed) = signed[at] else {
             let detail = format!("a seal signed by key {}, not a key given", seal.key_id);
             tamper(&mut sealed, range, Tampering::OtherKey, detail);
             continue;
         };
-        if !seal.signed_by(key) {
+        if !signed {
             let detail = format!("a seal whose signature key {} did not make", seal.key_id);
             tamper(&mut sealed, range, Tampering::Forged, detail);
             continue;
@@ -1140,7 +1144,7 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
 
 /// The first 4 bytes of a chain id, in hexadecimal: enough to tell chains apart in a message.
 fn short(id: &[u8; 16]) -> String {
-    id[..4].iter().map(|b| format!("{b:02x}")).collect()
+    crate::key::hex(&id[..4])
 }
 
 #[cfg(test)]

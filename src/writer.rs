@@ -122,22 +122,21 @@ impl WriterBuilder {
     /// assert!(sealed.is_authentic());
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
-    pub fn seal(mut self, key: SealingKey) -> Self {
-        self.seal = Some(Sealing {
-            chain: Chain::Key(Box::new(key)),
-            every: DEFAULT_SEAL_BYTES,
-            interval: None,
-            file_id: None,
-        });
-        self
+    pub fn seal(self, key: SealingKey) -> Self {
+        self.sealing(Chain::Key(Box::new(key)))
     }
 
     /// Seals with `sealer`, a chain made by the caller (its file id and chain id chosen, its
     /// clock set): for one writer only, since two writers of one chain would make seals that
     /// contradict each other. As [`seal`](Self::seal) otherwise.
-    pub fn seal_with(mut self, sealer: Sealer) -> Self {
+    pub fn seal_with(self, sealer: Sealer) -> Self {
+        self.sealing(Chain::Given(Box::new(sealer)))
+    }
+
+    /// Seals with `chain`, at the default moments.
+    fn sealing(mut self, chain: Chain) -> Self {
         self.seal = Some(Sealing {
-            chain: Chain::Given(Box::new(sealer)),
+            chain,
             every: DEFAULT_SEAL_BYTES,
             interval: None,
             file_id: None,

@@ -130,10 +130,7 @@ pub fn run(mut args: Args) -> Result<Outcome, Failure> {
         });
     }
     if args.authentic {
-        let keys = (args.key.iter())
-            .map(cobsfile::key::VerifyingKey::read)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| Failure::new(e.to_string()))?;
+        let keys = super::verify::read_keys(&args.key)?;
         return super::each_file(&args.files, None, |file| run_authentic(&args, file, &keys));
     }
     if args.follow {
@@ -234,14 +231,7 @@ fn run_authentic(
         }
     }
     quiet_broken_pipe(out.flush())?;
-    let mut outcome = Outcome::of(&report);
-    if sealed.has_unsealed_content() || sealed.chains.is_empty() {
-        outcome = outcome.worst(Outcome::Unsealed);
-    }
-    if !sealed.tampered.is_empty() {
-        outcome = outcome.worst(Outcome::Tampered);
-    }
-    Ok(outcome)
+    Ok(super::verify::sealed_outcome(&report, &sealed, None))
 }
 
 /// `cat` of one file.

@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cobsfile::seal::{Sealed, Status};
+use cobsfile::key::VerifyingKey;
+use cobsfile::seal::{file_id_text, hash_text, Sealed, Status};
 use cobsfile::{Cause, Damage, Reader, Report, Source};
 use serde_json::{json, Value};
 
@@ -28,27 +29,35 @@ pub struct Args {
 
 /// A seal's hash: 64 hexadecimal digits.
 fn parse_hash(text: &str) -> Result<[u8; 32], String> {
-    let bad = || format!("{text:?} is no seal hash (64 hexadecimal digits)");
-    if text.len() != 64 || !text.is_ascii() {
-        return Err(bad());
-    }
-    let mut hash = [0u8; 32];
-    for (i, byte) in hash.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(hash)
+    cobsfile::seal::parse_hash(text)
+        .ok_or_else(|| format!("{text:?} is no seal hash (64 hexadecimal digits)"))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The public keys in the files `paths` (`--key`), each file's problem one line.
+pub fn read_keys(paths: &[std::path::PathBuf]) -> Result<Vec<VerifyingKey>, Failure> {
+    (paths.iter())
+        .map(VerifyingKey::read)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::new(e.to_string()))
+}
+
+/// What verifying a file's seals makes of a command (`verify --key`, `cat --authentic`): the
+/// report's outcome, then blocks of content no seal covers (or no valid seal at all), then
+/// tampering, or a seal hash kept (`--extends`) that the file no longer holds.
+pub fn sealed_outcome(report: &Report, sealed: &Sealed, held: Option<bool>) -> Outcome {
+    let mut outcome = Outcome::of(report);
+    if sealed.has_unsealed_content() || sealed.chains.is_empty() {
+        outcome = outcome.worst(Outcome::Unsealed);
+    }
+    if !sealed.tampered.is_empty() || held == Some(false) {
+        outcome = outcome.worst(Outcome::Tampered);
+    }
+    outcome
 }
 
 /// `cobsfile verify`: each file in turn.
 pub fn run(args: Args) -> Result<Outcome, Failure> {
-    let keys = (args.key.iter())
-        .map(cobsfile::key::VerifyingKey::read)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Failure::new(e.to_string()))?;
+    let keys = read_keys(&args.key)?;
     super::each_file(&args.list.files, None, |path| {
         let job = Verify {
             name: input::name(path),
@@ -91,7 +100,7 @@ impl Verify {
         self,
         path: &Path,
         options: &ReadOptions,
-        keys: &[cobsfile::key::VerifyingKey],
+        keys: &[VerifyingKey],
         extends: Option<&[u8; 32]>,
     ) -> Result<Outcome, Failure> {
         let builder = options.builder()?;
@@ -111,15 +120,7 @@ impl Verify {
                 .and_then(|()| write_seals(&mut out, &self.name, &sealed, held))
         };
         super::quiet_broken_pipe(written)?;
-        let mut outcome = Outcome::of(&report);
-        let unsealed = sealed.has_unsealed_content() || sealed.chains.is_empty();
-        if unsealed {
-            outcome = outcome.worst(Outcome::Unsealed);
-        }
-        if !sealed.tampered.is_empty() || held.is_some_and(|(_, held)| !held) {
-            outcome = outcome.worst(Outcome::Tampered);
-        }
-        Ok(outcome)
+        Ok(sealed_outcome(&report, &sealed, held.map(|(_, held)| held)))
     }
 
     fn print(&self, report: &Report) -> Result<Outcome, Failure> {
@@ -379,26 +380,26 @@ fn write_seals(
         chains => {
             let seals: u64 = chains.iter().map(|c| c.seals).sum();
             let last = chains.iter().max_by_key(|c| c.last_time).expect("a chain");
-            let file = sealed
-                .file_id
-                .map_or(String::new(), |id| format!(" of file {}", hex(&id)));
+            let file = sealed.file_id.map_or(String::new(), |id| {
+                format!(" of file {}", file_id_text(&id))
+            });
             writeln!(
                 out,
                 "{name}: authentic: {blocks} block(s), {records} record(s), in {seals} seal(s){file} of {} chain(s) by key {}; last seal {} at {}",
                 chains.len(),
                 last.key_id,
-                hex(&last.last_hash),
+                hash_text(&last.last_hash),
                 seal_time(last.last_time)
             )?;
         }
     }
     if let Some((hash, held)) = held {
         match held {
-            true => writeln!(out, "{name}: extends seal {}: held, only appended to since", hex(hash))?,
+            true => writeln!(out, "{name}: extends seal {}: held, only appended to since", hash_text(hash))?,
             false => writeln!(
                 out,
                 "{name}: tampered: does not hold seal {} unaltered (cut back, rewritten, or another file)",
-                hex(hash)
+                hash_text(hash)
             )?,
         }
     }
@@ -428,11 +429,11 @@ fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
     let chains: Vec<Value> = (sealed.chains.iter())
         .map(|c| {
             json!({
-                "chain": hex(&c.chain),
+                "chain": file_id_text(&c.chain),
                 "key_id": c.key_id.to_string(),
                 "seals": c.seals,
                 "blocks": c.blocks,
-                "last_seal": hex(&c.last_hash),
+                "last_seal": hash_text(&c.last_hash),
                 "last_sequence": c.last_sequence,
                 "last_time": seal_time(c.last_time),
             })
@@ -443,8 +444,8 @@ fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
         "unsealed": part(Status::Unsealed),
         "tampered": tampered,
         "chains": chains,
-        "file_id": sealed.file_id.as_ref().map(|id| hex(id)),
-        "extends": held.map(|(hash, held)| json!({ "seal": hex(hash), "held": held })),
+        "file_id": sealed.file_id.as_ref().map(file_id_text),
+        "extends": held.map(|(hash, held)| json!({ "seal": hash_text(hash), "held": held })),
     })
 }
 

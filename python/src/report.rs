@@ -85,35 +85,25 @@ impl Seals {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn parse_hash(text: &str) -> PyResult<[u8; 32]> {
-    let bad = || PyValueError::new_err(format!("{text:?} is no seal hash (64 hexadecimal digits)"));
-    if text.len() != 64 || !text.is_ascii() {
-        return Err(bad());
-    }
-    let mut hash = [0u8; 32];
-    for (i, byte) in hash.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(hash)
+    cobsfile::seal::parse_hash(text).ok_or_else(|| {
+        PyValueError::new_err(format!("{text:?} is no seal hash (64 hexadecimal digits)"))
+    })
 }
 
 impl Seals {
     fn of(py: Python<'_>, sealed: &cobsfile::seal::Sealed) -> PyResult<Seals> {
-        use cobsfile::seal::Status;
+        use cobsfile::seal::{file_id_text, hash_text, Status};
         let (authentic_blocks, authentic_records) = sealed.count(Status::Authentic);
         let (unsealed_blocks, unsealed_records) = sealed.count(Status::Unsealed);
         let mut chains = Vec::new();
         for c in &sealed.chains {
             let d = PyDict::new(py);
-            d.set_item("chain", hex(&c.chain))?;
+            d.set_item("chain", file_id_text(&c.chain))?;
             d.set_item("key_id", c.key_id.to_string())?;
             d.set_item("seals", c.seals)?;
             d.set_item("blocks", c.blocks)?;
-            d.set_item("last_seal", hex(&c.last_hash))?;
+            d.set_item("last_seal", hash_text(&c.last_hash))?;
             d.set_item("last_time", c.last_time)?;
             chains.push(d.unbind());
         }
@@ -134,8 +124,8 @@ impl Seals {
                 })
                 .collect(),
             chains,
-            last_seal: last.map(|c| hex(&c.last_hash)),
-            file_id: sealed.file_id.as_ref().map(|id| hex(id)),
+            last_seal: last.map(|c| hash_text(&c.last_hash)),
+            file_id: sealed.file_id.as_ref().map(file_id_text),
             hashes: sealed.seal_hashes.clone(),
             untampered: sealed.tampered.is_empty(),
         })
