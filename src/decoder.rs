@@ -102,6 +102,7 @@ pub struct Block<'a> {
     payload: &'a [u8],
     times: Option<&'a [i64]>,
     window: Option<Window>,
+    frame: Option<&'a [u8]>,
 }
 
 impl<'a> Block<'a> {
@@ -119,7 +120,29 @@ impl<'a> Block<'a> {
             payload,
             times,
             window,
+            frame: None,
         }
+    }
+
+    /// The block with its bytes as the input holds them, `input` (the bytes its driver
+    /// holds), when they lie in it.
+    pub(crate) fn in_input(mut self, input: &Input<'a>) -> Self {
+        let from = (self.info.offset + 1).checked_sub(input.offset);
+        let to = (self.info.offset + self.info.size).checked_sub(input.offset);
+        if let (Some(from), Some(to)) = (from, to) {
+            if let (Ok(from), Ok(to)) = (usize::try_from(from), usize::try_from(to)) {
+                self.frame = input.bytes.get(from..to);
+            }
+        }
+        self
+    }
+
+    /// The block's bytes between its sync bytes, as the file holds them (what a seal's leaf
+    /// hashes, spec 8.10), when the reader holds them: blocks of range reads
+    /// ([`ReaderBuilder::read_ranges`](crate::ReaderBuilder::read_ranges), and a
+    /// [`Remote`](crate::Remote)'s).
+    pub fn frame(&self) -> Option<&'a [u8]> {
+        self.frame
     }
 
     /// Where the block is and what it holds.

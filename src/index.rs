@@ -79,6 +79,9 @@ pub struct Index {
     start: u64,
     entries: Vec<IndexEntry>,
     records: u64,
+    /// The seal block between the index block and the end block, as a writer that seals
+    /// leaves it (spec 8.10), where the index was found at the end of a file.
+    seal_after: Option<IndexEntry>,
 }
 
 impl Index {
@@ -112,10 +115,21 @@ impl Index {
         // Back from the end: the end block, a writer's last seal (spec 8.10), the index.
         let mut bytes = tail;
         let mut wanted: &[i64] = &[types::INDEX, types::SEAL, types::END];
+        let mut seal_after = None;
         let (start, body) = loop {
             match last_block_of(bytes, wanted, &mut scratch) {
                 Some((start, BlockType::Index, body)) => break (start, body),
                 Some((start, block_type, _)) => {
+                    if block_type == BlockType::Seal {
+                        // The block runs to the last byte held, its closing sync byte.
+                        seal_after = Some(IndexEntry {
+                            offset: offset + start as u64,
+                            block_type,
+                            size: (bytes.len() - 1 - start) as u64,
+                            records: 0,
+                            first_record: 0,
+                        });
+                    }
                     if cut && !opens_in(&bytes[..=start]) {
                         return Err(());
                     }
@@ -128,10 +142,17 @@ impl Index {
                 None => return Ok(None),
             }
         };
-        Ok(Index::parse(
-            &scratch.buffer()[body.payload],
-            offset + start as u64,
-        ))
+        let index = Index::parse(&scratch.buffer()[body.payload], offset + start as u64);
+        Ok(index.map(|index| Index {
+            seal_after,
+            ..index
+        }))
+    }
+
+    /// The seal block a writer that seals puts between the index block and the end block
+    /// (spec 8.10), where this index was found at the end of a file and one is there.
+    pub(crate) fn seal_after(&self) -> Option<&IndexEntry> {
+        self.seal_after.as_ref()
     }
 
     /// The index an index block holds, as a full read returns it; `None` for other blocks and
@@ -173,6 +194,7 @@ impl Index {
             start,
             entries,
             records,
+            seal_after: None,
         })
     }
 
@@ -274,6 +296,30 @@ impl Index {
         // up to where the block after it opens.
         let ranges = runs.iter().map(|&(first, next, _)| first..next).collect();
         (ranges, untimed)
+    }
+
+    /// The bytes of the blocks that may hold records of `window`, by the time index's
+    /// `spans`: from the first time block that meets it to the end of the last data block such
+    /// a time block describes (empty, where the first would be, if none does). `None` if the
+    /// spans are not the entries'.
+    pub(crate) fn window_span(
+        &self,
+        spans: &[Option<TimeSpan>],
+        window: Window,
+    ) -> Option<Range<u64>> {
+        if spans.len() != self.entries.len() {
+            return None;
+        }
+        let mut found: Option<Range<u64>> = None;
+        for (i, pair) in self.entries.windows(2).enumerate() {
+            let (time, data) = (&pair[0], &pair[1]);
+            let meets = spans[i].is_none_or(|span| window.meets(span));
+            if time.block_type == BlockType::Time && data.block_type == BlockType::Data && meets {
+                let end = data.offset + data.size;
+                found.get_or_insert(time.offset..end).end = end;
+            }
+        }
+        Some(found.unwrap_or(self.offset..self.offset))
     }
 
     /// Offset of the index block's opening sync byte.

@@ -504,11 +504,11 @@ impl RangeRead {
     /// Data blocks a window read passes over go into `passed` (offset, size, whether a time
     /// block described it), in order: they
     /// come before the block or damage returned.
-    pub(crate) fn next_block(
-        &mut self,
-        ctx: Ctx<'_>,
+    pub(crate) fn next_block<'s>(
+        &'s mut self,
+        ctx: Ctx<'s>,
         passed: &mut Vec<(u64, u64, bool)>,
-    ) -> Option<Result<Block<'_>>> {
+    ) -> Option<Result<Block<'s>>> {
         if let Some(e) = self.window.failed.take() {
             return Some(Err(e.into()));
         }
@@ -523,8 +523,14 @@ impl RangeRead {
             };
             let step = self.decoder.step(input, Want::Blocks);
             let fetched = match (step, ctx.bytes) {
-                (Step::Block(_), Bytes::Slice(_)) => {
-                    return Some(Ok(self.decoder.block().expect("announced")))
+                (Step::Block(_), Bytes::Slice(bytes)) => {
+                    let block = self.decoder.block().expect("announced");
+                    let input = Input {
+                        bytes,
+                        offset: 0,
+                        end: true,
+                    };
+                    return Some(Ok(block.in_input(&input)));
                 }
                 (Step::Block(_), Bytes::Fetched(file)) => {
                     if let Some(at) = self.decoder.take_look_back() {
@@ -532,7 +538,8 @@ impl RangeRead {
                             return Some(Err(e.into()));
                         }
                     }
-                    return Some(Ok(self.decoder.block().expect("announced")));
+                    let block = self.decoder.block().expect("announced");
+                    return Some(Ok(block.in_input(&self.window.input())));
                 }
                 (Step::Damaged(e) | Step::Stopped(e), _) => return Some(Err(e)),
                 (Step::NeedDictionaries { before }, Bytes::Slice(bytes)) => {

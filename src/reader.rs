@@ -17,7 +17,7 @@ use crate::decoder::{Block, BlockInfo, Decoder, Input, Stats, Step, Want};
 use crate::ending::Ending;
 use crate::error::{Error, Result};
 use crate::frame;
-use crate::index::Index;
+use crate::index::{Index, IndexEntry};
 use crate::limits::Limits;
 use crate::parallel::Kept;
 use crate::range::Pull;
@@ -589,7 +589,11 @@ impl ReaderBuilder {
     /// seals (spec 9.10) signed by one of `keys`: which blocks are authentic, unsealed or
     /// tampered with. Each block's leaf is hashed on the thread that reads its range, as
     /// [`read_ranges`](Self::read_ranges) reads them; the matching of blocks to seals then
-    /// holds about 100 bytes per block.
+    /// holds about 100 bytes per block. With a [`window`](Self::window), and a file whose
+    /// index lists a time index, only the blocks from the last seal before the window's
+    /// blocks to the first seal after them are read and verified, against every seal the
+    /// index lists (spec 9.10.1; [`Sealed::span`](crate::seal::Sealed::span) says which
+    /// bytes); otherwise every block.
     ///
     /// ```
     /// use cobsfile::key::SealingKey;
@@ -620,6 +624,19 @@ impl ReaderBuilder {
         bytes: &[u8],
         keys: &[crate::key::VerifyingKey],
     ) -> Result<(Report, crate::seal::Sealed)> {
+        self.verify_seals_of(range::Bytes::Slice(bytes), keys)
+    }
+
+    /// [`verify_seals`](Self::verify_seals) of `bytes` (a slice, or a file fetched by byte
+    /// ranges). With a [`window`](Self::window), and a file whose index lists its time index
+    /// and its seals, only the blocks around the window's are read and verified (spec
+    /// 9.10.1): from the last seal before the window's first block to the first seal after
+    /// its last, against every seal the index lists.
+    pub(crate) fn verify_seals_of(
+        &self,
+        bytes: range::Bytes<'_>,
+        keys: &[crate::key::VerifyingKey],
+    ) -> Result<(Report, crate::seal::Sealed)> {
         use crate::seal::Seen;
         struct Collect(Vec<Seen>);
         impl RangeSink<Vec<Seen>> for Collect {
@@ -630,9 +647,6 @@ impl ReaderBuilder {
         }
         let see = |part: &mut Vec<Seen>, block: &Block<'_>| {
             let info = block.info();
-            let frame = bytes
-                .get((info.offset + 1) as usize..(info.offset + info.size) as usize)
-                .unwrap_or_default();
             let records = match info.block_type {
                 BlockType::Data => info.items.unwrap_or(0),
                 _ => 0,
@@ -642,17 +656,185 @@ impl ReaderBuilder {
                 info.size,
                 info.block_type,
                 records,
-                frame,
+                block.frame().unwrap_or_default(),
                 block.payload(),
             ));
         };
+        // Every block is read and hashed: the window says which bytes, never which blocks.
+        let all = ReaderBuilder {
+            window: None,
+            ..self.clone()
+        };
         let mut seen = Collect(Vec::new());
-        let report = self.verify_with(bytes, see, &mut seen)?;
+        if let Some(SealedSpan {
+            span,
+            seals,
+            unread,
+        }) = self.sealed_span(bytes)
+        {
+            let (report, stopped) = all.read_span(bytes, span.clone(), None, &see, &mut seen)?;
+            if let Some(stopped) = stopped {
+                return Err(stopped);
+            }
+            // The seals outside the span, in file order with its blocks.
+            seen.0
+                .extend(seals.into_iter().filter(|b| !span.contains(&b.offset)));
+            seen.0.sort_by_key(|b| b.offset);
+            let mut lost: Vec<Range<u64>> =
+                report.damaged.iter().map(|d| d.range.clone()).collect();
+            lost.extend(unread.iter().cloned());
+            lost.sort_by_key(|r| r.start);
+            let sealed = crate::seal::verify_span(&seen.0, &lost, keys, span);
+            return Ok((report, sealed));
+        }
+        let mut report = match all.read_span(bytes, 0..u64::MAX, None, &see, &mut seen)? {
+            (report, None) => report,
+            (_, Some(stopped)) => return Err(stopped),
+        };
+        let index = match bytes {
+            range::Bytes::Slice(slice) => Index::find(slice),
+            range::Bytes::Fetched(file) => file.index().cloned(),
+        };
+        if let Some(index) = index.filter(|i| i.start() == 0) {
+            report.attribute(&index);
+        }
         let lost: Vec<Range<u64>> = report.damaged.iter().map(|d| d.range.clone()).collect();
         let sealed = crate::seal::verify(&seen.0, &lost, keys);
         Ok((report, sealed))
     }
 
+    /// [`read_ranges`](Self::read_ranges) of the blocks that `sealed` (what
+    /// [`verify_seals`](Self::verify_seals) of the same bytes, with these options, found)
+    /// calls authentic: the others are passed over on the range reads' threads, as a window
+    /// passes over blocks, so that `on_block` sees only blocks a valid seal covers in their
+    /// place. The report is the read's, of every block.
+    ///
+    /// ```
+    /// use cobsfile::key::SealingKey;
+    /// use std::ops::ControlFlow;
+    ///
+    /// let key = SealingKey::from_seed([7; 32]);
+    /// let mut writer = cobsfile::WriterBuilder::new().seal(key.clone()).block_target(100).build(Vec::new())?;
+    /// for i in 0..100 {
+    ///     writer.write_record(format!("event {i}").as_bytes())?;
+    /// }
+    /// writer.seal()?;
+    /// writer.write_record(b"written after the last seal")?;
+    /// writer.flush()?;
+    /// let file = writer.get_ref().clone();
+    ///
+    /// let reader = cobsfile::ReaderBuilder::new().threads(2);
+    /// let (_, sealed) = reader.verify_seals(&file, &[key.verifying_key()])?;
+    /// struct Count(usize);
+    /// impl cobsfile::RangeSink<usize> for Count {
+    ///     fn part(&mut self, records: usize) -> ControlFlow<()> {
+    ///         self.0 += records;
+    ///         ControlFlow::Continue(())
+    ///     }
+    /// }
+    /// let mut count = Count(0);
+    /// reader.read_authentic(&file, &sealed, |n: &mut usize, b| *n += b.records().count(), &mut count)?;
+    /// assert_eq!(count.0, 100);
+    /// # Ok::<(), cobsfile::Error>(())
+    /// ```
+    pub fn read_authentic<T, F, K>(
+        &self,
+        bytes: &[u8],
+        sealed: &crate::seal::Sealed,
+        on_block: F,
+        sink: &mut K,
+    ) -> Result<Report>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &Block<'_>) + Sync,
+        K: RangeSink<T> + ?Sized,
+    {
+        let work = Authentic {
+            sealed,
+            work: &on_block,
+        };
+        self.read_within(range::Bytes::Slice(bytes), 0..u64::MAX, &work, sink)
+    }
+
+    /// For a verification of this read's window: the bytes to verify (from the last seal
+    /// before the window's first block to the first seal after its last, as the index lists
+    /// them), the seal blocks the index lists, read where it says, and the byte ranges of
+    /// those that could not be read. `None` without a window, or without an index from the
+    /// file's start that lists a time index.
+    fn sealed_span(&self, bytes: range::Bytes<'_>) -> Option<SealedSpan> {
+        let plan = self.time_plan(bytes)?;
+        let index = &plan.index;
+        let window = index.window_span(&plan.spans, plan.window)?;
+        let entries = index.entries();
+        let listed: Vec<&IndexEntry> = (entries.iter())
+            .filter(|e| e.block_type == BlockType::Seal)
+            .chain(index.seal_after())
+            .collect();
+        let frame = self
+            .limits
+            .max_length()
+            .saturating_add(2 * varint::MAX_LEN as u64);
+        // A seal block the index lists: its bytes with its closing sync byte.
+        let range_of = |e: &IndexEntry| e.offset..e.offset.saturating_add(e.size).saturating_add(1);
+        let (fit, too_large): (Vec<&IndexEntry>, Vec<&IndexEntry>) =
+            listed.iter().partition(|e| e.size < frame);
+        let ranges: Vec<Range<u64>> = fit.iter().map(|e| range_of(e)).collect();
+        let pieces: Vec<Option<Vec<u8>>> = match bytes {
+            range::Bytes::Slice(slice) => (ranges.iter())
+                .map(|r| {
+                    let r = usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?;
+                    slice.get(r).map(<[u8]>::to_vec)
+                })
+                .collect(),
+            range::Bytes::Fetched(file) => match ranges.is_empty() {
+                true => Vec::new(),
+                false => match file.fetch(&ranges) {
+                    Ok(pieces) => pieces.into_iter().map(Some).collect(),
+                    Err(_) => return None,
+                },
+            },
+        };
+        let mut seals = Vec::new();
+        let mut unread: Vec<Range<u64>> = (too_large.iter())
+            .map(|e| e.offset + 1..e.offset + e.size)
+            .collect();
+        for (e, piece) in fit.iter().zip(pieces) {
+            let read = piece.and_then(|piece| {
+                let mut reader = self.stream_reader_at(io::Cursor::new(piece), e.offset);
+                let block = reader.next_block()?.ok()?;
+                let info = block.info();
+                (info.offset == e.offset
+                    && info.size == e.size
+                    && info.block_type == BlockType::Seal)
+                    .then(|| {
+                        crate::seal::Seen::new(
+                            e.offset,
+                            e.size,
+                            BlockType::Seal,
+                            0,
+                            &[],
+                            block.payload(),
+                        )
+                    })
+            });
+            match read {
+                Some(seen) => seals.push(seen),
+                None => unread.push(e.offset + 1..e.offset + e.size),
+            }
+        }
+        unread.sort_by_key(|r| r.start);
+        let start = (listed.iter().rev())
+            .find(|e| e.offset < window.start)
+            .map_or(0, |e| e.offset);
+        let end = (listed.iter())
+            .find(|e| e.offset >= window.end)
+            .map_or(u64::MAX, |e| e.offset + 1);
+        Some(SealedSpan {
+            span: start..end,
+            seals,
+            unread,
+        })
+    }
     /// The metadata blocks of `bytes`, in file order: when it ends with a usable index (from
     /// offset 0), the ones the index lists, each read where the index says it is (a few pages
     /// of a mapped file, whatever its size); otherwise, or if one of them is not there, those
@@ -1562,6 +1744,38 @@ fn plan_window(decoder: &mut Decoder, options: &ReaderBuilder, bytes: &[u8]) {
 
 /// A window read by a file's time index (spec 9.9): the file's index, the spans its time index
 /// gives the time blocks, and the window.
+/// What a verification of part of a file reads besides the blocks of its span.
+struct SealedSpan {
+    /// The bytes whose blocks are verified.
+    span: Range<u64>,
+    /// The seal blocks the index lists, as read where it says.
+    seals: Vec<crate::seal::Seen>,
+    /// The blocks of those that could not be read there.
+    unread: Vec<Range<u64>>,
+}
+
+/// The work of a read that passes over the blocks a verification did not find authentic.
+pub(crate) struct Authentic<'a, W: ?Sized> {
+    pub sealed: &'a crate::seal::Sealed,
+    pub work: &'a W,
+}
+
+impl<T, W: RangeWork<T> + ?Sized> RangeWork<T> for Authentic<'_, W> {
+    fn block(&self, part: &mut T, block: &Block<'_>) {
+        if self.sealed.authentic_at(block.info().offset) {
+            self.work.block(part, block);
+        }
+    }
+
+    fn part_full(&self, part: &T) -> bool {
+        self.work.part_full(part)
+    }
+
+    fn end_part(&self, part: &mut T) {
+        self.work.end_part(part);
+    }
+}
+
 pub(crate) struct TimePlan {
     index: Index,
     spans: Vec<Option<crate::TimeSpan>>,

@@ -273,6 +273,41 @@ impl<F: Fetch> Remote<F> {
         self.read_ranges_within(options, 0..u64::MAX, &on_block, sink)
     }
 
+    /// [`ReaderBuilder::verify_seals`] of this file, by byte ranges on the options'
+    /// threads, each block's leaf hashed from the bytes fetched: with a
+    /// [`window`](ReaderBuilder::window) and an index that lists a time index, only the
+    /// blocks around the window's and the seal blocks are fetched (spec 9.10.1);
+    /// otherwise every byte. A failed fetch is an [`Error::Io`].
+    pub fn verify_seals(
+        &self,
+        options: &ReaderBuilder,
+        keys: &[crate::key::VerifyingKey],
+    ) -> Result<(Report, crate::seal::Sealed)> {
+        options.verify_seals_of(range::Bytes::Fetched(self), keys)
+    }
+
+    /// [`ReaderBuilder::read_authentic`] of this file: the blocks `sealed` (what
+    /// [`verify_seals`](Self::verify_seals) found, with the same options) calls authentic,
+    /// read by byte ranges on the options' threads. A failed fetch is an [`Error::Io`].
+    pub fn read_authentic<T, B, K>(
+        &self,
+        options: &ReaderBuilder,
+        sealed: &crate::seal::Sealed,
+        on_block: B,
+        sink: &mut K,
+    ) -> Result<Report>
+    where
+        T: Default + Send,
+        B: Fn(&mut T, &Block<'_>) + Sync,
+        K: RangeSink<T> + ?Sized,
+    {
+        let work = crate::reader::Authentic {
+            sealed,
+            work: &on_block,
+        };
+        options.read_within(range::Bytes::Fetched(self), 0..u64::MAX, &work, sink)
+    }
+
     /// [`ReaderBuilder::verify`] of this file: every block read and checked on the options'
     /// threads, each fetching its own ranges; the same report as the file in memory gives.
     /// A failed fetch is an [`Error::Io`].

@@ -619,6 +619,9 @@ pub struct Sealed {
     pub chains: Vec<ChainSummary>,
     /// The hashes of the valid seals (see [`Seal::hash`]).
     pub seal_hashes: Vec<Hash>,
+    /// The bytes whose blocks were verified, when only part of the file was
+    /// ([`verify_span`]); `None` when all of it was.
+    pub span: Option<std::ops::Range<u64>>,
 }
 
 impl Sealed {
@@ -703,6 +706,13 @@ struct Chain<'a> {
     /// The next place expected, and where the block matched last ends.
     next: u64,
     last_end: u64,
+    /// Whether `next` is known: always in a verification of the whole file; in one of a
+    /// span, once a seal of the chain or a block of it was met in the span.
+    started: bool,
+    /// Whether the chain was started by a block whose leaf its seals give at several places
+    /// (identical blocks), and no block of one place has been met since: a jump ahead then
+    /// places the blocks met since, rather than showing blocks taken out.
+    loose: bool,
 }
 
 /// Verifies blocks against their seals (spec 9.10): `blocks` are a file's intact blocks in
@@ -713,6 +723,83 @@ struct Chain<'a> {
 /// is authentic; blocks missing, moved, repeated, changed or added among a chain's blocks are
 /// tampering, unless damage there could have held the missing ones; the rest is unsealed.
 pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingKey]) -> Sealed {
+    verify_in(blocks, lost, keys, None)
+}
+
+/// [`verify`] of part of a file (spec 9.10.1): `blocks` are the intact blocks opening in
+/// `span`, and the file's seal blocks outside it (found where its index lists them), in file
+/// order; `lost` the damaged ranges of the span and the seal blocks
+/// that could not be read. Every seal is checked as [`verify`] checks it; each chain's blocks
+/// are matched from the first place the span shows it at (the place after a seal of the chain
+/// met in the span, else the place of its first block), and places its seals in the span list
+/// are accounted for up to each seal. What lies outside the span is not judged: blocks taken
+/// out, added or changed before a chain's first block in the span or after its last seal
+/// there are not seen.
+pub fn verify_span(
+    blocks: &[Seen],
+    lost: &[std::ops::Range<u64>],
+    keys: &[VerifyingKey],
+    span: std::ops::Range<u64>,
+) -> Sealed {
+    verify_in(blocks, lost, keys, Some(span))
+}
+
+/// Sealed blocks of `chain`, at places `missing`, are not where they should be, between the
+/// chain's last block matched and `gap.end`: blocks no seal covers there since (`unknown`, the
+/// last of them) replaced them, or they were taken out, unless damage in `gap` could have held
+/// them.
+#[allow(clippy::too_many_arguments)]
+fn missing_places(
+    sealed: &mut Sealed,
+    status: &mut [Status],
+    unknown: &mut Vec<usize>,
+    blocks: &[Seen],
+    lost: &[std::ops::Range<u64>],
+    chain: &Chain<'_>,
+    missing: std::ops::Range<u64>,
+    gap: std::ops::Range<u64>,
+) {
+    let missing_bytes: u64 = (chain.expected.range(missing.clone()))
+        .map(|(_, l)| l.size)
+        .sum();
+    let first = unknown.partition_point(|&u| blocks[u].offset < gap.start);
+    let replaced = unknown.split_off(first);
+    for &u in &replaced {
+        status[u] = Status::Tampered;
+        let detail = format!(
+            "a block no seal covers, where chain {} wrote other blocks",
+            short(&chain.id)
+        );
+        let r = blocks[u].offset..blocks[u].end();
+        sealed.tampered.push(Tampered {
+            range: r,
+            kind: Tampering::Altered,
+            detail,
+        });
+    }
+    let count = missing.end - missing.start;
+    if replaced.is_empty() && lost_in(lost, gap.clone()) < missing_bytes {
+        sealed.tampered.push(Tampered {
+            range: gap,
+            kind: Tampering::Removed,
+            detail: format!(
+                "{count} sealed block(s) of chain {} missing (places {}..{})",
+                short(&chain.id),
+                missing.start,
+                missing.end
+            ),
+        });
+    }
+}
+
+fn verify_in(
+    blocks: &[Seen],
+    lost: &[std::ops::Range<u64>],
+    keys: &[VerifyingKey],
+    span: Option<std::ops::Range<u64>>,
+) -> Sealed {
+    // A span from the file's first byte is matched as the whole file is, from place 0.
+    let whole_start = span.as_ref().is_none_or(|s| s.start == 0);
     // The file's parts: a header block starts one (files concatenated, spec 5). A part's id is
     // the one its valid seals name; a part whose valid seals name two ids is spliced, and no
     // block of it can be taken for authentic (whose file is it?).
@@ -748,6 +835,7 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
     }
     let mut sealed = Sealed {
         file_id: ids[0],
+        span: span.clone(),
         ..Sealed::default()
     };
     let mut status: Vec<Status> = vec![Status::Unsealed; blocks.len()];
@@ -813,6 +901,8 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                     matched: Default::default(),
                     next: 0,
                     last_end: 0,
+                    started: whole_start,
+                    loose: false,
                 });
                 chains.last_mut().expect("pushed")
             }
@@ -899,9 +989,38 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
             places.entry(leaf.hash).or_default().push((c, place));
         }
     }
+    // In a verification of a span, a valid seal of a chain met in the span says where the
+    // chain stands there: every place it lists is behind it, and the chain's next block is
+    // the place after them.
+    let mut checkpoints: std::collections::HashMap<u64, (usize, u64)> = Default::default();
+    if let Some(span) = span.as_ref().filter(|_| !whole_start) {
+        for (c, chain) in chains.iter().enumerate() {
+            let within = chain
+                .seals
+                .values()
+                .filter(|(offset, _)| span.contains(offset));
+            for &(offset, seal) in within {
+                let end = seal.first.saturating_add(seal.leaves.len() as u64);
+                checkpoints.insert(offset, (c, end));
+            }
+        }
+    }
     let mut unknown: Vec<usize> = Vec::new();
     for (at, b) in blocks.iter().enumerate() {
         if outside_chains(b.block_type.type_id()) {
+            if let Some(&(c, end)) = checkpoints.get(&b.offset).filter(|_| b.seal.is_some()) {
+                let chain = &mut chains[c];
+                if chain.started && !chain.loose && end > chain.next {
+                    let (missing, gap) = (chain.next..end, chain.last_end..b.offset);
+                    let (s, u) = (&mut status, &mut unknown);
+                    missing_places(&mut sealed, s, u, blocks, lost, chain, missing, gap);
+                }
+                if !chain.started || chain.loose || end > chain.next {
+                    chain.next = end;
+                    chain.last_end = b.end();
+                }
+                (chain.started, chain.loose) = (true, false);
+            }
             continue;
         }
         let fits = |c: usize, place: u64| {
@@ -911,65 +1030,59 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
                 .is_some_and(|l| l.hash == b.hash && l.size == b.size)
         };
         let candidates = places.get(&b.hash).map_or(&[][..], Vec::as_slice);
-        // The place its chain expects next; else the nearest ahead; else one behind.
-        let exact = (0..chains.len()).find(|&c| fits(c, chains[c].next));
-        let mut ahead: Option<(usize, u64)> = None;
+        // The place its chain expects next; else the nearest ahead; else one behind. A chain
+        // not yet started (a span's) takes the first place that fits.
+        let exact = (0..chains.len()).find(|&c| chains[c].started && fits(c, chains[c].next));
+        let mut ahead: Option<(usize, u64, bool)> = None;
         let mut behind: Option<(usize, u64)> = None;
         if exact.is_none() {
             for group in candidates.chunk_by(|x, y| x.0 == y.0) {
                 let c = group[0].0;
-                let next = chains[c].next;
-                let i = group.partition_point(|&(_, p)| p <= next);
+                let (next, started) = (chains[c].next, chains[c].started);
+                let i = match started {
+                    true => group.partition_point(|&(_, p)| p <= next),
+                    false => 0,
+                };
+                let from = if started { next } else { 0 };
                 if let Some(&(_, p)) = group[i..].iter().find(|&&(_, p)| fits(c, p)) {
-                    if ahead.is_none_or(|(ac, ap)| p - next < ap - chains[ac].next) {
-                        ahead = Some((c, p));
+                    let alike = group.iter().filter(|&&(_, q)| fits(c, q)).nth(1).is_some();
+                    let first = |c: usize| if chains[c].started { chains[c].next } else { 0 };
+                    if ahead.is_none_or(|(ac, ap, _)| p - from < ap - first(ac)) {
+                        ahead = Some((c, p, alike));
                     }
                 }
-                if let Some(&(_, p)) = group[..i].iter().find(|&&(_, p)| p < next && fits(c, p)) {
-                    behind.get_or_insert((c, p));
+                if started {
+                    let mut before = group[..i].iter();
+                    if let Some(&(_, p)) = before.find(|&&(_, p)| p < next && fits(c, p)) {
+                        behind.get_or_insert((c, p));
+                    }
                 }
             }
         }
-        let matched = exact.map(|c| (c, chains[c].next)).or(ahead);
-        if let Some((c, place)) = matched {
+        let matched = exact.map(|c| (c, chains[c].next, false)).or(ahead);
+        if let Some((c, place, alike)) = matched {
+            // A block whose leaf the chain's seals give at one place alone says where the
+            // chain stands.
+            let one_place = chains[c].loose
+                && (candidates.iter())
+                    .filter(|&&(k, q)| k == c && fits(c, q))
+                    .nth(1)
+                    .is_none();
             let chain = &mut chains[c];
-            if place > chain.next {
+            if !chain.started {
+                // The chain's first block in the span: where it stands. Identical blocks
+                // leave that open until a block of one place is met.
+                (chain.started, chain.loose) = (true, alike);
+            } else if place > chain.next && !chain.loose {
                 // Places next..place are missing: lost to damage, replaced by blocks no seal
                 // covers (altered), or taken out. The blocks no seal covers since the chain's
                 // last block are the last of those set aside (blocks come in file order).
-                let gap = chain.last_end..b.offset;
-                let missing = chain.next..place;
-                let missing_bytes: u64 = (chain.expected.range(missing.clone()))
-                    .map(|(_, l)| l.size)
-                    .sum();
-                let first = unknown.partition_point(|&u| blocks[u].offset < gap.start);
-                let replaced = unknown.split_off(first);
-                for &u in &replaced {
-                    status[u] = Status::Tampered;
-                    let detail = format!(
-                        "a block no seal covers, where chain {} wrote other blocks",
-                        short(&chain.id)
-                    );
-                    let r = blocks[u].offset..blocks[u].end();
-                    sealed.tampered.push(Tampered {
-                        range: r,
-                        kind: Tampering::Altered,
-                        detail,
-                    });
-                }
-                let count = missing.end - missing.start;
-                if replaced.is_empty() && lost_in(lost, gap.clone()) < missing_bytes {
-                    sealed.tampered.push(Tampered {
-                        range: gap.clone(),
-                        kind: Tampering::Removed,
-                        detail: format!(
-                            "{count} sealed block(s) of chain {} missing (places {}..{})",
-                            short(&chain.id),
-                            missing.start,
-                            missing.end
-                        ),
-                    });
-                }
+                let (missing, gap) = (chain.next..place, chain.last_end..b.offset);
+                let (s, u) = (&mut status, &mut unknown);
+                missing_places(&mut sealed, s, u, blocks, lost, chain, missing, gap);
+            }
+            if one_place {
+                chain.loose = false;
             }
             chain.matched.insert(place, at);
             chain.next = place + 1;
@@ -1000,8 +1113,9 @@ pub fn verify(blocks: &[Seen], lost: &[std::ops::Range<u64>], keys: &[VerifyingK
         unknown.push(at);
     }
 
-    // The places no block filled at the end of each chain.
-    for chain in &chains {
+    // The places no block filled at the end of each chain (in a span: what lies after it is
+    // not judged).
+    for chain in chains.iter().filter(|_| span.is_none()) {
         let missing: Vec<(&u64, &Leaf)> = chain.expected.range(chain.next..).collect();
         let (Some(first), Some(last)) = (missing.first(), missing.last()) else {
             continue;

@@ -727,3 +727,315 @@ fn a_sealed_log_torn_by_a_crash_reopens_without_tampering() {
     assert_eq!(authentic_records(&sealed), 70);
     assert_eq!(sealed.count(Status::Unsealed).1, 5);
 }
+
+// Verifying part of a file (spec 9.10.1): a window's blocks against the seals the index lists.
+
+const T0: i64 = 1_767_225_600_000_000_000;
+const SECOND: i64 = 1_000_000_000;
+
+/// A sealed file of 600 timed records, one a second, records alike or not.
+fn timed_file(key: &SealingKey, alike: bool) -> Vec<u8> {
+    let mut writer = WriterBuilder::new()
+        .block_target(200)
+        .seal(key.clone())
+        .seal_every(700, None)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..600 {
+        let record = match alike {
+            true => "the same event".to_string(),
+            false => format!("event {i:04} {}", "x".repeat(i % 13)),
+        };
+        writer
+            .write_record_at(record.as_bytes(), T0 + i as i64 * SECOND)
+            .unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+/// Seconds `from..to` of the files above.
+fn seconds(from: i64, to: i64) -> ReaderBuilder {
+    ReaderBuilder::new().window(cobsfile::Window::new(
+        Some(T0 + from * SECOND),
+        Some(T0 + to * SECOND),
+    ))
+}
+
+/// The verification of `file` in `window`, on one thread and on two, which agree.
+fn check_window(file: &[u8], window: &ReaderBuilder) -> (Report, Sealed) {
+    let keys = [key().verifying_key()];
+    let one = window.verify_seals(file, &keys).unwrap();
+    let two = (window.clone().threads(2).min_split(300))
+        .verify_seals(file, &keys)
+        .unwrap();
+    assert_eq!(two.1, one.1, "two threads verify alike");
+    one
+}
+
+/// What the whole file's verification says of each block that `part`'s verified.
+fn agrees_with_whole(file: &[u8], part: &Sealed) {
+    let (_, whole) = check(file);
+    for b in &part.blocks {
+        let of_whole = whole.blocks.iter().find(|w| w.range == b.range).unwrap();
+        assert_eq!(b.status, of_whole.status, "block at {:?}", b.range);
+    }
+}
+
+#[test]
+fn a_window_verifies_its_blocks_against_the_seals_alone() {
+    for alike in [false, true] {
+        let file = timed_file(&key(), alike);
+        let (report, sealed) = check_window(&file, &seconds(300, 360));
+        let span = sealed.span.clone().expect("a window's span verified");
+        assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+        assert!(sealed.is_authentic());
+        // A few seal intervals about the window, not the file.
+        assert!(span.start > 0 && span.end < file.len() as u64, "{span:?}");
+        assert!(span.end - span.start < file.len() as u64 / 5, "{span:?}");
+        assert!(report.blocks.data < 20, "{:?} read", report.blocks);
+        // Every block of the window's seconds is verified, authentic.
+        let records = seconds(300, 360).from_slice(&file).read_all().0.len();
+        assert!(records >= 60, "{records}");
+        assert!(authentic_records(&sealed) >= 60);
+        agrees_with_whole(&file, &sealed);
+        // Every seal of the file counts: the chain is the whole file's.
+        let (_, whole) = check(&file);
+        let summary = |s: &Sealed| -> Vec<_> {
+            (s.chains.iter())
+                .map(|c| (c.chain, c.seals, c.last_hash, c.last_sequence))
+                .collect()
+        };
+        assert_eq!(summary(&sealed), summary(&whole));
+        assert_eq!(sealed.seal_hashes, whole.seal_hashes);
+        // Windows at the file's start and end, and one that holds nothing.
+        for (from, to) in [(0, 20), (580, 700), (1000, 2000), (-50, 1000)] {
+            let (_, sealed) = check_window(&file, &seconds(from, to));
+            assert!(
+                sealed.tampered.is_empty(),
+                "{from}..{to}: {:?}",
+                sealed.tampered
+            );
+            agrees_with_whole(&file, &sealed);
+        }
+    }
+}
+
+/// `file` with its blocks changed by `edit`, and made whole again as an editor that knows
+/// the format would: a fresh index and time index over the blocks (what recovery writes).
+fn edited(file: &[u8], edit: impl FnOnce(&mut Vec<(BlockType, Vec<u8>)>)) -> Vec<u8> {
+    let mut blocks = blocks(file);
+    edit(&mut blocks);
+    let mut out = Vec::new();
+    cobsfile::recover(&file_of(&blocks), &ReaderBuilder::new(), &mut out).unwrap();
+    out
+}
+
+/// The places among `blocks` of the data blocks whose records are in seconds 300..360, each
+/// after its time block.
+fn in_window(blocks: &[(BlockType, Vec<u8>)]) -> Vec<usize> {
+    let file = file_of(blocks);
+    let kept: Vec<u64> = {
+        let mut reader = seconds(300, 360).from_slice(&file);
+        let mut offsets = Vec::new();
+        while let Some(block) = reader.next_block() {
+            let info = block.unwrap().info().clone();
+            if info.block_type == BlockType::Data {
+                offsets.push(info.offset);
+            }
+        }
+        offsets
+    };
+    (0..blocks.len())
+        .filter(|&i| kept.contains(&offset_of(blocks, i)))
+        .collect()
+}
+
+#[test]
+fn tampering_within_a_window_is_found_by_its_verification() {
+    let file = timed_file(&key(), false);
+    let original = blocks(&file);
+    let window = in_window(&original);
+    assert!(window.len() >= 4, "{window:?}");
+    let (a, b) = (window[1], window[2]);
+    // Each edit keeps time blocks with their data blocks (a time block and its data block
+    // are taken, moved or added together).
+    type Edit = Box<dyn Fn(&mut Vec<(BlockType, Vec<u8>)>)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "altered",
+            Box::new(move |blocks| blocks[a].1 = altered(&blocks[a].1)),
+        ),
+        (
+            "removed",
+            Box::new(move |blocks| {
+                blocks.drain(a - 1..=a);
+            }),
+        ),
+        (
+            "swapped",
+            Box::new(move |blocks| {
+                let pair: Vec<_> = blocks.drain(a - 1..=a).collect();
+                let at = b - 1;
+                for (i, block) in pair.into_iter().enumerate() {
+                    blocks.insert(at + i, block);
+                }
+            }),
+        ),
+        (
+            "repeated",
+            Box::new(move |blocks| {
+                let pair: Vec<_> = blocks[a - 1..=a].to_vec();
+                for (i, block) in pair.into_iter().enumerate() {
+                    blocks.insert(b + 1 + i, block);
+                }
+            }),
+        ),
+        (
+            "added",
+            Box::new(move |blocks| {
+                let block = common::raw_block(3, &common::data_payload(&[b"forged"]));
+                blocks.insert(a + 1, (BlockType::Data, block));
+            }),
+        ),
+    ];
+    for (name, edit) in edits {
+        let tampered = edited(&file, edit);
+        let (_, sealed) = check_window(&tampered, &seconds(300, 360));
+        let span = sealed.span.clone().expect("a window's span verified");
+        assert!(!sealed.tampered.is_empty(), "{name}: not found");
+        for t in &sealed.tampered {
+            assert!(
+                t.range.start >= span.start && t.range.end <= span.end,
+                "{name}: {t} outside {span:?}"
+            );
+        }
+        // The whole file's verification finds it too.
+        assert!(!check(&tampered).1.tampered.is_empty(), "{name}");
+    }
+
+    // Outside the window's span, the window's verification does not look; the whole
+    // file's does.
+    let far = (0..window[0] - 60)
+        .rev()
+        .find(|&i| original[i].0 == BlockType::Data)
+        .unwrap();
+    let tampered = edited(&file, |blocks| blocks[far].1 = altered(&blocks[far].1));
+    let (_, sealed) = check_window(&tampered, &seconds(300, 360));
+    assert!(sealed.tampered.is_empty(), "{:?}", sealed.tampered);
+    assert!(!check(&tampered).1.tampered.is_empty());
+}
+
+#[test]
+fn a_window_of_a_log_of_several_chains_verifies_without_tampering() {
+    use cobsfile::{AppenderBuilder, Durability};
+    for alike in [false, true] {
+        let file = common::TempFile::with_contents(&[]);
+        let options = AppenderBuilder::new()
+            .durability(Durability::Flush)
+            .block_target(200)
+            .seal(key())
+            .seal_every(100_000, None);
+        // Six sessions, each a chain sealed once, at its close.
+        for session in 0..6 {
+            let mut log = options.open(&file.0).unwrap();
+            for i in 0..100 {
+                let record = match alike {
+                    true => "the same event".to_string(),
+                    false => format!("session {session} event {i}"),
+                };
+                let t = session * 100 + i;
+                log.append_at(record.as_bytes(), T0 + t * SECOND).unwrap();
+            }
+            log.close().unwrap();
+        }
+        cobsfile::finish_log(&file.0, &ReaderBuilder::new()).unwrap();
+        let bytes = std::fs::read(&file.0).unwrap();
+        for (from, to) in [(250, 280), (150, 420), (0, 30), (590, 600)] {
+            let (_, sealed) = check_window(&bytes, &seconds(from, to));
+            assert!(sealed.span.is_some());
+            assert!(
+                sealed.tampered.is_empty(),
+                "{alike} {from}..{to}: {:?}",
+                sealed.tampered
+            );
+            agrees_with_whole(&bytes, &sealed);
+        }
+    }
+}
+
+/// A file in a "store" that counts the bytes it serves.
+struct Served(Vec<u8>, std::sync::atomic::AtomicU64);
+
+impl cobsfile::Fetch for Served {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn fetch(&self, ranges: &[std::ops::Range<u64>]) -> std::io::Result<Vec<Vec<u8>>> {
+        let served = ranges.iter().map(|r| r.end - r.start).sum();
+        self.1
+            .fetch_add(served, std::sync::atomic::Ordering::Relaxed);
+        Ok(ranges
+            .iter()
+            .map(|r| self.0[r.start as usize..r.end as usize].to_vec())
+            .collect())
+    }
+}
+
+#[test]
+fn a_remote_file_verifies_by_byte_ranges_and_a_window_fetches_little() {
+    let mut writer = WriterBuilder::new()
+        .block_target(4096)
+        .seal(key())
+        .seal_every(64 << 10, None)
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..50_000 {
+        let record = format!("event {i:06} from host-{}", i % 17);
+        writer
+            .write_record_at(record.as_bytes(), T0 + i * SECOND)
+            .unwrap();
+    }
+    let file = writer.finish().unwrap();
+    let keys = [key().verifying_key()];
+    let len = file.len() as u64;
+    for options in [
+        ReaderBuilder::new(),
+        ReaderBuilder::new().threads(2).min_split(64 << 10),
+        seconds(20_000, 20_060),
+        seconds(20_000, 20_060).threads(2).min_split(4096),
+    ] {
+        let remote = cobsfile::Remote::open(Served(file.clone(), Default::default())).unwrap();
+        let served_before = remote
+            .fetcher()
+            .1
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let (report, sealed) = remote.verify_seals(&options, &keys).unwrap();
+        let served = remote
+            .fetcher()
+            .1
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - served_before;
+        let (local_report, local) = options.verify_seals(&file, &keys).unwrap();
+        assert_eq!(sealed, local, "fetched by ranges as in memory");
+        assert_eq!(report.blocks, local_report.blocks);
+        assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+        match options.get_window() {
+            None => assert!(
+                served >= len && served < len + len / 20,
+                "{served} of {len}"
+            ),
+            Some(_) => {
+                assert!(sealed.span.is_some());
+                assert!(authentic_records(&sealed) >= 60);
+                // The seal intervals about the window (64 KiB each), the time index and the
+                // seals: not the file.
+                let seals: u64 = (cobsfile::Index::find(&file).unwrap().entries().iter())
+                    .filter(|e| e.block_type == BlockType::Seal)
+                    .map(|e| e.size)
+                    .sum();
+                assert!(served < 3 * (64 << 10) + 2 * seals, "{served} of {len}");
+                assert!(served < len / 10, "{served} of {len}");
+            }
+        }
+    }
+}
