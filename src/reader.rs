@@ -670,11 +670,20 @@ impl ReaderBuilder {
             span,
             seals,
             unread,
-        }) = self.sealed_span(bytes)
+            tail,
+        }) = self.sealed_span(bytes)?
         {
-            let (report, stopped) = all.read_span(bytes, span.clone(), None, &see, &mut seen)?;
+            let (mut report, stopped) =
+                all.read_span(bytes, span.clone(), None, &see, &mut seen)?;
             if let Some(stopped) = stopped {
                 return Err(stopped);
+            }
+            // How the file ends, from its last blocks: the index and what follows it.
+            if span.end != u64::MAX {
+                let nothing = |_: &mut (), _: &Block<'_>| {};
+                let (tail, _) =
+                    all.read_span(bytes, tail..u64::MAX, None, &nothing, &mut range::Discard)?;
+                report.ending = tail.ending;
             }
             // The seals outside the span, in file order with its blocks.
             seen.0
@@ -760,11 +769,15 @@ impl ReaderBuilder {
     /// before the window's first block to the first seal after its last, as the index lists
     /// them), the seal blocks the index lists, read where it says, and the byte ranges of
     /// those that could not be read. `None` without a window, or without an index from the
-    /// file's start that lists a time index.
-    fn sealed_span(&self, bytes: range::Bytes<'_>) -> Option<SealedSpan> {
-        let plan = self.time_plan(bytes)?;
+    /// file's start that lists a time index. A failed fetch is an [`Error::Io`].
+    fn sealed_span(&self, bytes: range::Bytes<'_>) -> Result<Option<SealedSpan>> {
+        let Some(plan) = self.time_plan(bytes) else {
+            return Ok(None);
+        };
         let index = &plan.index;
-        let window = index.window_span(&plan.spans, plan.window)?;
+        let Some(window) = index.window_span(&plan.spans, plan.window) else {
+            return Ok(None);
+        };
         let entries = index.entries();
         let listed: Vec<&IndexEntry> = (entries.iter())
             .filter(|e| e.block_type == BlockType::Seal)
@@ -788,10 +801,7 @@ impl ReaderBuilder {
                 .collect(),
             range::Bytes::Fetched(file) => match ranges.is_empty() {
                 true => Vec::new(),
-                false => match file.fetch(&ranges) {
-                    Ok(pieces) => pieces.into_iter().map(Some).collect(),
-                    Err(_) => return None,
-                },
+                false => file.fetch(&ranges)?.into_iter().map(Some).collect(),
             },
         };
         let mut seals = Vec::new();
@@ -829,11 +839,12 @@ impl ReaderBuilder {
         let end = (listed.iter())
             .find(|e| e.offset >= window.end)
             .map_or(u64::MAX, |e| e.offset + 1);
-        Some(SealedSpan {
+        Ok(Some(SealedSpan {
             span: start..end,
             seals,
             unread,
-        })
+            tail: index.offset(),
+        }))
     }
     /// The metadata blocks of `bytes`, in file order: when it ends with a usable index (from
     /// offset 0), the ones the index lists, each read where the index says it is (a few pages
@@ -1752,6 +1763,8 @@ struct SealedSpan {
     seals: Vec<crate::seal::Seen>,
     /// The blocks of those that could not be read there.
     unread: Vec<Range<u64>>,
+    /// Where the index block opens: the blocks from there on say how the file ends.
+    tail: u64,
 }
 
 /// The work of a read that passes over the blocks a verification did not find authentic.

@@ -654,6 +654,16 @@ impl Sealed {
         out
     }
 
+    /// The bytes a verification of part of a file read ([`verify_span`]): from its span's start
+    /// to the end of the last block that opens in the span. `None` when the whole file was
+    /// verified.
+    pub fn verified(&self) -> Option<std::ops::Range<u64>> {
+        let span = self.span.as_ref()?;
+        let within = self.blocks.iter().filter(|b| span.contains(&b.range.start));
+        let end = within.map(|b| b.range.end).max().unwrap_or(span.start);
+        Some(span.start..end)
+    }
+
     /// Whether the block opening at `offset` is authentic.
     pub fn authentic_at(&self, offset: u64) -> bool {
         let at = self.blocks.partition_point(|b| b.range.start < offset);

@@ -66,7 +66,7 @@ pub struct Args {
     /// Only records that a valid seal by --key covers (spec 9.10): the file is verified first,
     /// each tampering and the records no seal covers are reported on stderr and left out
     /// (exit 6 for tampering, 7 for unsealed records).
-    #[arg(long, requires = "key", conflicts_with_all = ["follow", "json", "since", "until"])]
+    #[arg(long, requires = "key", conflicts_with_all = ["follow", "json"])]
     authentic: bool,
     /// The cobsfiles, read one after the other (`-` for stdin). A log directory (spec 11.4) is
     /// one log: its segments in order. --skip and --limit apply to each FILE (to a log
@@ -176,9 +176,11 @@ fn run_log(args: &Args, dir: &Path) -> Result<Outcome, Failure> {
     Ok(worst)
 }
 
-/// `cat --authentic`: the file verified against its seals first, then the records of the
-/// blocks found authentic, in order; tampering, damage and unsealed records reported on
-/// stderr, as `verify --key` reports them.
+/// `cat --authentic`: the file verified against its seals first (with a window, only the
+/// blocks about the window's, spec 9.10.1), then the records of the blocks found authentic,
+/// in order, read in ranges on the options' threads (an object's by byte ranges when a window
+/// says which); tampering, damage and unsealed records reported on stderr, as `verify --key`
+/// reports them.
 fn run_authentic(
     args: &Args,
     path: &Path,
@@ -186,11 +188,8 @@ fn run_authentic(
 ) -> Result<Outcome, Failure> {
     let name = input::name(path);
     let builder = args.read.builder()?;
-    let held = super::verify::Held::open(path, &name)?;
-    let bytes = held.bytes();
-    let (report, sealed) = builder
-        .verify_seals(bytes, keys)
-        .map_err(|e| Failure::at(&name, e))?;
+    let held = super::verify::Held::open(path, &name, args.read.window.is_some())?;
+    let (report, sealed) = held.verify_seals(&builder, keys, &name)?;
     super::verify::not_a_cobsfile(&name, &report)?;
     for d in &report.damaged {
         eprintln!("cobsfile: {name}: {d}");
@@ -207,31 +206,81 @@ fn run_authentic(
     if sealed.chains.is_empty() {
         eprintln!("cobsfile: {name}: no valid seal by the key(s) given: nothing is authentic");
     }
-    let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
-    let (mut skip, mut left) = (args.skip, args.limit.unwrap_or(u64::MAX));
-    let mut reader = builder.from_slice(bytes);
-    'blocks: while let Some(block) = reader.next_block() {
-        let Ok(block) = block else { continue };
-        let info = block.info();
-        if info.block_type != cobsfile::BlockType::Data || !sealed.authentic_at(info.offset) {
-            continue;
-        }
+    let framing = args.framing;
+    let format = |part: &mut Records, block: &Block<'_>| {
         for record in block.records() {
-            if skip > 0 {
-                skip -= 1;
-                continue;
+            if part.failed.is_none() {
+                part.failed = framing.write_record(&mut part.out, record).err();
+                part.ends.push(part.out.len());
             }
-            if left == 0 {
-                break 'blocks;
+        }
+    };
+    let mut sink = Authentic {
+        out: BufWriter::with_capacity(1 << 18, io::stdout().lock()),
+        skip: args.skip,
+        left: args.limit.unwrap_or(u64::MAX),
+        closed: false,
+        failed: None,
+    };
+    let read = held.read_authentic(&builder, &sealed, format, &mut sink, &name)?;
+    if let Some(failure) = sink.failed {
+        return Err(failure);
+    }
+    if sink.closed || !quiet_broken_pipe(sink.out.flush())? {
+        return Ok(Outcome::Clean);
+    }
+    untimed_note(&name, read.untimed_blocks_passed);
+    Ok(super::verify::sealed_outcome(&report, &sealed, None))
+}
+
+/// Authentic records of a range, formatted, and where each ends.
+#[derive(Default)]
+struct Records {
+    out: Vec<u8>,
+    ends: Vec<usize>,
+    failed: Option<io::Error>,
+}
+
+/// Writes authentic records in order, past the first `skip` and at most `left`.
+struct Authentic<W: Write> {
+    out: W,
+    skip: u64,
+    left: u64,
+    /// The reader of the output went away.
+    closed: bool,
+    failed: Option<Failure>,
+}
+
+impl<W: Write> RangeSink<Records> for Authentic<W> {
+    fn part(&mut self, part: Records) -> ControlFlow<()> {
+        let skipped = usize::try_from(self.skip)
+            .unwrap_or(usize::MAX)
+            .min(part.ends.len());
+        self.skip -= skipped as u64;
+        let kept = usize::try_from(self.left)
+            .unwrap_or(usize::MAX)
+            .min(part.ends.len() - skipped);
+        self.left -= kept as u64;
+        let from = skipped.checked_sub(1).map_or(0, |i| part.ends[i]);
+        let to = (skipped + kept)
+            .checked_sub(1)
+            .map_or(0, |i| part.ends[i])
+            .max(from);
+        let written =
+            (self.out.write_all(&part.out[from..to])).and(part.failed.map_or(Ok(()), Err));
+        match quiet_broken_pipe(written) {
+            Ok(true) if self.left > 0 => ControlFlow::Continue(()),
+            Ok(true) => ControlFlow::Break(()),
+            Ok(false) => {
+                self.closed = true;
+                ControlFlow::Break(())
             }
-            left -= 1;
-            if !quiet_broken_pipe(args.framing.write_record(&mut out, record))? {
-                return Ok(Outcome::Clean);
+            Err(failure) => {
+                self.failed = Some(failure);
+                ControlFlow::Break(())
             }
         }
     }
-    quiet_broken_pipe(out.flush())?;
-    Ok(super::verify::sealed_outcome(&report, &sealed, None))
 }
 
 /// `cat` of one file.

@@ -25,6 +25,17 @@ pub struct Args {
     /// printed it), and was only appended to since (exit 6 if not).
     #[arg(long, value_name = "HASH", requires = "key", value_parser = parse_hash)]
     pub extends: Option<[u8; 32]>,
+    /// With --key: verify the records of this window only (the forms of `cat --since`): in a
+    /// file whose index lists a time index, the blocks from the last seal before the window's
+    /// blocks to the first seal after them are read, and checked against every seal the index
+    /// lists (spec 9.10.1); an object in a store fetches those bytes alone.
+    #[arg(long, value_name = "T", requires = "key", value_parser = super::when::parse_when,
+          allow_hyphen_values = true)]
+    pub since: Option<i64>,
+    /// With --key: the end of the window (the forms of `cat --since`).
+    #[arg(long, value_name = "T", requires = "key", value_parser = super::when::parse_when,
+          allow_hyphen_values = true)]
+    pub until: Option<i64>,
 }
 
 /// A seal's hash: 64 hexadecimal digits.
@@ -56,7 +67,16 @@ pub fn sealed_outcome(report: &Report, sealed: &Sealed, held: Option<bool>) -> O
 }
 
 /// `cobsfile verify`: each file in turn.
-pub fn run(args: Args) -> Result<Outcome, Failure> {
+pub fn run(mut args: Args) -> Result<Outcome, Failure> {
+    if args.since.is_some() || args.until.is_some() {
+        let window = cobsfile::Window::new(args.since, args.until);
+        if window.is_empty() {
+            return Err(Failure::usage(
+                "--since is after --until: no time is in the window",
+            ));
+        }
+        args.list.read.window = Some(window);
+    }
     let keys = read_keys(&args.key)?;
     super::each_file(&args.list.files, None, |path| {
         let job = Verify {
@@ -104,12 +124,15 @@ impl Verify {
         extends: Option<&[u8; 32]>,
     ) -> Result<Outcome, Failure> {
         let builder = options.builder()?;
-        let held = Held::open(path, &self.name)?;
-        let (report, sealed) = builder
-            .verify_seals(held.bytes(), keys)
-            .map_err(|e| Failure::at(&self.name, e))?;
+        let held = Held::open(path, &self.name, true)?;
+        let (report, sealed) = held.verify_seals(&builder, keys, &self.name)?;
         not_a_cobsfile(&self.name, &report)?;
         let held = extends.map(|hash| (hash, sealed.extends(hash)));
+        // A verification of part of the file reports on the bytes it read.
+        let mut report = report;
+        if let Some(span) = sealed.verified() {
+            report.len = span.end - span.start;
+        }
         let mut out = io::stdout().lock();
         let written = if self.json {
             let mut value = report_json(&self.name, &report);
@@ -371,6 +394,13 @@ fn write_seals(
             ranges.join(", ")
         )?;
     }
+    if let Some(span) = sealed.verified() {
+        writeln!(
+            out,
+            "{name}: verified bytes {}..{} only: the window's blocks, between seals (spec 9.10.1)",
+            span.start, span.end,
+        )?;
+    }
     let (blocks, records) = sealed.count(Status::Authentic);
     match &sealed.chains[..] {
         [] => writeln!(
@@ -445,21 +475,30 @@ fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
         "tampered": tampered,
         "chains": chains,
         "file_id": sealed.file_id.as_ref().map(file_id_text),
+        "span": sealed.verified().map(|span| json!({ "start": span.start, "end": span.end })),
         "extends": held.map(|(hash, held)| json!({ "seal": hash_text(hash), "held": held })),
     })
 }
 
-/// The bytes of a file whose seals are verified, held whole: mapped, stdin read, or an object
-/// in a store fetched whole (into an unnamed temporary file, mapped): verification hashes
-/// every block, so it reads every byte anyway.
+/// The bytes of a file whose seals are verified: mapped, stdin read whole, or an object in a
+/// store, read by byte ranges (each thread fetching its own) or fetched whole (into an unnamed
+/// temporary file, mapped) for a reader that reads it twice, verifying, then reading what is
+/// authentic.
 pub enum Held {
     Mapped(cobsfile::MappedFile),
     Bytes(Vec<u8>),
+    Remote(Box<cobsfile_datafusion::RemoteObject>),
 }
 
 impl Held {
-    pub fn open(path: &Path, name: &str) -> Result<Held, Failure> {
+    /// The file at `path`; an object read `by_ranges` or fetched whole.
+    pub fn open(path: &Path, name: &str, by_ranges: bool) -> Result<Held, Failure> {
         if let Some(url) = input::object_url(path) {
+            if by_ranges {
+                let object = cobsfile_datafusion::RemoteObject::open(url)
+                    .map_err(|e| Failure::new(e.to_string()))?;
+                return Ok(Held::Remote(Box::new(object)));
+            }
             let file =
                 cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
             return Ok(Held::Mapped(file));
@@ -475,10 +514,42 @@ impl Held {
         })
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    /// `ReaderBuilder::verify_seals` of the file.
+    pub fn verify_seals(
+        &self,
+        builder: &cobsfile::ReaderBuilder,
+        keys: &[VerifyingKey],
+        name: &str,
+    ) -> Result<(Report, Sealed), Failure> {
         match self {
-            Held::Mapped(file) => file.bytes(),
-            Held::Bytes(bytes) => bytes,
+            Held::Mapped(file) => builder.verify_seals(file.bytes(), keys),
+            Held::Bytes(bytes) => builder.verify_seals(bytes, keys),
+            Held::Remote(object) => object.remote().verify_seals(builder, keys),
         }
+        .map_err(|e| Failure::at(name, e))
+    }
+
+    /// `ReaderBuilder::read_authentic` of the file.
+    pub fn read_authentic<T, F, K>(
+        &self,
+        builder: &cobsfile::ReaderBuilder,
+        sealed: &Sealed,
+        on_block: F,
+        sink: &mut K,
+        name: &str,
+    ) -> Result<Report, Failure>
+    where
+        T: Default + Send,
+        F: Fn(&mut T, &cobsfile::Block<'_>) + Sync,
+        K: cobsfile::RangeSink<T> + ?Sized,
+    {
+        match self {
+            Held::Mapped(file) => builder.read_authentic(file.bytes(), sealed, on_block, sink),
+            Held::Bytes(bytes) => builder.read_authentic(bytes, sealed, on_block, sink),
+            Held::Remote(object) => object
+                .remote()
+                .read_authentic(builder, sealed, on_block, sink),
+        }
+        .map_err(|e| Failure::at(name, e))
     }
 }

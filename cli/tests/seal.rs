@@ -492,3 +492,108 @@ fn pack_append_seal_to_a_log_directory_seals_every_segment() {
     assert_eq!(stdout(&out).lines().count(), 8000);
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
+
+/// `verify --key --since/--until` verifies the window's blocks between seals (spec 9.10.1) and
+/// says which bytes; `cat --key --authentic --since/--until` prints what `cat --since/--until`
+/// prints, on any number of threads, with --skip and --limit counted among authentic records.
+#[test]
+fn a_window_of_a_sealed_file_verifies_and_reads_alone() {
+    let dir = scratch("seal-window");
+    let key = generate(&dir, "archive");
+    let public = dir.join("archive.pub");
+    let input = dir.join("events.jsonl");
+    let text: String = (0..20_000)
+        .map(|i| format!("{{\"ts\": {}, \"n\": {i}}}\n", 1_767_225_600 + i))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let file = dir.join("events.cobs");
+    let (input, file_arg) = (input.to_str().unwrap(), file.to_str().unwrap());
+    let done = cobsfile(&[
+        "pack",
+        input,
+        "-o",
+        file_arg,
+        "--time-field",
+        "ts",
+        "--block-target",
+        "8K",
+        "--seal",
+        key.to_str().unwrap(),
+        "--seal-every",
+        "32K",
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let window = ["--since", "@1767235600", "--until", "@1767235699"];
+    let out = verify(&file, &public, &window);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(text.contains("clean, finished"), "{text}");
+    assert!(text.contains("only: the window's blocks"), "{text}");
+    let json = verify(&file, &public, &[&window[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let span = &v["seals"]["span"];
+    let (start, end) = (
+        span["start"].as_u64().unwrap(),
+        span["end"].as_u64().unwrap(),
+    );
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        start > 0 && end < len && end - start < len / 4,
+        "{span} of {len}"
+    );
+    // The whole file's verification has no span.
+    let whole = verify(&file, &public, &["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert!(v["seals"]["span"].is_null());
+
+    let plain = cobsfile(&[&["cat", file_arg][..], &window].concat());
+    assert_eq!(stdout(&plain).lines().count(), 100);
+    let public = public.to_str().unwrap();
+    for threads in ["1", "2"] {
+        let authentic = cobsfile(
+            &[
+                &[
+                    "cat",
+                    file_arg,
+                    "--key",
+                    public,
+                    "--authentic",
+                    "--threads",
+                    threads,
+                ][..],
+                &window,
+            ]
+            .concat(),
+        );
+        assert_eq!(authentic.status.code(), Some(0), "{}", stderr(&authentic));
+        assert_eq!(stdout(&authentic), stdout(&plain), "{threads} thread(s)");
+        let some = cobsfile(
+            &[
+                &[
+                    "cat",
+                    file_arg,
+                    "--key",
+                    public,
+                    "--authentic",
+                    "--threads",
+                    threads,
+                ][..],
+                &["--skip", "10", "--limit", "5"],
+                &window,
+            ]
+            .concat(),
+        );
+        let all = stdout(&plain);
+        let lines: Vec<&str> = all.lines().skip(10).take(5).collect();
+        assert_eq!(stdout(&some), lines.join("\n") + "\n");
+    }
+    // A window without a key is a usage mistake.
+    let out = cobsfile(&[&["verify", file_arg][..], &window].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -380,6 +380,13 @@ pub struct StoreFetch {
 /// A function that runs the wait for a request given to it: see [`RemoteObject::wait_in`].
 pub type Wait = Arc<dyn Fn(&mut (dyn FnMut() + Send)) + Send + Sync>;
 
+/// Ranges of one fetch closer than this are asked for in one request. Smaller than
+/// object_store's default (1 MiB, made for a Parquet file's column chunks): the ranges a
+/// cobsfile reader asks for at once are small blocks spread over a file (the dictionaries,
+/// metadata or seals an index lists, a seal about every MiB), which 1 MiB would fetch with
+/// everything between them.
+const COALESCE: u64 = 64 << 10;
+
 impl cobsfile::Fetch for StoreFetch {
     fn size(&self) -> u64 {
         self.meta.size
@@ -414,8 +421,7 @@ impl cobsfile::Fetch for StoreFetch {
                     result.bytes().await.map_err(|e| fetch_error(meta, e))
                 }
             };
-            object_store::coalesce_ranges(&ranges, get, object_store::OBJECT_STORE_COALESCE_DEFAULT)
-                .await
+            object_store::coalesce_ranges(&ranges, get, COALESCE).await
         });
         let mut done = None;
         let mut block = || done = Some(futures::executor::block_on(&mut task));

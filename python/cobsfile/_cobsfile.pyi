@@ -71,6 +71,7 @@ class Seals:
     chains: list[dict[str, Any]]
     last_seal: Optional[str]
     file_id: Optional[str]
+    span: Optional[tuple[int, int]]
     def extends(self, seal_hash: str) -> bool: ...
     def __bool__(self) -> bool: ...
 
@@ -221,6 +222,8 @@ def verify(
     threads: int = 1,
     max_body_size: Optional[int] = None,
     keys: Optional[Sequence[Any]] = None,
+    since: Any = None,
+    until: Any = None,
 ) -> Report: ...
 def segments(path: Any) -> list[Any]: ...
 def recover(

@@ -109,6 +109,20 @@ impl Bytes {
             Bytes::Owned(bytes) => options.verify(bytes),
         }
     }
+
+    /// The verification of the seals signed by one of `keys` (`ReaderBuilder::verify_seals`):
+    /// an object's by byte ranges, only the blocks about a window's where its index says.
+    pub(crate) fn verify_seals(
+        &self,
+        options: &ReaderBuilder,
+        keys: &[cobsfile::key::VerifyingKey],
+    ) -> Result<(cobsfile::Report, cobsfile::seal::Sealed), cobsfile::Error> {
+        match self {
+            Bytes::Remote(object, _) => object.remote().verify_seals(options, keys),
+            Bytes::Mapped(map) => options.verify_seals(map.bytes(), keys),
+            Bytes::Owned(bytes) => options.verify_seals(bytes, keys),
+        }
+    }
 }
 
 /// What damage does: skipped (and listed in `damage`), raised, or passed to a callable.

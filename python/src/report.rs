@@ -57,6 +57,9 @@ pub(crate) struct Seals {
     pub last_seal: Option<String>,
     /// The file's id (hex), if it has one.
     pub file_id: Option<String>,
+    /// The bytes (start, end) verified when only the blocks about a window were (`since`,
+    /// `until`; spec 9.10.1); None when the whole file was.
+    pub span: Option<(u64, u64)>,
     hashes: Vec<[u8; 32]>,
     untampered: bool,
 }
@@ -126,6 +129,7 @@ impl Seals {
             chains,
             last_seal: last.map(|c| hash_text(&c.last_hash)),
             file_id: sealed.file_id.as_ref().map(file_id_text),
+            span: sealed.verified().map(|r| (r.start, r.end)),
             hashes: sealed.seal_hashes.clone(),
             untampered: sealed.tampered.is_empty(),
         })
@@ -216,9 +220,13 @@ impl Recovery {
 
 /// Reads every block of `source` (a path, bytes or a binary file object) and reports what is
 /// intact, damaged and unreadable, and how the file ends; with `keys` (public key files),
-/// also what its seals prove, in `report.seals` (an object in a store is then fetched whole).
+/// also what its seals prove, in `report.seals` (an object in a store read by byte ranges).
+/// With `keys` and `since`/`until`, only the blocks about the window's are read and verified,
+/// against every seal the file's index lists (spec 9.10.1; `report.seals.span` says which
+/// bytes), where the index lists a time index.
 #[pyfunction]
-#[pyo3(signature = (source, *, dictionaries=None, threads=1, max_body_size=None, keys=None))]
+#[pyo3(signature = (source, *, dictionaries=None, threads=1, max_body_size=None, keys=None, since=None, until=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn verify(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
@@ -226,9 +234,21 @@ pub(crate) fn verify(
     threads: usize,
     max_body_size: Option<usize>,
     keys: Option<Vec<PathBuf>>,
+    since: Option<&Bound<'_, PyAny>>,
+    until: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Report> {
+    let (since, until) = (
+        crate::time::optional_nanos(since)?,
+        crate::time::optional_nanos(until)?,
+    );
+    let window = (since.is_some() || until.is_some()).then(|| cobsfile::Window::new(since, until));
+    if window.is_some() && keys.is_none() {
+        return Err(PyValueError::new_err(
+            "since and until choose what a verification of seals reads: give keys",
+        ));
+    }
     let (bytes, _) = open_source(py, source)?;
-    let options = reader_options(dictionaries, threads, max_body_size, None);
+    let options = reader_options(dictionaries, threads, max_body_size, window);
     if let Some(paths) = keys {
         if paths.is_empty() {
             return Err(PyValueError::new_err(
@@ -239,9 +259,8 @@ pub(crate) fn verify(
             .map(cobsfile::key::VerifyingKey::read)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| file_error(py, e))?;
-        let bytes = py.detach(|| bytes.into_whole()).map_err(PyErr::from)?;
         let (report, sealed) = py
-            .detach(|| options.verify_seals(bytes.whole().unwrap_or_default(), &keys))
+            .detach(|| bytes.verify_seals(&options, &keys))
             .map_err(|e| file_error(py, e))?;
         let mut out = Report::of(py, &report)?;
         out.seals = Some(Py::new(py, Seals::of(py, &sealed)?)?);

@@ -88,3 +88,30 @@ def test_a_log_directory_seals_each_segment(key, tmp_path):
         assert seals.authentic, (path, seals.tampered)
         total += seals.authentic_records
     assert total == 2000
+
+
+def test_a_window_verifies_alone_as_the_cli_verifies_it(cli, key, tmp_path):
+    path = tmp_path / "timed.cobs"
+    t0 = 1_767_225_600 * 10**9
+    with cobsfile.Writer(path, block_size=4000, seal=key, seal_every=16000) as w:
+        for i in range(20000):
+            w.write(f"event {i:05}".encode(), time=t0 + i * 10**9)
+    public = f"{key}.pub"
+    since, until = t0 + 10000 * 10**9, t0 + 10099 * 10**9
+    report = cobsfile.verify(path, keys=[public], since=since, until=until)
+    seals = report.seals
+    start, end = seals.span
+    size = path.stat().st_size
+    assert 0 < start < end < size and end - start < size // 4
+    assert seals.authentic and seals.tampered == [] and seals.authentic_records >= 100
+    assert cobsfile.verify(path, keys=[public]).seals.span is None
+    # The CLI's window says the same.
+    out = run(
+        cli, "verify", "--json", "--key", public, "--since", f"@{since // 10**9}",
+        "--until", f"@{until // 10**9}", str(path),
+    ).stdout
+    got = json.loads(out)["seals"]
+    assert (got["span"]["start"], got["span"]["end"]) == seals.span
+    assert got["authentic"]["records"] == seals.authentic_records
+    with pytest.raises(ValueError, match="keys"):
+        cobsfile.verify(path, since=since)
