@@ -2389,4 +2389,72 @@ pub fn seal(data: &[u8]) {
     if changed_middle && flipped.is_none() && !before.starts_with(&after) {
         assert!(!sealed.is_authentic(), "tampering unseen");
     }
+
+    // Part of the file verified (spec 9.10.1): the blocks opening in a span that starts at any
+    // block, with every seal of the file. What it calls authentic, one writer wrote there, in
+    // order (as above); untouched, it finds nothing tampered and agrees with the whole.
+    let n = blocks.len().max(1);
+    let from = first as usize % n;
+    let to = from + 1 + (first as usize / 7) % n;
+    let offset = |k: usize| {
+        1 + blocks[..k.min(blocks.len())]
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>()
+            - 1
+    };
+    let span = offset(from) as u64..offset(to) as u64;
+    let mut seen = Vec::new();
+    let mut reader = ReaderBuilder::new().from_slice(&file);
+    while let Some(block) = reader.next_block() {
+        let Ok(block) = block else { continue };
+        let info = block.info();
+        if !span.contains(&info.offset) && info.block_type != BlockType::Seal {
+            continue;
+        }
+        let frame = &file[(info.offset + 1) as usize..(info.offset + info.size) as usize];
+        let records = match info.block_type {
+            BlockType::Data => info.items.unwrap_or(0),
+            _ => 0,
+        };
+        seen.push(cobsfile::seal::Seen::new(
+            info.offset,
+            info.size,
+            info.block_type,
+            records,
+            frame,
+            block.payload(),
+        ));
+    }
+    let lost: Vec<_> = report.damaged.iter().map(|d| d.range.clone()).collect();
+    let part = cobsfile::seal::verify_span(&seen, &lost, &[key], span.clone());
+    let mut next = [0usize; 2];
+    for verdict in part.blocks.iter().filter(|v| span.contains(&v.range.start)) {
+        if verdict.status != cobsfile::seal::Status::Authentic {
+            continue;
+        }
+        let bytes = &file[(verdict.range.start + 1) as usize..=verdict.range.end as usize];
+        let found = [&ours, &theirs].iter().enumerate().find_map(|(w, blocks)| {
+            let at = (next[w]..blocks.len()).find(|&k| blocks[k] == bytes)?;
+            Some((w, at))
+        });
+        let Some((w, at)) = found else {
+            panic!(
+                "an authentic block at {:?} of span {span:?} that no writer wrote there: {part:?}",
+                verdict.range
+            );
+        };
+        next[w] = at + 1;
+    }
+    if !edited {
+        assert!(
+            part.tampered.is_empty(),
+            "span {span:?}: {:?}",
+            part.tampered
+        );
+        for v in part.blocks.iter().filter(|v| span.contains(&v.range.start)) {
+            let whole = sealed.blocks.iter().find(|w| w.range == v.range);
+            assert_eq!(whole.map(|w| w.status), Some(v.status), "span {span:?}");
+        }
+    }
 }

@@ -105,6 +105,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A verification of seals met more blocks than
+    /// [`Limits::max_verified_blocks`](crate::Limits::max_verified_blocks) lets it note.
+    #[error("verifying seals: more than {limit} blocks by byte {offset} (the limit of blocks a verification notes); verify a time window, or raise the limit")]
+    TooManyBlocks {
+        /// Where the block past the limit opens.
+        offset: u64,
+        /// The limit.
+        limit: u64,
+    },
+
     /// A key file (to sign or verify seals) that cannot be used: missing, unreadable, malformed,
     /// of the wrong kind, or a private key others can read. Never holds key bytes.
     #[error("key {}: {problem}", path.display())]

@@ -20,6 +20,10 @@ pub const DEFAULT_MAX_DICTIONARY_BYTES: u64 = 128 << 20;
 /// what each byte of input adds: 1 GiB.
 pub const DEFAULT_MAX_DAMAGED_DECODING: u64 = 1 << 30;
 
+/// The default number of blocks a verification of seals notes: 2^22 (a TiB of blocks of the
+/// default 256 KiB; at most about 2 GiB of what it holds of them, 500 bytes each).
+pub const DEFAULT_MAX_VERIFIED_BLOCKS: u64 = 1 << 22;
+
 /// The bounds a reader enforces; set them with [`ReaderBuilder::limits`] (or
 /// [`ReaderBuilder::max_body_size`] for the first).
 ///
@@ -32,6 +36,7 @@ pub const DEFAULT_MAX_DAMAGED_DECODING: u64 = 1 << 30;
 /// | [`max_dictionaries`](Self::max_dictionaries) | distinct dictionaries kept from the input | the dictionary block is unreadable: [`Cause::Limit`] |
 /// | [`max_dictionary_bytes`](Self::max_dictionary_bytes) | their bytes, together | the same |
 /// | [`max_damaged_decoding`](Self::max_damaged_decoding) | bytes decompressed for blocks that then fail their checks (a CRC that does not match, say), plus 64 for each byte of block body met | a compressed block that would pass it is unreadable: [`Cause::Limit`] |
+/// | [`max_verified_blocks`](Self::max_verified_blocks) | the blocks a verification of seals notes (up to 500 bytes each, with what it keeps of the seals' leaves for them) until it matches them to the seals | the verification fails: [`Error::TooManyBlocks`](crate::Error::TooManyBlocks) |
 ///
 /// Dictionaries given to the reader ([`ReaderBuilder::dictionary`]) are not counted.
 ///
@@ -54,6 +59,7 @@ pub struct Limits {
     pub(crate) max_dictionaries: usize,
     pub(crate) max_dictionary_bytes: u64,
     pub(crate) max_damaged_decoding: u64,
+    pub(crate) max_verified_blocks: u64,
 }
 
 impl Default for Limits {
@@ -63,6 +69,7 @@ impl Default for Limits {
             max_dictionaries: DEFAULT_MAX_DICTIONARIES,
             max_dictionary_bytes: DEFAULT_MAX_DICTIONARY_BYTES,
             max_damaged_decoding: DEFAULT_MAX_DAMAGED_DECODING,
+            max_verified_blocks: DEFAULT_MAX_VERIFIED_BLOCKS,
         }
     }
 }
@@ -96,6 +103,19 @@ impl Limits {
     /// it may be damaged too. Each thread of a reader counts its own.
     pub fn max_damaged_decoding(mut self, bytes: u64) -> Self {
         self.max_damaged_decoding = bytes;
+        self
+    }
+
+    /// The most blocks a verification of seals
+    /// ([`ReaderBuilder::verify_seals`](crate::ReaderBuilder::verify_seals)) notes (default
+    /// 2^22): each costs up to about 500 bytes (with what is kept of the seals' leaves for it)
+    /// until the seals are matched, so that a file of the smallest sealed blocks (about 77
+    /// bytes each, their leaves in the seals included) costs about 6 times its size. Past it
+    /// the verification fails with [`Error::TooManyBlocks`](crate::Error::TooManyBlocks), after
+    /// noting at most one part of a range read (about a MiB of payload) more; a verification
+    /// of a time window (spec 9.10.1) notes only the blocks about the window.
+    pub fn max_verified_blocks(mut self, count: u64) -> Self {
+        self.max_verified_blocks = count;
         self
     }
 

@@ -589,7 +589,9 @@ impl ReaderBuilder {
     /// seals (spec 9.10) signed by one of `keys`: which blocks are authentic, unsealed or
     /// tampered with. Each block's leaf is hashed on the thread that reads its range, as
     /// [`read_ranges`](Self::read_ranges) reads them; the matching of blocks to seals then
-    /// holds about 100 bytes per block. With a [`window`](Self::window), and a file whose
+    /// holds up to about 500 bytes per block, for at most
+    /// [`Limits::max_verified_blocks`](crate::Limits::max_verified_blocks) blocks
+    /// ([`Error::TooManyBlocks`] past it). With a [`window`](Self::window), and a file whose
     /// index lists a time index, only the blocks from the last seal before the window's
     /// blocks to the first seal after them are read and verified, against every seal the
     /// index lists (spec 9.10.1; [`Sealed::span`](crate::seal::Sealed::span) says which
@@ -638,34 +640,37 @@ impl ReaderBuilder {
         keys: &[crate::key::VerifyingKey],
     ) -> Result<(Report, crate::seal::Sealed)> {
         use crate::seal::Seen;
-        struct Collect(Vec<Seen>);
+        /// The blocks noted, up to the limit: past it, where the block past it opens.
+        struct Collect(Vec<Seen>, u64, Option<u64>);
         impl RangeSink<Vec<Seen>> for Collect {
             fn part(&mut self, mut part: Vec<Seen>) -> std::ops::ControlFlow<()> {
+                let room = self.1.saturating_sub(self.0.len() as u64);
+                if let Some(past) = part.get(usize::try_from(room).unwrap_or(usize::MAX)) {
+                    self.2 = Some(past.offset);
+                    return std::ops::ControlFlow::Break(());
+                }
                 self.0.append(&mut part);
                 std::ops::ControlFlow::Continue(())
             }
         }
-        let see = |part: &mut Vec<Seen>, block: &Block<'_>| {
-            let info = block.info();
-            let records = match info.block_type {
-                BlockType::Data => info.items.unwrap_or(0),
-                _ => 0,
-            };
-            part.push(Seen::new(
-                info.offset,
-                info.size,
-                info.block_type,
-                records,
-                block.frame().unwrap_or_default(),
-                block.payload(),
-            ));
+        let too_many = |seen: &Collect| match seen.2 {
+            Some(offset) => Err(Error::TooManyBlocks {
+                offset,
+                limit: seen.1,
+            }),
+            None => Ok(()),
         };
+        let see = See;
         // Every block is read and hashed: the window says which bytes, never which blocks.
         let all = ReaderBuilder {
             window: None,
             ..self.clone()
         };
-        let mut seen = Collect(Vec::new());
+        let mut seen = Collect(Vec::new(), self.limits.max_verified_blocks, None);
+        let index = || match bytes {
+            range::Bytes::Slice(slice) => Index::find(slice).filter(|i| i.start() == 0),
+            range::Bytes::Fetched(file) => file.index().filter(|i| i.start() == 0).cloned(),
+        };
         if let Some(SealedSpan {
             span,
             seals,
@@ -678,6 +683,7 @@ impl ReaderBuilder {
             if let Some(stopped) = stopped {
                 return Err(stopped);
             }
+            too_many(&seen)?;
             // How the file ends, from its last blocks: the index and what follows it.
             if span.end != u64::MAX {
                 let nothing = |_: &mut (), _: &Block<'_>| {};
@@ -696,15 +702,18 @@ impl ReaderBuilder {
             let sealed = crate::seal::verify_span(&seen.0, &lost, keys, span);
             return Ok((report, sealed));
         }
+        // As many blocks as the index lists (and the few after it), noted without the
+        // doubling of a growing list: a hint, never more than the limit.
+        if let Some(listed) = index().map(|index| index.len() as u64 + 4) {
+            let hint = listed.min(self.limits.max_verified_blocks);
+            seen.0.reserve_exact(usize::try_from(hint).unwrap_or(0));
+        }
         let mut report = match all.read_span(bytes, 0..u64::MAX, None, &see, &mut seen)? {
             (report, None) => report,
             (_, Some(stopped)) => return Err(stopped),
         };
-        let index = match bytes {
-            range::Bytes::Slice(slice) => Index::find(slice),
-            range::Bytes::Fetched(file) => file.index().cloned(),
-        };
-        if let Some(index) = index.filter(|i| i.start() == 0) {
+        too_many(&seen)?;
+        if let Some(index) = index() {
             report.attribute(&index);
         }
         let lost: Vec<Range<u64>> = report.damaged.iter().map(|d| d.range.clone()).collect();
@@ -1755,6 +1764,33 @@ fn plan_window(decoder: &mut Decoder, options: &ReaderBuilder, bytes: &[u8]) {
 
 /// A window read by a file's time index (spec 9.9): the file's index, the spans its time index
 /// gives the time blocks, and the window.
+/// A verification's work on each block of a range read: its leaf hashed, what it is noted.
+struct See;
+
+impl RangeWork<Vec<crate::seal::Seen>> for See {
+    fn block(&self, part: &mut Vec<crate::seal::Seen>, block: &Block<'_>) {
+        let info = block.info();
+        let records = match info.block_type {
+            BlockType::Data => info.items.unwrap_or(0),
+            _ => 0,
+        };
+        part.push(crate::seal::Seen::new(
+            info.offset,
+            info.size,
+            info.block_type,
+            records,
+            block.frame().unwrap_or_default(),
+            block.payload(),
+        ));
+    }
+
+    /// Parts of at most 4096 blocks, so that the blocks noted past the verification's limit
+    /// are few, however small (a MiB of payload is hundreds of thousands of the smallest).
+    fn part_full(&self, part: &Vec<crate::seal::Seen>) -> bool {
+        part.len() >= 4096
+    }
+}
+
 /// What a verification of part of a file reads besides the blocks of its span.
 struct SealedSpan {
     /// The bytes whose blocks are verified.

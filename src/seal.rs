@@ -993,12 +993,12 @@ fn verify_in(
     // at another place (blocks missing before it, or it moved or repeated), or at none. Each
     // leaf's places, by chain and place, so that a block costs a few lookups, however many
     // blocks are alike.
-    let mut places: std::collections::HashMap<Hash, Vec<(usize, u64)>> = Default::default();
-    for (c, chain) in chains.iter().enumerate() {
-        for (&place, leaf) in &chain.expected {
-            places.entry(leaf.hash).or_default().push((c, place));
-        }
-    }
+    // Sorted by leaf, then chain and place: a block's candidates are one run of it, found by
+    // binary search (48 bytes a place, no allocation per leaf).
+    let mut places: Vec<(Hash, usize, u64)> = (chains.iter().enumerate())
+        .flat_map(|(c, chain)| (chain.expected.iter()).map(move |(&p, l)| (l.hash, c, p)))
+        .collect();
+    places.sort_unstable();
     // In a verification of a span, a valid seal of a chain met in the span says where the
     // chain stands there: every place it lists is behind it, and the chain's next block is
     // the place after them.
@@ -1039,23 +1039,29 @@ fn verify_in(
                 .get(&place)
                 .is_some_and(|l| l.hash == b.hash && l.size == b.size)
         };
-        let candidates = places.get(&b.hash).map_or(&[][..], Vec::as_slice);
+        let from = places.partition_point(|x| x.0 < b.hash);
+        let to = places.partition_point(|x| x.0 <= b.hash);
+        let candidates = &places[from..to];
         // The place its chain expects next; else the nearest ahead; else one behind. A chain
         // not yet started (a span's) takes the first place that fits.
         let exact = (0..chains.len()).find(|&c| chains[c].started && fits(c, chains[c].next));
         let mut ahead: Option<(usize, u64, bool)> = None;
         let mut behind: Option<(usize, u64)> = None;
         if exact.is_none() {
-            for group in candidates.chunk_by(|x, y| x.0 == y.0) {
-                let c = group[0].0;
+            for group in candidates.chunk_by(|x, y| x.1 == y.1) {
+                let c = group[0].1;
                 let (next, started) = (chains[c].next, chains[c].started);
                 let i = match started {
-                    true => group.partition_point(|&(_, p)| p <= next),
+                    true => group.partition_point(|&(_, _, p)| p <= next),
                     false => 0,
                 };
                 let from = if started { next } else { 0 };
-                if let Some(&(_, p)) = group[i..].iter().find(|&&(_, p)| fits(c, p)) {
-                    let alike = group.iter().filter(|&&(_, q)| fits(c, q)).nth(1).is_some();
+                if let Some(&(_, _, p)) = group[i..].iter().find(|&&(_, _, p)| fits(c, p)) {
+                    let alike = group
+                        .iter()
+                        .filter(|&&(_, _, q)| fits(c, q))
+                        .nth(1)
+                        .is_some();
                     let first = |c: usize| if chains[c].started { chains[c].next } else { 0 };
                     if ahead.is_none_or(|(ac, ap, _)| p - from < ap - first(ac)) {
                         ahead = Some((c, p, alike));
@@ -1063,7 +1069,7 @@ fn verify_in(
                 }
                 if started {
                     let mut before = group[..i].iter();
-                    if let Some(&(_, p)) = before.find(|&&(_, p)| p < next && fits(c, p)) {
+                    if let Some(&(_, _, p)) = before.find(|&&(_, _, p)| p < next && fits(c, p)) {
                         behind.get_or_insert((c, p));
                     }
                 }
@@ -1075,7 +1081,7 @@ fn verify_in(
             // chain stands.
             let one_place = chains[c].loose
                 && (candidates.iter())
-                    .filter(|&&(k, q)| k == c && fits(c, q))
+                    .filter(|&&(_, k, q)| k == c && fits(c, q))
                     .nth(1)
                     .is_none();
             let chain = &mut chains[c];
