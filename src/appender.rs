@@ -460,7 +460,34 @@ impl Write for LogFile {
         let restart;
         let fence: &[u8] = if len == 0 {
             let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
-            restart = [&self.start[..], &self.dictionary, &announced].concat();
+            match &self.sealer {
+                // The seal of blocks the file no longer holds seals nothing here.
+                Some(_) if seal => return Ok(buf.len()),
+                // A file of its own: a new id, in its first metadata, and a new chain of it,
+                // whose first blocks are what it starts with (spec 8.10, 11.1 rule 5). What
+                // the chain before left unsealed stays so, in the copy.
+                Some(sealer) => {
+                    let id = crate::seal::Sealer::random_id()?;
+                    let mut meta = Vec::new();
+                    let text = crate::seal::file_id_text(&id);
+                    let entries = [(crate::seal::FILE_ID_KEY, text.as_bytes())];
+                    block::metadata_payload(entries, &mut meta).map_err(io::Error::other)?;
+                    let mut encoded = Vec::new();
+                    let at = block::encode(types::METADATA, &meta, None, &mut encoded)
+                        .map_err(io::Error::other)?;
+                    restart = [
+                        &self.start[..],
+                        &encoded[at..],
+                        &self.dictionary,
+                        &announced,
+                    ]
+                    .concat();
+                    let mut sealer = crate::seal::lock(sealer);
+                    sealer.restart(id, crate::seal::Sealer::random_id()?);
+                    sealer.blocks_written(&restart);
+                }
+                None => restart = [&self.start[..], &self.dictionary, &announced].concat(),
+            }
             &restart
         } else {
             &[0]
@@ -791,25 +818,25 @@ impl Appender {
                 )));
             }
             writer_options = writer_options.seal_file_id(file_id);
+            // A chain the log starts anew when it starts another file: a log directory at
+            // each segment (of this segment's id, its first blocks this appender's if it made
+            // them), a log truncated to nothing under it (`copytruncate`) when it starts again.
+            let key = writer_options.sealing_key().expect("a writer that seals");
+            let id = match file_id {
+                Some(id) => id,
+                None => crate::seal::Sealer::random_id()?,
+            };
+            let mut sealer = crate::seal::Sealer::new(key, id, crate::seal::Sealer::random_id()?);
             if let Some(segments) = &segments {
-                // A chain the log directory starts anew at each segment: of this segment's
-                // id, its first blocks this appender's if it made them.
-                let key = writer_options.sealing_key().expect("a writer that seals");
-                let id = match file_id {
-                    Some(id) => id,
-                    None => crate::seal::Sealer::random_id()?,
-                };
-                let mut sealer =
-                    crate::seal::Sealer::new(key, id, crate::seal::Sealer::random_id()?);
                 if let Some((seq, start)) = &segments.made {
                     if *seq == segments.seq {
                         sealer.blocks_written(start);
                     }
                 }
-                let shared = Arc::new(Mutex::new(sealer));
-                writer_options = writer_options.seal_shared(Arc::clone(&shared));
-                log_sealer = Some(shared);
             }
+            let shared = Arc::new(Mutex::new(sealer));
+            writer_options = writer_options.seal_shared(Arc::clone(&shared));
+            log_sealer = Some(shared);
         }
         let sync = Arc::clone(&file);
         let current = Arc::new(Mutex::new(Arc::clone(&file)));

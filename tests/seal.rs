@@ -1039,3 +1039,51 @@ fn a_remote_file_verifies_by_byte_ranges_and_a_window_fetches_little() {
         }
     }
 }
+
+#[test]
+fn a_sealing_appender_whose_log_is_copied_and_truncated_seals_the_new_file_as_its_own() {
+    use cobsfile::{AppenderBuilder, Durability};
+    let file = common::TempFile::with_contents(&[]);
+    let mut log = AppenderBuilder::new()
+        .durability(Durability::Flush)
+        .block_target(200)
+        .seal(key())
+        .open(&file.0)
+        .unwrap();
+    log.announce([("schema", "events v1")]).unwrap();
+    for i in 0..50 {
+        log.append(format!("before {i}").as_bytes()).unwrap();
+    }
+    log.sync().unwrap();
+    // logrotate's copytruncate, under the appender.
+    let copy = std::fs::read(&file.0).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file.0)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    log.sync().unwrap();
+    for i in 0..50 {
+        log.append(format!("after {i}").as_bytes()).unwrap();
+    }
+    log.close().unwrap();
+    let (_, sealed) = check(&copy);
+    assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
+    assert_eq!(authentic_records(&sealed), 50);
+    let new = std::fs::read(&file.0).unwrap();
+    let (report, sealed) = check(&new);
+    assert!(report.damaged.is_empty(), "{:?}", report.damaged);
+    assert!(
+        sealed.is_authentic(),
+        "{:?} {:?}",
+        sealed.tampered,
+        sealed.blocks
+    );
+    assert_eq!(authentic_records(&sealed), 50);
+    // Another file: its own id.
+    assert_ne!(sealed.file_id, check(&copy).1.file_id);
+    // It starts again with what was announced, sealed with it.
+    let metadata = ReaderBuilder::new().metadata_of(&new);
+    assert!(metadata.iter().any(|m| m.get("schema").is_some()));
+}
