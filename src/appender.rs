@@ -1231,7 +1231,10 @@ fn seal_waiting(state: &mut State) -> Result<()> {
 /// The file id the metadata of the log `file` holds (spec 8.10), if any.
 fn file_id_of(file: &dyn Handle) -> Result<Option<[u8; 16]>> {
     let contents = file.contents()?;
-    let found = (ReaderBuilder::new().metadata_of(contents.bytes()).iter())
+    // A skipping scan that stops at the first id: the first appender that sealed the log
+    // wrote it first, so that opening a long log reads its first blocks, not all of it.
+    let mut reader = ReaderBuilder::new().from_slice(contents.bytes());
+    let found = (reader.metadata().flatten())
         .find_map(|m| m.get(crate::seal::FILE_ID_KEY).map(<[u8]>::to_vec));
     Ok(found.and_then(|value| crate::seal::parse_file_id(&value)))
 }
