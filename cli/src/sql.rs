@@ -14,10 +14,12 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::TableReference;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParserBuilder, Statement};
 use futures::StreamExt;
 
 use crate::output::Output;
@@ -49,6 +51,24 @@ pub struct TableArgs {
     /// and ends the command with exit 3).
     #[arg(long)]
     strict: bool,
+    /// JSON records read to infer a table's columns, over all its files (default 1000), or
+    /// `all`: a field that first appears later is a column too. Columns can also be declared:
+    /// CREATE EXTERNAL TABLE t (host VARCHAR, ms BIGINT) STORED AS COBSFILE OPTIONS ('records'
+    /// 'json') LOCATION '...'.
+    #[arg(long, value_name = "N|all", value_parser = parse_infer)]
+    infer_records: Option<usize>,
+}
+
+fn parse_infer(s: &str) -> Result<usize, String> {
+    match s {
+        "all" => Ok(usize::MAX),
+        _ => match s.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "'{s}' is not a number of records (1 or more) or 'all'"
+            )),
+        },
+    }
 }
 
 fn parse_records(s: &str) -> Result<RecordFormat, String> {
@@ -57,9 +77,14 @@ fn parse_records(s: &str) -> Result<RecordFormat, String> {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The SQL statement: a query, or CREATE EXTERNAL TABLE ... STORED AS COBSFILE.
-    #[arg(value_name = "SQL")]
-    query: String,
+    /// The SQL statements, separated by ';': queries, whose results are printed in turn, and
+    /// CREATE EXTERNAL TABLE ... STORED AS COBSFILE, which print nothing.
+    #[arg(value_name = "SQL", required_unless_present = "script")]
+    query: Option<String>,
+    /// Read the SQL statements from FILE (`-` for stdin) instead; every positional argument
+    /// is then a FILE of a table.
+    #[arg(short = 'f', long = "file", value_name = "FILE.sql")]
+    script: Option<PathBuf>,
     /// Cobsfiles, directories of them (files ending .cobs) or globs, each a table named by its
     /// file stem (`logs/events.cobs` is `events`; quote names that are not plain lowercase
     /// identifiers: "Events-2").
@@ -91,6 +116,18 @@ fn parse_table(s: &str) -> Result<(String, String), String> {
 
 /// A DataFusion error on one line.
 fn failure(e: DataFusionError) -> Failure {
+    use datafusion::sql::sqlparser::parser::ParserError;
+    // The parser's errors, in words rather than as Rust's debug text.
+    if let DataFusionError::SQL(e, _) = &e {
+        let text = match &**e {
+            ParserError::ParserError(text) | ParserError::TokenizerError(text) => text.clone(),
+            other => other.to_string(),
+        };
+        return Failure::new(format!(
+            "SQL: {}",
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
     let message = e.strip_backtrace();
     // Errors of the scan already name their file and offset; DataFusion's category adds
     // nothing to them.
@@ -144,6 +181,9 @@ impl Session {
             } else {
                 OnDamage::Skip
             });
+        if let Some(n) = args.infer_records {
+            options = options.schema_infer_max_records(n);
+        }
         options.max_schemas = schemas.max_schemas;
         options.max_schema_bytes = schemas.max_schema_bytes;
         let factory =
@@ -195,6 +235,35 @@ impl Session {
             .map_err(failure)
     }
 
+    /// The statements of `text`, parsed as DataFusion parses one, all before any runs: a
+    /// mistake in the third prints nothing of the first.
+    fn statements(&self, text: &str) -> Result<Vec<Statement>, Failure> {
+        let statements = DFParserBuilder::new(text)
+            .build()
+            .and_then(|mut parser| parser.parse_statements())
+            .map_err(failure)?;
+        if statements.is_empty() {
+            return Err(Failure::usage("no SQL statement given"));
+        }
+        Ok(statements.into())
+    }
+
+    /// Runs `statement`: the stream of a query's rows, or `None` for a statement that makes a
+    /// table (done now) and prints nothing.
+    fn run(&self, statement: Statement) -> Result<Option<SendableRecordBatchStream>, Failure> {
+        self.runtime
+            .block_on(async {
+                let plan = self.ctx.state().statement_to_plan(statement).await?;
+                let quiet = matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_));
+                let frame = self.ctx.execute_logical_plan(plan).await?;
+                match quiet {
+                    true => Ok(None),
+                    false => frame.execute_stream().await.map(Some),
+                }
+            })
+            .map_err(failure)
+    }
+
     /// Reports what scans skipped, one line each, and the outcome they make.
     fn finish(&self) -> Outcome {
         let damage = self.damage.lock().expect("damage list");
@@ -225,7 +294,21 @@ fn table_name(path: &str) -> Result<String, Failure> {
 }
 
 /// `cobsfile sql`.
-pub fn run(args: Args) -> Result<Outcome, Failure> {
+pub fn run(mut args: Args) -> Result<Outcome, Failure> {
+    // With -f, the statements are the file's, and every positional argument a table's file.
+    let text = match &args.script {
+        Some(script) => {
+            if let Some(first) = args.query.take() {
+                args.files.insert(0, first);
+            }
+            let read = match script.as_os_str() == "-" {
+                true => io::read_to_string(io::stdin()),
+                false => std::fs::read_to_string(script),
+            };
+            read.map_err(|e| Failure::at(&script.display().to_string(), e))?
+        }
+        None => args.query.clone().unwrap_or_default(),
+    };
     let session = Session::new(&args.table, &args.schemas, args.threads.map(usize::from))?;
     let mut named: Vec<(String, String)> = Vec::new();
     for path in &args.files {
@@ -242,11 +325,48 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     for (name, path) in &named {
         session.register(name, std::slice::from_ref(path))?;
     }
-    let mut stream = session.stream(&args.query)?;
-    let schema = stream.schema();
+    let statements = session.statements(&text)?;
     let mut out = io::stdout().lock();
-    let written = session.runtime.block_on(async {
-        match args.format {
+    let mut results = 0;
+    for statement in statements {
+        let run = session.run(statement).map_err(|mut failure| {
+            // A JSON field the sample did not meet: say how to reach it.
+            let json = !matches!(args.table.records, RecordFormat::Avro | RecordFormat::Raw);
+            if json && failure.message.contains("No field named") {
+                failure.message.push_str(
+                    " (JSON records' columns are those of the first records read: \
+                     --infer-records all reads them all, or declare them with CREATE EXTERNAL \
+                     TABLE t (name TYPE, ...) STORED AS COBSFILE OPTIONS ('records' 'json') \
+                     LOCATION '...')",
+                );
+            }
+            failure
+        })?;
+        let Some(stream) = run else {
+            continue;
+        };
+        // Results after the first are set apart as psql sets them apart.
+        if results > 0 && args.format == Format::Table && !quiet_broken_pipe(writeln!(out))? {
+            break;
+        }
+        results += 1;
+        if !print(&session, stream, args.format, &mut out)? {
+            break;
+        }
+    }
+    Ok(session.finish())
+}
+
+/// Prints the rows of `stream` as `format` says; false when the output's reader has gone.
+fn print(
+    session: &Session,
+    mut stream: SendableRecordBatchStream,
+    format: Format,
+    out: &mut impl Write,
+) -> Result<bool, Failure> {
+    let schema = stream.schema();
+    session.runtime.block_on(async {
+        match format {
             Format::Table => {
                 // An aligned table needs its rows before its widths: a result is printed as
                 // tables of at most TABLE_ROWS rows or TABLE_BYTES of values (as psql's
@@ -289,7 +409,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 print(&mut chunk)
             }
             Format::Csv => {
-                let mut writer = datafusion::arrow::csv::Writer::new(&mut out);
+                let mut writer = datafusion::arrow::csv::Writer::new(&mut *out);
                 while let Some(batch) = stream.next().await {
                     if !written(writer.write(&batch.map_err(failure)?))? {
                         return Ok(false);
@@ -298,7 +418,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 quiet_broken_pipe(writer.into_inner().flush())
             }
             Format::Json => {
-                let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut out);
+                let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut *out);
                 while let Some(batch) = stream.next().await {
                     if !written(writer.write(&batch.map_err(failure)?))? {
                         return Ok(false);
@@ -310,9 +430,7 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
                 quiet_broken_pipe(writer.into_inner().flush())
             }
         }
-    });
-    written?;
-    Ok(session.finish())
+    })
 }
 
 /// Whether output was written: false when its reader has gone (`cobsfile sql ... | head`).

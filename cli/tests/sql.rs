@@ -216,7 +216,27 @@ fn mistakes_end_with_one_line() {
     let dir = packed("sql_mistakes");
     std::fs::write(dir.join("notes.txt"), "just some text\n").unwrap();
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["sql", "SELEC 1", "events.cobs"], 1, "SQL error"),
+        (
+            &["sql", "SELEC 1", "events.cobs"],
+            1,
+            "SQL: Expected: an SQL statement",
+        ),
+        (
+            &["sql", "SELECT (1", "events.cobs"],
+            1,
+            "SQL: Expected: ), found: EOF",
+        ),
+        (&["sql", "  ;  ", "events.cobs"], 2, "no SQL statement"),
+        (
+            &["sql", "-f", "missing.sql", "events.cobs"],
+            1,
+            "missing.sql: no such file",
+        ),
+        (
+            &["sql", "SELECT 1", "--infer-records", "0"],
+            2,
+            "'0' is not a number",
+        ),
         (
             &["sql", "SELECT * FROM nope", "events.cobs"],
             1,
@@ -279,6 +299,7 @@ fn mistakes_end_with_one_line() {
     for (args, code, says) in cases {
         let out = cobsfile(args, &dir);
         let err = stderr(&out);
+        assert!(!err.contains("ParserError"), "{args:?}: {err}");
         assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         if *code != 2 || !err.starts_with("error:") {
@@ -427,4 +448,98 @@ fn a_large_table_is_printed_in_parts() {
         stdout(&empty),
         "+-------+\n| value |\n+-------+\n+-------+\n"
     );
+}
+
+/// Several statements in one run, from the command line or a file (`-f`): each query's
+/// result in turn, CREATE EXTERNAL TABLE printing nothing, a mistake in any of them before
+/// any runs.
+#[test]
+fn several_statements_and_a_file_of_them() {
+    let dir = packed("sql_statements");
+    let out = cobsfile(
+        &[
+            "sql",
+            "SELECT count(*) AS n FROM events; SELECT count(*) AS m FROM typed WHERE level = 'ERROR';",
+            "events.cobs",
+            "typed.cobs",
+            "--format",
+            "csv",
+        ],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let errors = sample_lines()
+        .iter()
+        .filter(|v| v["level"] == "ERROR")
+        .count();
+    assert_eq!(stdout(&out), format!("n\n2000\nm\n{errors}\n"));
+
+    std::fs::write(
+        dir.join("q.sql"),
+        "-- the events, as a table made here\n\
+         CREATE EXTERNAL TABLE logs STORED AS COBSFILE LOCATION 'events.cobs';\n\
+         SELECT count(*) AS n FROM logs;\n\
+         SELECT count(*) AS t FROM typed;\n",
+    )
+    .unwrap();
+    let out = cobsfile(&["sql", "-f", "q.sql", "typed.cobs"], &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    // Two tables, a blank line between, nothing for the CREATE.
+    assert_eq!(text.matches("| 2000 |").count(), 2, "{text}");
+    assert!(text.starts_with("+-"), "{text}");
+    assert!(text.contains("+\n\n+"), "{text}");
+    // From stdin.
+    let script = std::fs::read(dir.join("q.sql")).unwrap();
+    let out = run(
+        bin()
+            .current_dir(&dir)
+            .args(["sql", "-f", "-", "typed.cobs", "--format", "csv"]),
+        &script,
+    );
+    assert_eq!(stdout(&out), "n\n2000\nt\n2000\n", "{}", stderr(&out));
+    // A mistake in the last statement: nothing printed.
+    let out = cobsfile(&["sql", "SELECT 1 AS a; SELEC 2", "events.cobs"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+}
+
+/// A JSON field that first appears after the records sampled: named in the error with how
+/// to reach it, and reached with --infer-records all or columns declared.
+#[test]
+fn a_json_field_past_the_sample_is_reached_by_inferring_from_all() {
+    let dir = scratch("sql_late_field");
+    let mut text = String::new();
+    for i in 0..3000 {
+        match i < 2500 {
+            true => text.push_str(&format!("{{\"n\": {i}}}\n")),
+            false => text.push_str(&format!("{{\"n\": {i}, \"host\": \"web-{}\"}}\n", i % 3)),
+        }
+    }
+    std::fs::write(dir.join("late.jsonl"), text).unwrap();
+    let out = cobsfile(&["pack", "late.jsonl", "-o", "late.cobs"], &dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let query = "SELECT count(host) AS hosts FROM late";
+    let out = cobsfile(&["sql", query, "late.cobs"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("No field named host") && err.contains("--infer-records all"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for args in [
+        &["sql", query, "late.cobs", "--infer-records", "all", "--format", "csv"][..],
+        &["sql", query, "late.cobs", "--infer-records", "2600", "--format", "csv"],
+        &[
+            "sql",
+            "CREATE EXTERNAL TABLE late (n BIGINT, host VARCHAR) STORED AS COBSFILE \
+             OPTIONS ('records' 'json') LOCATION 'late.cobs'; SELECT count(host) AS hosts FROM late",
+            "--format",
+            "csv",
+        ],
+    ] {
+        let out = cobsfile(args, &dir);
+        assert_eq!(stdout(&out), "hosts\n500\n", "{args:?}: {}", stderr(&out));
+    }
 }
