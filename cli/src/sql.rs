@@ -57,6 +57,10 @@ pub struct TableArgs {
     /// 'json') LOCATION '...'.
     #[arg(long, value_name = "N|all", value_parser = parse_infer)]
     infer_records: Option<usize>,
+    /// A column holding each row's file (named `file`, or NAME), for tables of several files
+    /// (a directory, a glob); raw tables have one always (table option `file_column`).
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "file")]
+    file_column: Option<String>,
 }
 
 fn parse_infer(s: &str) -> Result<usize, String> {
@@ -183,6 +187,9 @@ impl Session {
             });
         if let Some(n) = args.infer_records {
             options = options.schema_infer_max_records(n);
+        }
+        if let Some(name) = &args.file_column {
+            options = options.file_column(name.clone());
         }
         options.max_schemas = schemas.max_schemas;
         options.max_schema_bytes = schemas.max_schema_bytes;

@@ -543,3 +543,81 @@ fn a_json_field_past_the_sample_is_reached_by_inferring_from_all() {
         assert_eq!(stdout(&out), "hosts\n500\n", "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A table of several files says which file each row came from, for every record format:
+/// `--file-column [NAME]` or the table option `file_column`; a name the records use is one
+/// clear line.
+#[test]
+fn a_file_column_names_each_rows_file() {
+    let dir = packed("sql_file_column");
+    for (table, file) in [("json", "events.cobs"), ("typed", "typed.cobs")] {
+        std::fs::create_dir(dir.join(table)).unwrap();
+        for part in ["a", "b"] {
+            std::fs::copy(dir.join(file), dir.join(format!("{table}/{part}.cobs"))).unwrap();
+        }
+        let out = cobsfile(
+            &[
+                "sql",
+                &format!(
+                    "SELECT file, count(*) AS n, count(service) AS s FROM {table} GROUP BY file ORDER BY file"
+                ),
+                &format!("{table}/"),
+                "--file-column",
+                "--format",
+                "csv",
+            ],
+            &dir,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "file,n,s", "{text}");
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[1].ends_with(&format!("{table}/a.cobs,2000,2000")),
+            "{text}"
+        );
+        assert!(
+            lines[2].ends_with(&format!("{table}/b.cobs,2000,2000")),
+            "{text}"
+        );
+        // Named otherwise, alone in a query, in a filter; and by the table option.
+        let out = cobsfile(
+            &[
+                "sql",
+                &format!("SELECT count(*) AS n FROM {table} WHERE origin LIKE '%b.cobs'"),
+                &format!("{table}/"),
+                "--file-column",
+                "origin",
+                "--format",
+                "csv",
+            ],
+            &dir,
+        );
+        assert_eq!(stdout(&out), "n\n2000\n", "{}", stderr(&out));
+        let out = cobsfile(
+            &[
+                "sql",
+                &format!(
+                    "CREATE EXTERNAL TABLE t STORED AS COBSFILE OPTIONS ('file_column' 'src') \
+                     LOCATION '{table}/'; SELECT DISTINCT src FROM t ORDER BY src"
+                ),
+                "--format",
+                "csv",
+            ],
+            &dir,
+        );
+        let text = stdout(&out);
+        assert_eq!(text.lines().count(), 3, "{text}{}", stderr(&out));
+        assert!(text.starts_with("src\n"), "{text}");
+    }
+    // A name the records have.
+    let out = cobsfile(
+        &["sql", "SELECT 1", "json/", "--file-column", "service"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("have a column \"service\""), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -105,6 +105,9 @@ pub struct CobsfileOptions {
     /// Unset, a table whose files have times gets one: named as the field `pack
     /// --time-field` took the times from, which it replaces, or else `time`.
     pub time_column: Option<String>,
+    /// The name of a column holding each row's file, as the table lists it (option
+    /// `file_column`; unset or `""`: none). Raw tables have one, `file`, always.
+    pub file_column: Option<String>,
 }
 
 impl Default for CobsfileOptions {
@@ -120,6 +123,7 @@ impl Default for CobsfileOptions {
             max_schemas: None,
             max_schema_bytes: None,
             time_column: None,
+            file_column: None,
         }
     }
 }
@@ -166,6 +170,12 @@ impl CobsfileOptions {
         self
     }
 
+    /// Sets the name of the column of each row's file (`""`: none).
+    pub fn file_column(mut self, name: impl Into<String>) -> Self {
+        self.file_column = Some(name.into());
+        self
+    }
+
     /// Sets the number of JSON records sampled to infer a schema.
     pub fn schema_infer_max_records(mut self, records: usize) -> Self {
         self.schema_infer_max_records = records;
@@ -206,12 +216,13 @@ impl CobsfileOptions {
             "max_schemas" => self.max_schemas = Some(number(value)?),
             "max_schema_bytes" => self.max_schema_bytes = Some(number(value)?),
             "time_column" => self.time_column = Some(value.to_string()),
+            "file_column" => self.file_column = Some(value.to_string()),
             _ => {
                 return Err(plan_datafusion_err!(
                     "unknown cobsfile option '{key}': expected records, on_damage, \
                      schema_infer_max_records, index_statistics, reader_schema, \
-                     file_extension, max_body_size, max_schemas, max_schema_bytes or \
-                     time_column"
+                     file_extension, max_body_size, max_schemas, max_schema_bytes, \
+                     time_column or file_column"
                 ))
             }
         }
@@ -248,6 +259,9 @@ impl CobsfileOptions {
         }
         if let Some(name) = &self.time_column {
             map.insert("time_column".to_string(), name.clone());
+        }
+        if let Some(name) = &self.file_column {
+            map.insert("file_column".to_string(), name.clone());
         }
         for (key, value) in [
             ("max_body_size", self.max_body_size),

@@ -10,7 +10,7 @@ use datafusion::common::{plan_datafusion_err, Result};
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
-use crate::schema::{infer, mode_of, time_column_of};
+use crate::schema::{file_column_of, infer, mode_of, time_column_of};
 
 /// Rows of one file, and what its read skipped.
 #[derive(Debug, Clone)]
@@ -113,11 +113,14 @@ fn read_whole(
     };
     let time = time_column_of(&schema, options)
         .and_then(|column| projection.iter().position(|&c| c == column));
+    let file_at =
+        file_column_of(&schema).and_then(|column| projection.iter().position(|&c| c == column));
     let spec = ScanSpec {
         mode,
         projected: Arc::new(schema.project(&projection)?),
         projection,
         time,
+        file: file_at,
         batch_size: batch_size.max(1),
         limit: None,
         options: options.clone(),
@@ -231,6 +234,7 @@ mod tests {
                         projected: whole.schema.clone(),
                         projection: vec![0],
                         time: None,
+                        file: None,
                         batch_size: 7,
                         limit: None,
                         options: options.clone(),

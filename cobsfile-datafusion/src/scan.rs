@@ -89,6 +89,8 @@ pub(crate) struct ScanSpec {
     /// Where the event time column is among the projected columns, if it is one of them:
     /// the other columns are made from the records, this one from their times.
     pub time: Option<usize>,
+    /// Where the column of the rows' file is among the projected columns, if it is one.
+    pub file: Option<usize>,
     pub batch_size: usize,
     /// Rows after which the scan stops.
     pub limit: Option<usize>,
@@ -498,10 +500,14 @@ impl cobsfile::RangeSink<Batches> for Out<'_> {
 }
 
 /// Rows being gathered into a batch: the columns made from records, and the event time
-/// column if the scan has one.
+/// and file columns if the scan has them.
 struct Rows {
     kind: Kind,
     time: Option<TimeColumn>,
+    /// The file column's place among the scan's columns, and the file.
+    file: Option<(usize, Arc<str>)>,
+    /// The scan's columns, those made from records among them.
+    schema: SchemaRef,
 }
 
 /// The event time column being gathered.
@@ -509,35 +515,33 @@ struct TimeColumn {
     /// Its place among the scan's columns.
     at: usize,
     times: TimestampNanosecondBuilder,
-    /// The scan's columns, this one among them.
-    schema: SchemaRef,
 }
 
 impl Rows {
     fn new(spec: &ScanSpec, file: &str, schemas: &Schemas) -> Result<Self> {
-        let Some(at) = spec.time else {
-            return Ok(Rows {
-                kind: Kind::new(spec, file, schemas)?,
-                time: None,
-            });
-        };
-        // The record columns are made as a scan without the time column makes them.
+        // The record columns are made as a scan without the time and file columns makes
+        // them.
         let mut inner = spec.clone();
-        inner.projection.remove(at);
         let mut fields: Vec<_> = spec.projected.fields().iter().cloned().collect();
-        fields.remove(at);
+        let mut extra: Vec<usize> = spec.time.into_iter().chain(spec.file).collect();
+        extra.sort_unstable();
+        for &at in extra.iter().rev() {
+            inner.projection.remove(at);
+            fields.remove(at);
+        }
         inner.projected = Arc::new(Schema::new_with_metadata(
             fields,
             spec.projected.metadata().clone(),
         ));
-        inner.time = None;
+        (inner.time, inner.file) = (None, None);
         Ok(Rows {
             kind: Kind::new(&inner, file, schemas)?,
-            time: Some(TimeColumn {
+            time: spec.time.map(|at| TimeColumn {
                 at,
                 times: TimestampNanosecondBuilder::new().with_timezone("UTC"),
-                schema: spec.projected.clone(),
             }),
+            file: spec.file.map(|at| (at, Arc::from(file))),
+            schema: spec.projected.clone(),
         })
     }
 
@@ -557,14 +561,25 @@ impl Rows {
         let Some(batch) = self.kind.flush()? else {
             return Ok(None);
         };
-        let Some(column) = &mut self.time else {
+        if self.time.is_none() && self.file.is_none() {
             return Ok(Some(batch));
-        };
+        }
+        let rows = batch.num_rows();
+        let mut extra: Vec<(usize, ArrayRef)> = Vec::new();
+        if let Some(column) = &mut self.time {
+            extra.push((column.at, Arc::new(column.times.finish())));
+        }
+        if let Some((at, file)) = &self.file {
+            extra.push((*at, Arc::new(StringArray::from(vec![&**file; rows]))));
+        }
+        extra.sort_by_key(|(at, _)| *at);
         let mut columns = batch.columns().to_vec();
-        columns.insert(column.at, Arc::new(column.times.finish()));
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        for (at, column) in extra {
+            columns.insert(at, column);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(Some(RecordBatch::try_new_with_options(
-            column.schema.clone(),
+            self.schema.clone(),
             columns,
             &options,
         )?))

@@ -27,6 +27,9 @@ pub const AVRO_SCHEMA_KEY: &str = "avro.schema";
 /// The schema metadata key naming the column of records' event times, if the table has one.
 pub const TIME_COLUMN_KEY: &str = "cobsfile.time_column";
 
+/// The schema metadata key naming the column of each row's file (option `file_column`).
+pub const FILE_COLUMN_KEY: &str = "cobsfile.file_column";
+
 /// The name the event time column has when nothing names it.
 pub const DEFAULT_TIME_COLUMN: &str = "time";
 
@@ -319,10 +322,41 @@ pub(crate) fn infer(samples: &[(String, Sample)], options: &CobsfileOptions) -> 
             timed.then(|| DEFAULT_TIME_COLUMN.to_string())
         }),
     };
-    Ok(Arc::new(match name {
+    let schema = match name {
         Some(name) => with_time_column(schema, &name),
         None => schema,
-    }))
+    };
+    Ok(Arc::new(with_file_column(schema, options)?))
+}
+
+/// `schema` with the column of each row's file that the option `file_column` names, last
+/// (a raw table has its own, `file`, and no other).
+pub(crate) fn with_file_column(schema: Schema, options: &CobsfileOptions) -> Result<Schema> {
+    let Some(name) = options.file_column.as_deref().filter(|n| !n.is_empty()) else {
+        return Ok(schema);
+    };
+    if schema.metadata().get(RECORDS_KEY).map(String::as_str) == Some("raw") {
+        return Ok(schema);
+    }
+    if schema.column_with_name(name).is_some() {
+        return Err(plan_datafusion_err!(
+            "the records have a column {name:?}: name the column of files otherwise (option \
+             file_column)"
+        ));
+    }
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(name, DataType::Utf8, false)));
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(FILE_COLUMN_KEY.to_string(), name.to_string());
+    Ok(Schema::new_with_metadata(fields, metadata))
+}
+
+/// The index of the column of each row's file in a table's schema, if it has one (a raw
+/// table's `file` is made with the records').
+pub(crate) fn file_column_of(schema: &Schema) -> Option<usize> {
+    let name = schema.metadata().get(FILE_COLUMN_KEY)?;
+    let (at, field) = schema.column_with_name(name)?;
+    (*field.data_type() == DataType::Utf8).then_some(at)
 }
 
 /// `schema` with a column of records' event times named `name` ([`time_type`], nullable: a

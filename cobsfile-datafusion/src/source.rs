@@ -28,7 +28,7 @@ use object_store::ObjectStore;
 
 use crate::options::CobsfileOptions;
 use crate::scan::{scan, Damage, ScanSpec, Sink, Whole};
-use crate::schema::{mode_of, time_column_of};
+use crate::schema::{file_column_of, mode_of, time_column_of};
 use crate::store::FileBytes;
 
 /// Called with every damaged range and skipped record a scan meets (besides the metrics and
@@ -170,6 +170,8 @@ impl FileSource for CobsfileSource {
         let projection = self.projection.file_indices.clone();
         let time = time_column_of(file_schema, &self.options)
             .and_then(|column| projection.iter().position(|&c| c == column));
+        let file = file_column_of(file_schema)
+            .and_then(|column| projection.iter().position(|&c| c == column));
         let reader = match self.window {
             Some(window) => self.options.reader().window(window),
             None => self.options.reader(),
@@ -179,6 +181,7 @@ impl FileSource for CobsfileSource {
             projected: Arc::new(file_schema.project(&projection)?),
             projection,
             time,
+            file,
             batch_size: self
                 .batch_size
                 .ok_or_else(|| exec_datafusion_err!("no batch size set for the cobsfile scan"))?,
