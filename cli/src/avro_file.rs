@@ -208,6 +208,7 @@ pub struct ExportArgs {
     datums: super::typed::DatumArgs,
     #[command(flatten)]
     read: ReadOptions,
+    #[cfg(feature = "sql")]
     #[command(flatten)]
     table: super::sql::TableArgs,
 }
@@ -217,7 +218,13 @@ pub struct ExportArgs {
 /// out, as `cat --json` leaves them out. With `--parquet` or `--json`, the rows of any
 /// cobsfiles through DataFusion ([`super::sql::export`]).
 pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
+    #[cfg(feature = "sql")]
     use super::sql::{self, Export as To};
+    #[cfg(not(feature = "sql"))]
+    enum To {
+        Parquet,
+        Json,
+    }
     let (to, out) = match (&args.output, &args.parquet, &args.json) {
         (Some(out), None, None) => (None, out),
         (None, Some(out), None) => (Some(To::Parquet), out),
@@ -234,6 +241,7 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
                 "--parquet and --json read files, not stdin: give the cobsfiles' paths",
             ));
         }
+        #[cfg(feature = "sql")]
         return sql::export(
             &args.inputs,
             to,
@@ -242,6 +250,14 @@ pub fn export(args: ExportArgs) -> Result<Outcome, Failure> {
             &args.table,
             &args.datums.schemas,
         );
+        #[cfg(not(feature = "sql"))]
+        return Err(Failure::usage(format!(
+            "--{} needs Apache DataFusion, left out of this build of cobsfile (cargo feature sql)",
+            match to {
+                To::Parquet => "parquet",
+                To::Json => "json",
+            }
+        )));
     }
     let [input] = args.inputs.as_slice() else {
         return Err(Failure::usage(

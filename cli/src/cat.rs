@@ -294,8 +294,8 @@ fn run_one(args: &Args, path: &Path) -> Result<Outcome, Failure> {
     let windowed = args.read.window.is_some();
     if plain && (args.read.threads > 1 || windowed) {
         if let Some(url) = input::object_url(path) {
-            let object = cobsfile_datafusion::RemoteObject::open(url)
-                .map_err(|e| Failure::new(e.to_string()))?;
+            let object =
+                cobsfile_store::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
             return run_split(args, path, Whole::Remote(object.remote()));
         }
     }
@@ -478,7 +478,7 @@ fn run_follow(args: &Args, path: &Path) -> Result<Outcome, Failure> {
 /// A whole file read in ranges: in memory (mapped), or an object fetched by byte ranges.
 enum Whole<'a> {
     Slice(&'a [u8]),
-    Remote(&'a cobsfile::Remote<cobsfile_datafusion::StoreFetch>),
+    Remote(&'a cobsfile::Remote<cobsfile_store::StoreFetch>),
 }
 
 /// `cat --threads N` of a file: the file is read in ranges on N threads (see

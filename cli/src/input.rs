@@ -46,7 +46,7 @@ pub fn read_from<J: ReadJob>(
     };
     let builder = options.builder()?;
     let object =
-        cobsfile_datafusion::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
+        cobsfile_store::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
     let remote = object.remote();
     if let Some(index) = remote.index() {
         job.with_index(index);
@@ -114,7 +114,7 @@ pub fn object_url(path: &Path) -> Option<&str> {
 /// needs, and `meta` the tail and metadata blocks of an object with an index; these commands
 /// read every block, or list them.)
 fn fetched(url: &str) -> Result<Input, Failure> {
-    let file = cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
+    let file = cobsfile_store::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
     Ok(Input::Mapped(file))
 }
 

@@ -20,6 +20,7 @@ mod output;
 mod pack;
 mod progress;
 mod recover;
+#[cfg(feature = "sql")]
 mod sql;
 mod text;
 mod typed;
@@ -94,6 +95,7 @@ enum Command {
     /// Run SQL over cobsfiles with Apache DataFusion: each FILE (a cobsfile, a directory of
     /// them, a glob) is a table named by its file stem; rows come from the records (Avro
     /// schema, JSON objects, or raw bytes). Damage is skipped and reported (exit 3).
+    #[cfg(feature = "sql")]
     Sql(sql::Args),
     /// Work with zstd dictionaries.
     #[command(subcommand)]
@@ -469,6 +471,7 @@ pub fn run() -> ExitCode {
         Command::Finish(args) => finish::run(args),
         Command::Import(args) => avro_file::import(args),
         Command::Export(args) => avro_file::export(args),
+        #[cfg(feature = "sql")]
         Command::Sql(args) => sql::run(args),
         Command::Dict(command) => dict::run(command),
         Command::Key(command) => key::run(command),

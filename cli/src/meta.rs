@@ -133,8 +133,8 @@ impl Meta {
     /// metadata block where the index says (damage elsewhere is not looked for: `verify`
     /// reads every block); otherwise a read from the start, as stdin is read.
     fn run_remote(self, url: &str, builder: &cobsfile::ReaderBuilder) -> Result<Outcome, Failure> {
-        let object = cobsfile_datafusion::RemoteObject::open(url)
-            .map_err(|e| Failure::new(e.to_string()))?;
+        let object =
+            cobsfile_store::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
         let remote = object.remote();
         if remote.index().is_none_or(|index| index.start() != 0) {
             let size = remote.size();

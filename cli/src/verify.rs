@@ -102,8 +102,8 @@ impl Verify {
     pub fn run(self, path: &Path, options: &ReadOptions) -> Result<Outcome, Failure> {
         let builder = options.builder()?;
         if let Some(url) = input::object_url(path) {
-            let object = cobsfile_datafusion::RemoteObject::open(url)
-                .map_err(|e| Failure::new(e.to_string()))?;
+            let object =
+                cobsfile_store::RemoteObject::open(url).map_err(|e| Failure::new(e.to_string()))?;
             let report = object.remote().verify(&builder);
             return self.print(&report.map_err(|e| Failure::at(&self.name, e))?);
         }
@@ -487,7 +487,7 @@ fn seals_json(sealed: &Sealed, held: Option<(&[u8; 32], bool)>) -> Value {
 pub enum Held {
     Mapped(cobsfile::MappedFile),
     Bytes(Vec<u8>),
-    Remote(Box<cobsfile_datafusion::RemoteObject>),
+    Remote(Box<cobsfile_store::RemoteObject>),
 }
 
 impl Held {
@@ -495,12 +495,12 @@ impl Held {
     pub fn open(path: &Path, name: &str, by_ranges: bool) -> Result<Held, Failure> {
         if let Some(url) = input::object_url(path) {
             if by_ranges {
-                let object = cobsfile_datafusion::RemoteObject::open(url)
+                let object = cobsfile_store::RemoteObject::open(url)
                     .map_err(|e| Failure::new(e.to_string()))?;
                 return Ok(Held::Remote(Box::new(object)));
             }
             let file =
-                cobsfile_datafusion::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
+                cobsfile_store::fetch_mapped(url).map_err(|e| Failure::new(e.to_string()))?;
             return Ok(Held::Mapped(file));
         }
         Ok(match input::open(path)? {

@@ -92,7 +92,9 @@ impl FileFormat for CobsfileFormat {
         let mut samples = Vec::new();
         let mut budget = self.options.schema_infer_max_records;
         for object in objects {
-            let bytes = FileBytes::load(store, object).await?;
+            let bytes = FileBytes::load(store, object)
+                .await
+                .map_err(|e| DataFusionError::Execution(e.to_string()))?;
             let name = bytes.name(object);
             let options = self.options.clone();
             // Off the runtime: an object in a store is fetched as it is read.
@@ -126,7 +128,9 @@ impl FileFormat for CobsfileFormat {
         statistics.total_byte_size = Precision::Inexact(object.size as usize);
         // Strict answers are checked: a count from the index is not.
         if self.options.index_statistics && !self.options.on_damage.fails() {
-            let bytes = FileBytes::load(store, object).await?;
+            let bytes = FileBytes::load(store, object)
+                .await
+                .map_err(|e| DataFusionError::Execution(e.to_string()))?;
             if let Some(index) = Whole::of(&bytes).index() {
                 if index.start() == 0 {
                     statistics.num_rows = Precision::Exact(index.records() as usize);

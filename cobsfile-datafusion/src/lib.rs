@@ -61,5 +61,5 @@ pub use schema::{
 pub use source::{CobsfileSource, DamageHook};
 pub use store::{
     fetch, fetch_into, fetch_mapped, register_store, store_error_line, ObjectStores, RemoteObject,
-    StoreFetch,
+    StoreFetch, Wait,
 };

@@ -355,7 +355,9 @@ impl FileOpener for CobsfileOpener {
             None => None,
         };
         Ok(Box::pin(async move {
-            let bytes = FileBytes::load(&store, &file.object_meta).await?;
+            let bytes = FileBytes::load(&store, &file.object_meta)
+                .await
+                .map_err(|e| datafusion::common::DataFusionError::Execution(e.to_string()))?;
             let name = bytes.name(&file.object_meta);
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let task = SpawnedTask::spawn_blocking(move || {
