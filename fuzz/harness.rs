@@ -2245,6 +2245,45 @@ fn crc32_more(crc: u32, bytes: &[u8]) -> u32 {
 ///   is damage, and every block the edits did not touch is still authentic in a file of one
 ///   chain unless the seals that cover it were taken out;
 /// - a file that lost or gained blocks (other than at its end) is never authentic.
+/// Checks that what `verdicts` call authentic, one of `writers` wrote (its blocks, each from
+/// its type field to its closing sync byte), in that order, each once; with `parts`, one
+/// writer per part of `file` (a header starts a part, as files concatenated).
+fn authentic_in_order<'a>(
+    file: &[u8],
+    writers: [&Vec<Vec<u8>>; 2],
+    verdicts: impl Iterator<Item = &'a cobsfile::seal::Verdict>,
+    parts: bool,
+) {
+    let mut next = [0usize; 2];
+    let mut writer: Option<usize> = None;
+    for verdict in verdicts {
+        if verdict.block_type == BlockType::Header {
+            writer = None;
+        }
+        if verdict.status != cobsfile::seal::Status::Authentic {
+            continue;
+        }
+        let bytes = &file[(verdict.range.start + 1) as usize..=verdict.range.end as usize];
+        let found = writers.iter().enumerate().find_map(|(w, blocks)| {
+            let at = (next[w]..blocks.len()).find(|&k| blocks[k] == bytes)?;
+            Some((w, at))
+        });
+        let Some((w, at)) = found else {
+            panic!(
+                "an authentic block at {:?} that no writer wrote there",
+                verdict.range
+            );
+        };
+        assert!(
+            !parts || writer.is_none_or(|one| one == w),
+            "authentic blocks of two files in one part, at {:?}",
+            verdict.range
+        );
+        writer = Some(w);
+        next[w] = at + 1;
+    }
+}
+
 pub fn seal(data: &[u8]) {
     let Some((&first, ops)) = data.split_first() else {
         return;
@@ -2334,33 +2373,7 @@ pub fn seal(data: &[u8]) {
     // What is authentic, one writer wrote (ours, or the other file's: a file whose own seals
     // are all gone is the other's, as far as its bytes can tell), in that order, once; one
     // writer per part of the file (a header starts a part, as files concatenated).
-    let mut next = [0usize; 2];
-    let mut writer: Option<usize> = None;
-    for verdict in &sealed.blocks {
-        if verdict.block_type == BlockType::Header {
-            writer = None;
-        }
-        if verdict.status != cobsfile::seal::Status::Authentic {
-            continue;
-        }
-        let bytes = &file[(verdict.range.start + 1) as usize..=verdict.range.end as usize];
-        let found = [&ours, &theirs].iter().enumerate().find_map(|(w, blocks)| {
-            let at = (next[w]..blocks.len()).find(|&k| blocks[k] == bytes)?;
-            Some((w, at))
-        });
-        let Some((w, at)) = found else {
-            panic!(
-                "an authentic block at {:?} that no writer wrote there: {:?}",
-                verdict.range, sealed
-            );
-        };
-        assert!(
-            writer.is_none_or(|one| one == w),
-            "authentic blocks of two files in one: {sealed:?}"
-        );
-        writer = Some(w);
-        next[w] = at + 1;
-    }
+    authentic_in_order(&file, [&ours, &theirs], sealed.blocks.iter(), true);
     if !edited {
         assert!(sealed.is_authentic(), "{:?}", sealed.tampered);
         assert!(report.damaged.is_empty());
@@ -2428,24 +2441,8 @@ pub fn seal(data: &[u8]) {
     }
     let lost: Vec<_> = report.damaged.iter().map(|d| d.range.clone()).collect();
     let part = cobsfile::seal::verify_span(&seen, &lost, &[key], span.clone());
-    let mut next = [0usize; 2];
-    for verdict in part.blocks.iter().filter(|v| span.contains(&v.range.start)) {
-        if verdict.status != cobsfile::seal::Status::Authentic {
-            continue;
-        }
-        let bytes = &file[(verdict.range.start + 1) as usize..=verdict.range.end as usize];
-        let found = [&ours, &theirs].iter().enumerate().find_map(|(w, blocks)| {
-            let at = (next[w]..blocks.len()).find(|&k| blocks[k] == bytes)?;
-            Some((w, at))
-        });
-        let Some((w, at)) = found else {
-            panic!(
-                "an authentic block at {:?} of span {span:?} that no writer wrote there: {part:?}",
-                verdict.range
-            );
-        };
-        next[w] = at + 1;
-    }
+    let within = part.blocks.iter().filter(|v| span.contains(&v.range.start));
+    authentic_in_order(&file, [&ours, &theirs], within, false);
     if !edited {
         assert!(
             part.tampered.is_empty(),

@@ -77,15 +77,7 @@ pub struct Args {
 }
 
 pub fn run(mut args: Args) -> Result<Outcome, Failure> {
-    if args.since.is_some() || args.until.is_some() {
-        let window = cobsfile::Window::new(args.since, args.until);
-        if window.is_empty() {
-            return Err(Failure::usage(
-                "--since is after --until: no time is in the window",
-            ));
-        }
-        args.read.window = Some(window);
-    }
+    args.read.window = super::when::window(args.since, args.until)?;
     if args.json {
         let reader_schema = args
             .reader_schema

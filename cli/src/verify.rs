@@ -68,15 +68,7 @@ pub fn sealed_outcome(report: &Report, sealed: &Sealed, held: Option<bool>) -> O
 
 /// `cobsfile verify`: each file in turn.
 pub fn run(mut args: Args) -> Result<Outcome, Failure> {
-    if args.since.is_some() || args.until.is_some() {
-        let window = cobsfile::Window::new(args.since, args.until);
-        if window.is_empty() {
-            return Err(Failure::usage(
-                "--since is after --until: no time is in the window",
-            ));
-        }
-        args.list.read.window = Some(window);
-    }
+    args.list.read.window = super::when::window(args.since, args.until)?;
     let keys = read_keys(&args.key)?;
     super::each_file(&args.list.files, None, |path| {
         let job = Verify {

@@ -12,6 +12,24 @@ pub const WHEN_FORMS: &str = "an RFC 3339 time (2025-12-01T10:00:00Z, or with an
     date and time (2025-12-01 10:00:00, 2025-12-01), epoch seconds (1764583200, @1764583200.5), \
     now, today, yesterday, tomorrow, or a time relative to now (-1h, -30min, +2d, \"1 hour ago\")";
 
+/// The window of `--since` and `--until`, if either is given; refused (a usage mistake) when
+/// no time is in it.
+pub fn window(
+    since: Option<i64>,
+    until: Option<i64>,
+) -> Result<Option<cobsfile::Window>, crate::Failure> {
+    if since.is_none() && until.is_none() {
+        return Ok(None);
+    }
+    let window = cobsfile::Window::new(since, until);
+    if window.is_empty() {
+        return Err(crate::Failure::usage(
+            "--since is after --until: no time is in the window",
+        ));
+    }
+    Ok(Some(window))
+}
+
 /// `--since`/`--until`: an instant as [`parse_when_at`] reads it, relative to now.
 pub fn parse_when(arg: &str) -> Result<i64, String> {
     parse_when_at(arg, Local::now())

@@ -600,7 +600,7 @@ fn a_window_of_a_sealed_object_verifies_by_byte_ranges() {
                 cobsfile::varint::write(r.len() as i64, &mut payload);
                 payload.extend_from_slice(r);
             }
-            rebuilt.extend_from_slice(&raw_data_block(&payload));
+            rebuilt.extend_from_slice(&common::data_block(&payload));
         } else {
             rebuilt.extend_from_slice(&file[o + 1..=o + s]);
         }
@@ -689,23 +689,4 @@ fn a_window_of_a_sealed_object_verifies_by_byte_ranges() {
             }
         }
     }
-}
-
-/// A data block (type 3) holding `payload`, codec 0, from its type field to its closing sync
-/// byte, built from the spec: type, length, COBS(codec, payload, CRC-32 of type field, codec
-/// and payload), 0x00.
-fn raw_data_block(payload: &[u8]) -> Vec<u8> {
-    let mut body = vec![0u8];
-    body.extend_from_slice(payload);
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&[0x06]);
-    crc.update(&body);
-    body.extend_from_slice(&crc.finalize().to_le_bytes());
-    let mut encoded = Vec::new();
-    cobsfile::cobs::encode(&body, &mut encoded);
-    let mut out = vec![0x06];
-    cobsfile::varint::write(encoded.len() as i64 + 1, &mut out);
-    out.extend_from_slice(&encoded);
-    out.push(0);
-    out
 }

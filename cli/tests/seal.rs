@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{bin, run, scratch, stderr};
+use common::{bin, data_block, run, scratch, stderr};
 
 fn cobsfile(args: &[&str]) -> Output {
     run(bin().args(args), b"")
@@ -425,25 +425,6 @@ fn cat_authentic_returns_only_records_a_valid_seal_covers() {
         "{}",
         stderr(&out)
     );
-}
-
-/// A data block (type 3) holding `payload`, codec 0, from its type field to its closing sync
-/// byte, built from the spec: type, length, COBS(codec, payload, CRC-32 of type field, codec
-/// and payload), 0x00.
-fn data_block(payload: &[u8]) -> Vec<u8> {
-    let mut body = vec![0u8];
-    body.extend_from_slice(payload);
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&[0x06]);
-    crc.update(&body);
-    body.extend_from_slice(&crc.finalize().to_le_bytes());
-    let mut encoded = Vec::new();
-    cobsfile::cobs::encode(&body, &mut encoded);
-    let mut out = vec![0x06];
-    cobsfile::varint::write(encoded.len() as i64 + 1, &mut out);
-    out.extend_from_slice(&encoded);
-    out.push(0);
-    out
 }
 
 #[test]

@@ -49,3 +49,22 @@ pub fn stderr(out: &Output) -> String {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A data block (type 3) holding `payload`, codec 0, from its type field to its closing sync
+/// byte, built from the spec: type, length, COBS(codec, payload, CRC-32 of type field, codec
+/// and payload), 0x00.
+pub fn data_block(payload: &[u8]) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(payload);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&[0x06]);
+    crc.update(&body);
+    body.extend_from_slice(&crc.finalize().to_le_bytes());
+    let mut encoded = Vec::new();
+    cobsfile::cobs::encode(&body, &mut encoded);
+    let mut out = vec![0x06];
+    cobsfile::varint::write(encoded.len() as i64 + 1, &mut out);
+    out.extend_from_slice(&encoded);
+    out.push(0);
+    out
+}
