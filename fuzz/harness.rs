@@ -2235,16 +2235,6 @@ fn crc32_more(crc: u32, bytes: &[u8]) -> u32 {
     !c
 }
 
-/// Tampering and damage, driven by the input, on a sealed file: blocks removed, repeated,
-/// swapped, changed with their CRC made to match, spliced from another file sealed with the
-/// same key (seals too), bytes flipped, the file cut. Whatever was done:
-/// - verification never panics, and says the same on 1 and 2 threads;
-/// - nothing it calls authentic is other than the writer wrote it: the authentic blocks' bytes,
-///   in file order, are blocks of the original file in their original order, each once;
-/// - with no edit, the file is authentic; with edits of whole blocks only and no flip, nothing
-///   is damage, and every block the edits did not touch is still authentic in a file of one
-///   chain unless the seals that cover it were taken out;
-/// - a file that lost or gained blocks (other than at its end) is never authentic.
 /// Checks that what `verdicts` call authentic, one of `writers` wrote (its blocks, each from
 /// its type field to its closing sync byte), in that order, each once; with `parts`, one
 /// writer per part of `file` (a header starts a part, as files concatenated).
@@ -2284,6 +2274,16 @@ fn authentic_in_order<'a>(
     }
 }
 
+/// Tampering and damage, driven by the input, on a sealed file: blocks removed, repeated,
+/// swapped, changed with their CRC made to match, spliced from another file sealed with the
+/// same key (seals too), bytes flipped, the file cut. Whatever was done:
+/// - verification never panics, and says the same on 1 and 2 threads;
+/// - nothing it calls authentic is other than the writer wrote it: the authentic blocks' bytes,
+///   in file order, are blocks of the original file in their original order, each once;
+/// - with no edit, the file is authentic; with edits of whole blocks only and no flip, nothing
+///   is damage, and every block the edits did not touch is still authentic in a file of one
+///   chain unless the seals that cover it were taken out;
+/// - a file that lost or gained blocks (other than at its end) is never authentic.
 pub fn seal(data: &[u8]) {
     let Some((&first, ops)) = data.split_first() else {
         return;
