@@ -468,20 +468,10 @@ impl Write for LogFile {
                 // the chain before left unsealed stays so, in the copy.
                 Some(sealer) => {
                     let id = crate::seal::Sealer::random_id()?;
-                    let mut meta = Vec::new();
                     let text = crate::seal::file_id_text(&id);
-                    let entries = [(crate::seal::FILE_ID_KEY, text.as_bytes())];
-                    block::metadata_payload(entries, &mut meta).map_err(io::Error::other)?;
-                    let mut encoded = Vec::new();
-                    let at = block::encode(types::METADATA, &meta, None, &mut encoded)
+                    let meta = block::metadata_block([(crate::seal::FILE_ID_KEY, text)])
                         .map_err(io::Error::other)?;
-                    restart = [
-                        &self.start[..],
-                        &encoded[at..],
-                        &self.dictionary,
-                        &announced,
-                    ]
-                    .concat();
+                    restart = [&self.start[..], &meta, &self.dictionary, &announced].concat();
                     let mut sealer = crate::seal::lock(sealer);
                     sealer.restart(id, crate::seal::Sealer::random_id()?);
                     sealer.blocks_written(&restart);
@@ -1028,15 +1018,12 @@ impl Appender {
     {
         let entries: Vec<(K, V)> = entries.into_iter().collect();
         let pairs = || entries.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
-        let mut payload = Vec::new();
-        block::metadata_payload(pairs(), &mut payload)?;
-        let mut encoded = Vec::new();
-        let start = block::encode(types::METADATA, &payload, None, &mut encoded)?;
+        let encoded = block::metadata_block(pairs())?;
         self.write_metadata(pairs())?;
         self.announced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(&encoded[start..]);
+            .extend_from_slice(&encoded);
         Ok(())
     }
 

@@ -473,6 +473,21 @@ where
     Ok(())
 }
 
+/// A metadata block holding `entries`, from its type field to its closing sync byte: what a
+/// writer appends after a sync byte (a new file's or segment's first blocks, an announcement).
+pub(crate) fn metadata_block<K, V>(entries: impl IntoIterator<Item = (K, V)>) -> Result<Vec<u8>>
+where
+    K: AsRef<str>,
+    V: AsRef<[u8]>,
+{
+    let mut payload = Vec::new();
+    metadata_payload(entries, &mut payload)?;
+    let mut encoded = Vec::new();
+    let at = encode(types::METADATA, &payload, None, &mut encoded)?;
+    encoded.drain(..at);
+    Ok(encoded)
+}
+
 /// Appends a length-prefixed byte string.
 #[inline]
 pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {

@@ -566,19 +566,7 @@ impl ReaderBuilder {
     /// # Ok::<(), cobsfile::Error>(())
     /// ```
     pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
-        self.verify_with(bytes, |_: &mut (), _| {}, &mut range::Discard)
-    }
-
-    /// [`verify`](Self::verify), with `on_block` done to each intact block on the range
-    /// reads' threads and its results given to `sink`, as [`read_ranges`](Self::read_ranges)
-    /// does.
-    fn verify_with<T, F, K>(&self, bytes: &[u8], on_block: F, sink: &mut K) -> Result<Report>
-    where
-        T: Default + Send,
-        F: Fn(&mut T, &Block<'_>) + Sync,
-        K: RangeSink<T> + ?Sized,
-    {
-        let mut report = self.read_ranges(bytes, on_block, sink)?;
+        let mut report = self.read_ranges(bytes, |_: &mut (), _| {}, &mut range::Discard)?;
         if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
             report.attribute(&index);
         }
@@ -1762,8 +1750,6 @@ fn plan_window(decoder: &mut Decoder, options: &ReaderBuilder, bytes: &[u8]) {
     }
 }
 
-/// A window read by a file's time index (spec 9.9): the file's index, the spans its time index
-/// gives the time blocks, and the window.
 /// A verification's work on each block of a range read: its leaf hashed, what it is noted.
 struct See;
 
@@ -1825,6 +1811,8 @@ impl<T, W: RangeWork<T> + ?Sized> RangeWork<T> for Authentic<'_, W> {
     }
 }
 
+/// A window read by a file's time index (spec 9.9): the file's index, the spans its time index
+/// gives the time blocks, and the window.
 pub(crate) struct TimePlan {
     index: Index,
     spans: Vec<Option<crate::TimeSpan>>,

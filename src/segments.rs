@@ -129,7 +129,6 @@ pub(crate) fn now_ns() -> i64 {
 pub(crate) fn segment_start(created: i64, file_id: Option<[u8; 16]>) -> Result<Vec<u8>> {
     let mut start = block::file_start();
     start.extend_from_slice(&block::empty_block(types::LOG)[1..]);
-    let mut payload = Vec::new();
     let value = created.to_string();
     let mut entries = vec![(SEGMENT_CREATED_KEY, value.into_bytes())];
     if let Some(id) = file_id {
@@ -138,10 +137,7 @@ pub(crate) fn segment_start(created: i64, file_id: Option<[u8; 16]>) -> Result<V
             crate::seal::file_id_text(&id).into_bytes(),
         ));
     }
-    block::metadata_payload(entries, &mut payload)?;
-    let mut encoded = Vec::new();
-    let at = block::encode(types::METADATA, &payload, None, &mut encoded)?;
-    start.extend_from_slice(&encoded[at..]);
+    start.extend_from_slice(&block::metadata_block(entries)?);
     Ok(start)
 }
 
