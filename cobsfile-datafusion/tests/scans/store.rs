@@ -9,7 +9,7 @@ use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionContext;
 use object_store::ObjectStoreExt;
 
-#[path = "../../tests/s3/server.rs"]
+#[path = "../../../tests/s3/server.rs"]
 mod s3;
 
 /// A cobsfile of `n` JSON records.

@@ -12,7 +12,7 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::{collect, displayable};
 use datafusion::prelude::{JsonReadOptions, SessionConfig, SessionContext};
 
-const EVENTS: &str = include_str!("../../samples/events.jsonl");
+const EVENTS: &str = include_str!("../../../samples/events.jsonl");
 
 /// Nanoseconds since the Unix epoch of an RFC 3339 time `YYYY-MM-DDTHH:MM:SSZ`.
 fn nanos(ts: &str) -> i64 {

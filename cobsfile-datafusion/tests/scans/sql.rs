@@ -12,8 +12,8 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{JsonReadOptions, SessionConfig, SessionContext};
 
-const EVENTS: &str = include_str!("../../samples/events.jsonl");
-const SCHEMA: &str = include_str!("../../samples/events.avsc");
+const EVENTS: &str = include_str!("../../../samples/events.jsonl");
+const SCHEMA: &str = include_str!("../../../samples/events.avsc");
 
 fn events() -> Vec<&'static str> {
     EVENTS.lines().collect()
