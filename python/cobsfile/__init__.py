@@ -120,8 +120,7 @@ class Reader(_cobsfile.Reader):
         if decode is False or decode is None:
             return iter(self)
         if decode == "json":
-            loads = _json.loads
-            return (loads(record) for record in self)
+            return self._json_records()
         if decode is True or decode == "avro":
             return self._avro_records(_schema_json(reader_schema))
         raise ValueError(f"decode must be False, True, 'avro' or 'json', not {decode!r}")

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod arrow;
 mod errors;
 mod follow;
+mod json;
 mod reader;
 mod report;
 mod time;

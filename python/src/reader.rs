@@ -579,18 +579,27 @@ impl Reader {
         self.on_damage.handle(py, damage, &mut self.damage)
     }
 
-    /// The next record and its event time, if it has one; None at the end.
+    /// The next record as `bytes`, and its event time if it has one; None at the end.
     fn next_record(&mut self, py: Python<'_>) -> PyResult<Option<(Py<PyBytes>, Option<i64>)>> {
+        self.next_as(py, |py, record, time| {
+            Ok((PyBytes::new(py, record).unbind(), time))
+        })
+    }
+
+    /// The next record made into a Python object by `make` (from the record's bytes, where
+    /// the decoder left them, and its event time); None at the end.
+    fn next_as<T>(
+        &mut self,
+        py: Python<'_>,
+        mut make: impl FnMut(Python<'_>, &[u8], Option<i64>) -> PyResult<T>,
+    ) -> PyResult<Option<T>> {
         loop {
             let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
             let batch = &mut state.batch;
             if let Some(range) = batch.records.get(batch.next).cloned() {
                 let time = batch.times.get(batch.next).copied().flatten();
                 batch.next += 1;
-                return Ok(Some((
-                    PyBytes::new(py, &batch.payload[range]).unbind(),
-                    time,
-                )));
+                return make(py, &batch.payload[range], time).map(Some);
             }
             if state.done {
                 return Ok(None);
@@ -678,6 +687,11 @@ impl Reader {
     /// the end.
     fn _next_timed(&mut self, py: Python<'_>) -> PyResult<Option<(Option<i64>, Py<PyBytes>)>> {
         Ok(self.next_record(py)?.map(|(record, time)| (time, record)))
+    }
+
+    /// The records parsed as JSON, as `json.loads` parses them.
+    fn _json_records(slf: Py<Self>) -> JsonRecords {
+        JsonRecords { reader: slf }
     }
 
     /// Lets go of the file (its mapping) or bytes: iteration ends, and later calls see an
@@ -1118,10 +1132,29 @@ impl AvroRecords {
     }
 }
 
+/// The records of a reader parsed as JSON, one object a record.
+#[pyclass(module = "cobsfile._cobsfile")]
+pub(crate) struct JsonRecords {
+    reader: Py<Reader>,
+}
+
+#[pymethods]
+impl JsonRecords {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let mut reader = self.reader.bind(py).try_borrow_mut()?;
+        reader.next_as(py, |py, record, _| crate::json::loads(py, record))
+    }
+}
+
 /// Registers the classes.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()?;
     m.add_class::<AvroRecords>()?;
+    m.add_class::<JsonRecords>()?;
     m.add_class::<Damage>()?;
     m.add_class::<Held>()?;
     m.add_class::<BlockInfo>()?;
