@@ -18,7 +18,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
 use self_cell::self_cell;
 
 use crate::errors::{self, avro_error, file_error};
-use crate::values::{to_py, PyBuilder};
+use crate::values::{to_py, FieldNames, PyBuilder};
 
 /// The bytes a reader reads: a mapped file, bytes it was given (or read from a file object),
 /// or an object in S3-compatible storage, read in place by byte ranges.
@@ -818,6 +818,7 @@ impl Reader {
             pending: std::collections::VecDeque::new(),
             done: false,
             damage: Vec::new(),
+            names: FieldNames::default(),
         })
     }
 
@@ -1065,6 +1066,8 @@ pub(crate) struct AvroRecords {
     pending: std::collections::VecDeque<AvroStep>,
     done: bool,
     damage: Vec<Damage>,
+    /// Field names as Python strings, kept from batch to batch.
+    names: FieldNames,
 }
 
 #[pymethods]
@@ -1109,11 +1112,12 @@ impl AvroRecords {
             let Some(resolved) = &self.resolved else {
                 // Without a reader schema, each record's object is built in the walk that
                 // checks it, with the GIL held: no `Value` first.
-                let mut builder = PyBuilder::new(py);
+                let mut builder = PyBuilder::new(py, std::mem::take(&mut self.names));
                 self.done = cursor.with_dependent_mut(|_, reader| match reader {
                     AnyAvro::Slice(reader) => objects(reader, &mut builder, pending),
                     AnyAvro::Remote(reader) => objects(reader, &mut builder, pending),
                 });
+                self.names = builder.into_names();
                 continue;
             };
             self.done = py.detach(|| {

@@ -564,6 +564,55 @@ pub(crate) struct PyBuilder<'py> {
     done: Option<Bound<'py, PyAny>>,
     /// The first conversion Python refused (a date past year 9999, say).
     failed: Option<PyErr>,
+    /// Record field names as Python strings, each made once: they repeat in every record.
+    names: FieldNames,
+}
+
+/// Record field names made into Python strings, each once. Records of a file repeat the same
+/// fields in the same order, so each name is first looked for where the datum before had the
+/// name at the same step of its walk (a comparison of a few bytes), then by its hash.
+#[derive(Default)]
+pub(crate) struct FieldNames {
+    /// The names in the order the last datum's walk met them (the first `FIELDS_IN_ORDER`).
+    order: Vec<(Box<str>, Py<PyString>)>,
+    /// How many names this datum's walk has met.
+    at: usize,
+    by_name: std::collections::HashMap<Box<str>, Py<PyString>>,
+}
+
+/// How many fields of a datum [`FieldNames`] keeps in walk order (an array of records can
+/// have any number).
+const FIELDS_IN_ORDER: usize = 4096;
+
+impl FieldNames {
+    fn restart(&mut self) {
+        self.at = 0;
+    }
+
+    fn get<'py>(&mut self, py: Python<'py>, name: &str) -> Bound<'py, PyString> {
+        let at = self.at;
+        self.at += 1;
+        if let Some((known, made)) = self.order.get(at) {
+            if **known == *name {
+                return made.bind(py).clone();
+            }
+        }
+        let made = match self.by_name.get(name) {
+            Some(made) => made.bind(py).clone(),
+            None => {
+                let made = PyString::intern(py, name);
+                self.by_name.insert(name.into(), made.clone().unbind());
+                made
+            }
+        };
+        let entry = (name.into(), made.clone().unbind());
+        if at < self.order.len() {
+            self.order[at] = entry;
+        } else if at == self.order.len() && at < FIELDS_IN_ORDER {
+            self.order.push(entry);
+        }
+        made
+    }
 }
 
 enum Open<'py> {
@@ -572,13 +621,20 @@ enum Open<'py> {
 }
 
 impl<'py> PyBuilder<'py> {
-    pub(crate) fn new(py: Python<'py>) -> Self {
+    /// A builder that reuses (and adds to) the field names of earlier builders.
+    pub(crate) fn new(py: Python<'py>, names: FieldNames) -> Self {
         PyBuilder {
             py,
             open: Vec::new(),
             done: None,
             failed: None,
+            names,
         }
+    }
+
+    /// The field names made so far, for the next builder.
+    pub(crate) fn into_names(self) -> FieldNames {
+        self.names
     }
 
     /// The object built by the last walk, or why Python refused part of it (`None` if the
@@ -660,6 +716,7 @@ fn zigzag(bytes: &[u8]) -> Option<(i64, &[u8])> {
 
 impl<'py> Visit for PyBuilder<'py> {
     fn begin(&mut self) {
+        self.names.restart();
         self.open.clear();
         self.done = None;
         self.failed = None;
@@ -762,10 +819,13 @@ impl<'py> Visit for PyBuilder<'py> {
     }
 
     fn field(&mut self, name: &str) {
-        if let Some(Open::Dict(_, key)) = self.open.last_mut() {
-            // Field names repeat in every record: interned, each is made once.
-            *key = Some(PyString::intern(self.py, name));
-        }
+        let py = self.py;
+        let Some(Open::Dict(_, key)) = self.open.last_mut() else {
+            return;
+        };
+        // Field names repeat in every record: each is made (and its hash computed) once, not
+        // looked up in the interpreter's interned strings at every field of every record.
+        *key = Some(self.names.get(py, name));
     }
 
     fn record_end(&mut self) {
