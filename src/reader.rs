@@ -788,45 +788,60 @@ impl ReaderBuilder {
         let range_of = |e: &IndexEntry| e.offset..e.offset.saturating_add(e.size).saturating_add(1);
         let (fit, too_large): (Vec<&IndexEntry>, Vec<&IndexEntry>) =
             listed.iter().partition(|e| e.size < frame);
-        let ranges: Vec<Range<u64>> = fit.iter().map(|e| range_of(e)).collect();
-        let pieces: Vec<Option<Vec<u8>>> = match bytes {
-            range::Bytes::Slice(slice) => (ranges.iter())
-                .map(|r| {
-                    let r = usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?;
-                    slice.get(r).map(<[u8]>::to_vec)
-                })
-                .collect(),
-            range::Bytes::Fetched(file) => match ranges.is_empty() {
-                true => Vec::new(),
-                false => file.fetch(&ranges)?.into_iter().map(Some).collect(),
-            },
-        };
         let mut seals = Vec::new();
         let mut unread: Vec<Range<u64>> = (too_large.iter())
             .map(|e| e.offset + 1..e.offset + e.size)
             .collect();
-        for (e, piece) in fit.iter().zip(pieces) {
-            let read = piece.and_then(|piece| {
-                let mut reader = self.stream_reader_at(io::Cursor::new(piece), e.offset);
-                let block = reader.next_block()?.ok()?;
-                let info = block.info();
-                (info.offset == e.offset
-                    && info.size == e.size
-                    && info.block_type == BlockType::Seal)
-                    .then(|| {
-                        crate::seal::Seen::new(
-                            e.offset,
-                            e.size,
-                            BlockType::Seal,
-                            0,
-                            &[],
-                            block.payload(),
-                        )
+        // Fetched (or, in memory, borrowed) a batch at a time: an index may list anything
+        // as a seal, and a crafted one every block of the file.
+        let mut rest = &fit[..];
+        while !rest.is_empty() {
+            let mut batched = 0;
+            let take = (rest.iter())
+                .take_while(|e| {
+                    let first = batched == 0;
+                    batched += e.size + 1;
+                    first || batched <= SEAL_BATCH
+                })
+                .count();
+            let (batch, after) = rest.split_at(take);
+            rest = after;
+            let ranges: Vec<Range<u64>> = batch.iter().map(|e| range_of(e)).collect();
+            let fetched;
+            let pieces: Vec<Option<&[u8]>> = match bytes {
+                range::Bytes::Slice(slice) => (ranges.iter())
+                    .map(|r| {
+                        slice.get(usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?)
                     })
-            });
-            match read {
-                Some(seen) => seals.push(seen),
-                None => unread.push(e.offset + 1..e.offset + e.size),
+                    .collect(),
+                range::Bytes::Fetched(file) => {
+                    fetched = file.fetch(&ranges)?;
+                    fetched.iter().map(|piece| Some(&piece[..])).collect()
+                }
+            };
+            for (e, piece) in batch.iter().zip(pieces) {
+                let read = piece.and_then(|piece| {
+                    let mut reader = self.stream_reader_at(io::Cursor::new(piece), e.offset);
+                    let block = reader.next_block()?.ok()?;
+                    let info = block.info();
+                    (info.offset == e.offset
+                        && info.size == e.size
+                        && info.block_type == BlockType::Seal)
+                        .then(|| {
+                            crate::seal::Seen::new(
+                                e.offset,
+                                e.size,
+                                BlockType::Seal,
+                                0,
+                                &[],
+                                block.payload(),
+                            )
+                        })
+                });
+                match read {
+                    Some(seen) => seals.push(seen),
+                    None => unread.push(e.offset + 1..e.offset + e.size),
+                }
             }
         }
         unread.sort_by_key(|r| r.start);
@@ -1776,6 +1791,9 @@ impl RangeWork<Vec<crate::seal::Seen>> for See {
         part.len() >= 4096
     }
 }
+
+/// The most bytes of listed seal blocks a window's verification asks for (or holds) at once.
+const SEAL_BATCH: u64 = 16 << 20;
 
 /// What a verification of part of a file reads besides the blocks of its span.
 struct SealedSpan {

@@ -1087,3 +1087,89 @@ fn a_sealing_appender_whose_log_is_copied_and_truncated_seals_the_new_file_as_it
     let metadata = ReaderBuilder::new().metadata_of(&new);
     assert!(metadata.iter().any(|m| m.get("schema").is_some()));
 }
+
+/// A file in a store that notes the most bytes one request asked for.
+struct Largest(Vec<u8>, std::sync::atomic::AtomicU64);
+
+impl cobsfile::Fetch for Largest {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn fetch(&self, ranges: &[std::ops::Range<u64>]) -> std::io::Result<Vec<Vec<u8>>> {
+        let asked = ranges.iter().map(|r| r.end - r.start).sum();
+        self.1
+            .fetch_max(asked, std::sync::atomic::Ordering::Relaxed);
+        Ok(ranges
+            .iter()
+            .map(|r| self.0[r.start as usize..r.end as usize].to_vec())
+            .collect())
+    }
+}
+
+#[test]
+fn an_index_that_lists_most_blocks_as_seals_is_read_a_batch_at_a_time() {
+    // 30 MB of sealed, timed records in blocks of 64 KiB.
+    let mut writer = WriterBuilder::new()
+        .block_target(64 << 10)
+        .seal(key())
+        .build(Vec::new())
+        .unwrap();
+    // Records 12,000 to 13,999 have times (in blocks a time index lists), the others none.
+    for i in 0..30_000 {
+        let record = format!("{i:06} {}", "x".repeat(1000));
+        match i {
+            12_000..14_000 => writer.write_record_at(record.as_bytes(), T0 + i * SECOND),
+            _ => writer.write_record(record.as_bytes()),
+        }
+        .unwrap();
+    }
+    let file = writer.finish().unwrap();
+    // The index made again with most data blocks listed as seals: a window's verification
+    // reads what the index lists as seals, and this one lists most of the file.
+    let index = cobsfile::Index::find(&file).unwrap();
+    let entries = index.entries();
+    let mut payload = Vec::new();
+    cobsfile::varint::write(entries.len() as i64, &mut payload);
+    cobsfile::varint::write((index.offset() - entries[0].offset) as i64, &mut payload);
+    // The data blocks no time block describes become "seals"; the time index still finds
+    // the window's blocks.
+    for (i, e) in entries.iter().enumerate() {
+        let timed = i > 0 && entries[i - 1].block_type == BlockType::Time;
+        let block_type = match e.block_type {
+            BlockType::Data if !timed => 11,
+            other => other.type_id(),
+        };
+        cobsfile::varint::write(block_type, &mut payload);
+        cobsfile::varint::write(e.size as i64, &mut payload);
+        cobsfile::varint::write(e.records as i64, &mut payload);
+    }
+    let at = index.offset() as usize;
+    let closed = at + 1 + file[at + 1..].iter().position(|&b| b == 0).unwrap();
+    let mut crafted = file[..=at].to_vec();
+    crafted.extend_from_slice(&common::raw_block(5, &payload));
+    crafted.extend_from_slice(&file[closed + 1..]);
+    let listed: u64 = (cobsfile::Index::find(&crafted).unwrap().entries().iter())
+        .filter(|e| e.block_type == BlockType::Seal)
+        .map(|e| e.size + 1)
+        .sum();
+    assert!(listed > 20 << 20, "{listed}");
+
+    let keys = [key().verifying_key()];
+    let window = seconds(13_000, 13_010);
+    let remote = cobsfile::Remote::open(Largest(crafted.clone(), Default::default())).unwrap();
+    let (_, sealed) = remote.verify_seals(&window, &keys).unwrap();
+    let largest = remote
+        .fetcher()
+        .1
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        largest <= (16 << 20) + (1 << 20),
+        "one request of {largest} bytes"
+    );
+    // What the index lists falsely is not read as seals; the window's blocks are still
+    // checked against the true ones.
+    assert!(sealed.span.is_some());
+    assert!(authentic_records(&sealed) >= 10);
+    let (_, local) = window.verify_seals(&crafted, &keys).unwrap();
+    assert_eq!(sealed, local, "fetched by ranges as in memory");
+}
