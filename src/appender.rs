@@ -172,6 +172,13 @@ impl AppenderBuilder {
         self
     }
 
+    /// Whether compressed data blocks hold their records as lines where they can; see
+    /// [`WriterBuilder::line_layout`].
+    pub fn line_layout(mut self, lines: bool) -> Self {
+        self.writer = self.writer.line_layout(lines);
+        self
+    }
+
     /// Compresses with `dictionary`, embedded (once per opening) unless `embed` is false;
     /// see [`WriterBuilder::dictionary`].
     pub fn dictionary(mut self, dictionary: crate::Dictionary, embed: bool) -> Self {

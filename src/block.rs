@@ -175,23 +175,36 @@ pub(crate) fn encode(
     compressor: Option<&mut Compressor>,
     out: &mut Vec<u8>,
 ) -> Result<usize> {
+    let mut compressor = compressor;
     // Codec, dictionary id and size: the fields before the stored payload.
     let mut fields = Fields::default();
     let mut stored = payload;
-    if let Some(compressor) = compressor {
+    // What the CRC covers after the fields: the payload, as lines for codecs 3 and 4.
+    let mut plain = payload;
+    // A data block's records as lines, when they are compressed so (spec 8.3).
+    let mut lines = Vec::new();
+    if let Some(compressor) = compressor.as_deref_mut() {
+        let as_lines = block_type == types::DATA && compressor.lines() && {
+            lines = std::mem::take(&mut compressor.line_buffer);
+            records_as_lines(payload, &mut lines)
+        };
         let dictionary = compressor.dictionary_id();
-        let frame = compressor.compress(payload)?;
-        let codec = match dictionary {
-            Some(_) => codec::ZSTD_DICTIONARY,
-            None => codec::ZSTD,
+        let to_compress = if as_lines { &lines[..] } else { payload };
+        let frame = compressor.compress(to_compress)?;
+        let codec = match (dictionary, as_lines) {
+            (Some(_), false) => codec::ZSTD_DICTIONARY,
+            (None, false) => codec::ZSTD,
+            (Some(_), true) => codec::ZSTD_DICTIONARY_LINES,
+            (None, true) => codec::ZSTD_LINES,
         };
         fields.varint(codec);
         if let Some(id) = dictionary {
             fields.bytes(&id.to_le_bytes());
         }
-        fields.varint(payload.len() as i64);
+        fields.varint(to_compress.len() as i64);
         if fields.len + frame.len() < 1 + payload.len() {
             stored = frame;
+            plain = to_compress;
         } else {
             fields = Fields::default();
         }
@@ -209,12 +222,127 @@ pub(crate) fn encode(
     let mut crc = crc32fast::Hasher::new();
     crc.update(&type_field[..type_len]);
     crc.update(fields);
-    crc.update(payload);
+    crc.update(plain);
 
     let mut body = cobs::Encoder::new(out);
     body.push(fields);
     body.push(stored);
-    Ok(close_body(body, crc.finalize(), &type_field[..type_len]))
+    let start = close_body(body, crc.finalize(), &type_field[..type_len]);
+    if let Some(compressor) = compressor {
+        lines.clear();
+        compressor.line_buffer = lines;
+    }
+    Ok(start)
+}
+
+/// Writes the records of the data payload `payload` (spec 8.3) as lines into `lines`
+/// (cleared first): each followed by 0x0A. False, leaving `lines` in any state, if a record
+/// holds 0x0A, or the payload is not one this crate's writer made.
+fn records_as_lines(payload: &[u8], lines: &mut Vec<u8>) -> bool {
+    lines.clear();
+    let Ok((_, mut at)) = varint::read(payload) else {
+        return false;
+    };
+    lines.reserve(payload.len());
+    while at < payload.len() {
+        let Some(item) = next_string(&payload[at..]) else {
+            return false;
+        };
+        let record = &payload[at + item.start..at + item.end];
+        if memchr::memchr(b'\n', record).is_some() {
+            return false;
+        }
+        lines.extend_from_slice(record);
+        lines.push(b'\n');
+        at += item.end;
+    }
+    true
+}
+
+/// Turns the records as lines `lines` (spec 8.3) into the data payload of the same records
+/// in `out` (cleared first), from the offset it returns on; refuses a payload that would be
+/// over `max_body` bytes before making room for it.
+fn lines_as_records(
+    lines: &[u8],
+    out: &mut Vec<u8>,
+    max_body: usize,
+    records: &mut Vec<(u32, u32)>,
+) -> Result<Lines, LinesError> {
+    if lines.last().is_some_and(|&last| last != b'\n') {
+        return Err(LinesError::Unterminated);
+    }
+    // A record's length takes one byte more than its newline did for each 64 bytes of it at
+    // most, and the count at most 10: within this bound the exact size needs no pass of its
+    // own.
+    let bound = lines.len() as u64 + lines.len() as u64 / 64 + varint::MAX_LEN as u64;
+    let mut count = 0u64;
+    if bound > max_body as u64 {
+        let mut size = 0u64;
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', lines) {
+            let len = (end - start) as i64;
+            size += (varint::encoded_len(len) + (end - start)) as u64;
+            count += 1;
+            start = end + 1;
+        }
+        size += varint::encoded_len(count as i64) as u64;
+        if size > max_body as u64 {
+            return Err(LinesError::TooLarge(size));
+        }
+    }
+    out.clear();
+    make_room(out, bound.min(max_body as u64) as usize);
+    // Room for the count, written when it is known: its bytes are moved only if it takes
+    // other than the room left.
+    out.resize(varint::MAX_LEN, 0);
+    // Each record's range, noted as the conversion goes (what `check_records` would note
+    // of the payload it makes, which is well formed by construction): kept as it keeps them.
+    records.clear();
+    let keep = bound <= u32::MAX as u64;
+    if keep && records.capacity() < lines.len() / 32 {
+        records.reserve_exact(lines.len() / 32);
+    }
+    let mut start = 0;
+    let mut counted = 0u64;
+    for end in memchr::memchr_iter(b'\n', lines) {
+        varint::write((end - start) as i64, out);
+        if keep {
+            records.push((out.len() as u32, (out.len() + end - start) as u32));
+        }
+        out.extend_from_slice(&lines[start..end]);
+        start = end + 1;
+        counted += 1;
+    }
+    debug_assert!(count == 0 || count == counted);
+    let mut field = [0; varint::MAX_LEN];
+    let len = varint::encode(counted as i64, &mut field);
+    let at = varint::MAX_LEN - len;
+    out[at..varint::MAX_LEN].copy_from_slice(&field[..len]);
+    let kept = keep && counted.saturating_mul(KEEP_BYTES_PER_RECORD) <= (out.len() - at) as u64;
+    if !kept {
+        records.clear();
+    }
+    Ok(Lines {
+        at,
+        count: counted,
+        kept,
+    })
+}
+
+/// A data payload made of records as lines: where it starts in its buffer, its record count,
+/// and whether the ranges of its records were kept (as [`check_records`] keeps them).
+struct Lines {
+    at: usize,
+    count: u64,
+    kept: bool,
+}
+
+/// Why records as lines are not a data payload.
+enum LinesError {
+    /// The last line has no newline.
+    Unterminated,
+    /// The records' payload would take this many bytes, more than a reader holds.
+    TooLarge(u64),
 }
 
 /// Ends a body encoded from `HEADER_ROOM` on: pushes its CRC, closes the encoding with the
@@ -730,6 +858,15 @@ pub(crate) fn decode(
                 "time block compressed with a dictionary (codec 2)",
             ))
         }
+        (
+            BlockType::Metadata | BlockType::Dictionary | BlockType::Index | BlockType::Time,
+            codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES,
+        )
+        | (BlockType::TimeIndex, codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES) => {
+            return Err(malformed(
+                "records as lines (codec 3 or 4) in a block that is not a data block",
+            ))
+        }
         _ => {}
     }
     let mut crc = crc32fast::Hasher::new();
@@ -742,16 +879,17 @@ pub(crate) fn decode(
             crc.update(fields);
             at..crc_at
         }
-        codec::ZSTD | codec::ZSTD_DICTIONARY => {
-            let dictionary = if codec == codec::ZSTD_DICTIONARY {
-                let id = fields
-                    .get(at..at + 8)
-                    .ok_or(malformed("dictionary id cut short"))?;
-                at += 8;
-                Some(u64::from_le_bytes(id.try_into().expect("8 bytes")))
-            } else {
-                None
-            };
+        codec::ZSTD | codec::ZSTD_DICTIONARY | codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES => {
+            let dictionary =
+                if matches!(codec, codec::ZSTD_DICTIONARY | codec::ZSTD_DICTIONARY_LINES) {
+                    let id = fields
+                        .get(at..at + 8)
+                        .ok_or(malformed("dictionary id cut short"))?;
+                    at += 8;
+                    Some(u64::from_le_bytes(id.try_into().expect("8 bytes")))
+                } else {
+                    None
+                };
             let (size, used) =
                 varint::read(&fields[at..]).map_err(|_| malformed("invalid size varint"))?;
             at += used;
@@ -808,11 +946,43 @@ pub(crate) fn decode(
             computed,
         });
     }
+    let mut payload = payload;
     let mut records = std::mem::take(&mut scratch.records);
+    let mut lines = None;
+    if block_type == BlockType::Data && codec::is_lines(codec) {
+        // The records as lines, turned into the payload of spec 8.3 in the body's buffer
+        // (the frame in it is spent).
+        let made = lines_as_records(
+            &scratch.plain[payload],
+            &mut scratch.body,
+            max_body,
+            &mut records,
+        );
+        let made = made.map_err(|e| match e {
+            LinesError::Unterminated => malformed("records as lines without a last newline"),
+            LinesError::TooLarge(size) => too_large(size),
+        });
+        let made = match made {
+            Ok(made) => made,
+            Err(e) => {
+                scratch.records = records;
+                return Err(e);
+            }
+        };
+        scratch.in_plain = false;
+        payload = made.at..scratch.body.len();
+        lines = Some(made);
+    }
     let mut times = std::mem::take(&mut scratch.times);
     let bytes = &scratch.buffer()[payload.clone()];
     let mut kept = false;
     let (items, version) = match block_type {
+        BlockType::Data if lines.is_some() => {
+            // What the conversion noted is what the check would find (a test checks).
+            let lines = lines.as_ref().expect("made");
+            kept = lines.kept;
+            (Some(lines.count), None)
+        }
         BlockType::Data => {
             let (count, keep) =
                 check_records(bytes, payload.start, &mut records).map_err(malformed)?;
@@ -1302,6 +1472,31 @@ mod tests {
             } else {
                 prop_assert!(found.is_empty());
             }
+        }
+
+        /// Records as lines make a payload the check accepts, with the count and the record
+        /// ranges it finds, and the records the lines hold.
+        #[test]
+        fn lines_as_records_notes_what_the_check_finds(
+            records in prop::collection::vec(
+                prop::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..80),
+                0..60,
+            ),
+        ) {
+            let lines: Vec<u8> = records.iter().flat_map(|r| r.iter().chain(b"\n")).copied().collect();
+            let (mut out, mut noted) = (vec![7; 3], Vec::new());
+            let made = lines_as_records(&lines, &mut out, 1 << 20, &mut noted).ok().unwrap();
+            let payload = &out[made.at..];
+            let mut checked = Vec::new();
+            prop_assert_eq!(
+                check_records(payload, made.at, &mut checked),
+                Ok((made.count, made.kept))
+            );
+            if made.kept {
+                prop_assert_eq!(&noted, &checked);
+            }
+            let walked: Vec<Vec<u8>> = Records::new(payload).map(<[u8]>::to_vec).collect();
+            prop_assert_eq!(walked, records);
         }
 
         /// On any bytes the check is `check_strings`' (count or error), and what it keeps is

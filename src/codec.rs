@@ -21,6 +21,16 @@ pub const NONE: i64 = 0;
 pub const ZSTD: i64 = 1;
 /// Codec id: the payload is one zstd frame compressed with a dictionary named by its id.
 pub const ZSTD_DICTIONARY: i64 = 2;
+/// Codec id: a data block's records as lines (each followed by 0x0A, none holding one) in one
+/// zstd frame (spec 7.1, 8.3): varint lengths between short records cost zstd 5-30 %.
+pub const ZSTD_LINES: i64 = 3;
+/// Codec id: [`ZSTD_LINES`] compressed with a dictionary named by its id.
+pub const ZSTD_DICTIONARY_LINES: i64 = 4;
+
+/// Whether `codec` stores a data block's records as lines.
+pub(crate) fn is_lines(codec: i64) -> bool {
+    matches!(codec, ZSTD_LINES | ZSTD_DICTIONARY_LINES)
+}
 
 /// How a writer stores block payloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +139,10 @@ pub(crate) struct Compressor {
     dictionary: Option<(u64, CDict<'static>)>,
     /// The last compressed frame.
     frame: Vec<u8>,
+    /// Whether data blocks whose records hold no newline are compressed as lines.
+    lines: bool,
+    /// A data block's records as lines, while it is compressed.
+    pub(crate) line_buffer: Vec<u8>,
 }
 
 impl Compressor {
@@ -149,7 +163,22 @@ impl Compressor {
             cctx,
             dictionary,
             frame: Vec::new(),
+            lines: true,
+            line_buffer: Vec::new(),
         })
+    }
+
+    /// Whether data blocks whose records hold no newline are stored as lines (codecs 3 and
+    /// 4, spec 7.1; the default), or as spec 8.3's length-prefixed records (codecs 1 and 2,
+    /// for readers that predate lines).
+    pub fn line_layout(mut self, lines: bool) -> Self {
+        self.lines = lines;
+        self
+    }
+
+    /// Whether this compressor stores data blocks as lines where it can.
+    pub(crate) fn lines(&self) -> bool {
+        self.lines
     }
 
     /// The id of the dictionary blocks are compressed with.

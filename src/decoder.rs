@@ -88,7 +88,8 @@ pub struct BlockInfo {
     pub size: u64,
     /// Records in a data block, entries in a metadata or index block.
     pub items: Option<u64>,
-    /// How the payload is stored: `"none"`, `"zstd"` or `"zstd+dict"` (see [`codec_name`]).
+    /// How the payload is stored: `"none"`, `"zstd"`, `"zstd+dict"`, `"zstd-lines"` or
+    /// `"zstd+dict-lines"` (see [`codec_name`]).
     pub codec: &'static str,
     /// The payload's size uncompressed.
     pub payload_size: u64,
@@ -1430,12 +1431,15 @@ fn refused_cause(offset: u64, refused: Refused) -> Cause {
     }
 }
 
-/// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"` or `"unknown"`.
+/// The name of a codec id: `"none"`, `"zstd"`, `"zstd+dict"`, `"zstd-lines"`,
+/// `"zstd+dict-lines"` or `"unknown"`.
 pub fn codec_name(codec: i64) -> &'static str {
     match codec {
         codec::NONE => "none",
         codec::ZSTD => "zstd",
         codec::ZSTD_DICTIONARY => "zstd+dict",
+        codec::ZSTD_LINES => "zstd-lines",
+        codec::ZSTD_DICTIONARY_LINES => "zstd+dict-lines",
         _ => "unknown",
     }
 }

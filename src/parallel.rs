@@ -404,12 +404,15 @@ impl Encoders {
         threads: usize,
         compression: Compression,
         dictionary: Option<&Dictionary>,
+        lines: bool,
     ) -> Result<Self> {
         let mut states = Vec::with_capacity(threads);
         for _ in 0..threads {
             states.push(match compression {
                 Compression::None => None,
-                Compression::Zstd { level } => Some(Compressor::new(level, dictionary)?),
+                Compression::Zstd { level } => {
+                    Some(Compressor::new(level, dictionary)?.line_layout(lines))
+                }
             });
         }
         let limit = DEPTH * threads;
@@ -725,7 +728,8 @@ mod tests {
 
     #[test]
     fn buffers_are_recycled() {
-        let mut encoders = Encoders::new(&Kept::default(), 2, Compression::None, None).unwrap();
+        let mut encoders =
+            Encoders::new(&Kept::default(), 2, Compression::None, None, true).unwrap();
         let mut sink = Vec::new();
         let mut index = IndexBuilder::new(true);
         for _ in 0..50 {

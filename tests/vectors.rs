@@ -29,7 +29,8 @@
 //! vector has one but those a newer version stops.
 //!
 //! Strings are printable ASCII with `\xNN` for every other byte, `"` and `\`.
-//! Directives: `% block-target N` (writer option), `% compression LEVEL` (zstd),
+//! Directives: `% block-target N` (writer option), `% compression LEVEL` (zstd), `% lines`
+//! (compressed data blocks hold their records as lines, spec 8.3; without it, as before),
 //! `% dictionary "BYTES" embed|external` (the writer's dictionary), `% reader-dictionary
 //! "BYTES"` (a dictionary given to the readers), `% from NAME OP...` (this vector is NAME with
 //! edits: `flip OFFSET MASK`, `set OFFSET BYTE`, `truncate LEN`, `prepend "BYTES"`,
@@ -352,7 +353,12 @@ fn build(v: &Vector) -> Vec<u8> {
     }
     let block_target = directive(v, "block-target").map_or(1 << 20, |w| num(&w[0]) as usize);
     let index = v.lines.iter().any(|l| l.starts_with("index "));
-    let mut builder = WriterBuilder::new().block_target(block_target).index(index);
+    // Vectors written before records as lines keep their bytes: `% lines` asks for them.
+    let lines = directive(v, "lines").is_some();
+    let mut builder = WriterBuilder::new()
+        .block_target(block_target)
+        .index(index)
+        .line_layout(lines);
     if let Some(level) = directive(v, "compression") {
         builder = builder.compression(Compression::zstd(num(&level[0]) as i32).unwrap());
     }

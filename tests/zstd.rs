@@ -183,7 +183,7 @@ fn mixed_codecs_in_one_file() {
         .map(|b| b.unwrap().codec)
         .collect();
     assert!(
-        codecs.contains(&"zstd") && codecs.contains(&"none"),
+        codecs.contains(&"zstd-lines") && codecs.contains(&"none"),
         "{codecs:?}"
     );
 }
@@ -417,4 +417,160 @@ fn compressed_blocks_default_to_a_larger_target() {
         ),
         6
     );
+}
+
+/// The codec names of the data blocks of `file`, in order, as `builder` reads them.
+fn data_codecs(file: &[u8], builder: &ReaderBuilder) -> Vec<&'static str> {
+    builder
+        .from_slice(file)
+        .blocks()
+        .map(|b| b.unwrap())
+        .filter(|b| b.block_type == cobsfile::BlockType::Data)
+        .map(|b| b.codec)
+        .collect()
+}
+
+#[test]
+fn records_as_lines_where_no_record_holds_a_newline() {
+    let records = events(400, 11);
+    let with_newline = {
+        let mut r = events(400, 12);
+        r[200] = b"two\nlines".to_vec();
+        r
+    };
+    let d = dictionary();
+    for (records, dict, expected) in [
+        (&records, None, "zstd-lines"),
+        (&records, Some((&d, true)), "zstd+dict-lines"),
+        (&records, Some((&d, false)), "zstd+dict-lines"),
+    ] {
+        let file = write(records, Some(3), dict);
+        let mut builder = ReaderBuilder::new();
+        if let Some((d, false)) = dict {
+            builder = builder.dictionary(d.clone());
+        }
+        let codecs = data_codecs(&file, &builder);
+        assert!(codecs.iter().all(|c| *c == expected), "{codecs:?}");
+        let (back, errors) = read_every_way(&file, &builder);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(&back, records);
+    }
+    // The block holding a newline keeps length-prefixed records; the others are lines.
+    let file = write(&with_newline, Some(3), None);
+    let codecs = data_codecs(&file, &ReaderBuilder::new());
+    assert_eq!(
+        codecs.iter().filter(|c| **c == "zstd").count(),
+        1,
+        "{codecs:?}"
+    );
+    assert!(codecs.iter().filter(|c| **c == "zstd-lines").count() > 5);
+    let (back, errors) = read_every_way(&file, &ReaderBuilder::new());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(back, with_newline);
+    // For readers that predate lines: codecs 1 and 2 only, the same records.
+    let mut writer = WriterBuilder::new()
+        .block_target(4096)
+        .compression(Compression::zstd(3).unwrap())
+        .line_layout(false)
+        .build(Vec::new())
+        .unwrap();
+    for r in &records {
+        writer.write_record(r).unwrap();
+    }
+    let old = writer.finish().unwrap();
+    assert!(data_codecs(&old, &ReaderBuilder::new())
+        .iter()
+        .all(|c| *c == "zstd"));
+    assert_eq!(read_every_way(&old, &ReaderBuilder::new()).0, records);
+    assert!(old.len() > file.len() / 2);
+}
+
+/// Codec 3 fields for lines of `size` bytes.
+fn lines_fields(size: i64) -> Vec<u8> {
+    let mut fields = Vec::new();
+    varint::write(3, &mut fields);
+    varint::write(size, &mut fields);
+    fields
+}
+
+#[test]
+fn records_as_lines_built_by_hand() {
+    // Lines read as the records they hold, an empty one among them; no bytes, no records.
+    for (lines, records) in [
+        (&b"one\n\nthree\n"[..], vec![&b"one"[..], b"", b"three"]),
+        (b"", vec![]),
+        (b"\n", vec![b""]),
+    ] {
+        let frame = zstd::bulk::compress(lines, 3).unwrap();
+        let file = with_block(raw_block_with(
+            3,
+            &lines_fields(lines.len() as i64),
+            &frame,
+            lines,
+        ));
+        let (back, errors) = read_every_way(&file, &ReaderBuilder::new());
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut expected: Vec<Vec<u8>> = records.iter().map(|r| r.to_vec()).collect();
+        expected.push(b"after".to_vec());
+        assert_eq!(back, expected);
+    }
+    // Bytes after the last newline: malformed, nothing of the block returned.
+    let lines = b"one\ntwo";
+    let frame = zstd::bulk::compress(lines, 3).unwrap();
+    let cause = single_cause(
+        &with_block(raw_block_with(3, &lines_fields(7), &frame, lines)),
+        1 << 20,
+    );
+    assert!(matches!(cause, Cause::Malformed { .. }), "{cause:?}");
+    // A CRC over the records' payload rather than the lines: damage.
+    let lines = b"one\ntwo\n";
+    let frame = zstd::bulk::compress(lines, 3).unwrap();
+    let cause = single_cause(
+        &with_block(raw_block_with(
+            3,
+            &lines_fields(8),
+            &frame,
+            &data_payload(&[b"one", b"two"]),
+        )),
+        1 << 20,
+    );
+    assert!(matches!(cause, Cause::Crc { .. }), "{cause:?}");
+    // Lines in a metadata block: malformed.
+    let mut file = vec![0];
+    file.extend(raw_block(1, &header_payload(1)));
+    file.extend(raw_block_with(2, &lines_fields(8), &frame, lines));
+    file.extend(raw_block(3, &data_payload(&[b"after"])));
+    let (back, errors) = read_every_way(&file, &ReaderBuilder::new());
+    assert_eq!(back, vec![b"after".to_vec()]);
+    assert!(
+        matches!(
+            &errors[..],
+            [Error::Damaged {
+                cause: Cause::Malformed { .. },
+                ..
+            }]
+        ),
+        "{errors:?}"
+    );
+    // Records whose payload would be larger than the reader holds, though their lines are
+    // not: refused before room is made for it. 2,000 records of 100 bytes: 202,000 bytes of
+    // lines, 204,002 of payload (two-byte lengths, a two-byte count).
+    let record = [b'r'; 100];
+    let lines: Vec<u8> = (0..2000)
+        .flat_map(|_| record.iter().chain(b"\n"))
+        .copied()
+        .collect();
+    let frame = zstd::bulk::compress(&lines, 3).unwrap();
+    let block = raw_block_with(3, &lines_fields(lines.len() as i64), &frame, &lines);
+    let cause = single_cause(&with_block(block.clone()), 203_000);
+    assert!(
+        matches!(cause, Cause::BodyTooLarge { size: 204_002, .. }),
+        "{cause:?}"
+    );
+    let (back, errors) = read_every_way(
+        &with_block(block),
+        &ReaderBuilder::new().max_body_size(204_002),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(back.len(), 2001);
 }

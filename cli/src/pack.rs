@@ -106,6 +106,12 @@ pub struct Args {
     /// Do not embed the dictionary: readers need the same file (`cat --dict FILE`).
     #[arg(long, requires = "dict")]
     external_dict: bool,
+    /// Store compressed records each after its length (codecs 1 and 2), as files were
+    /// before records as lines, for readers that predate them. By default a compressed
+    /// block whose records hold no newline stores them as lines (codecs 3 and 4, spec 8.3),
+    /// 5-30 % smaller on short-line logs.
+    #[arg(long, requires = "zstd")]
+    no_lines: bool,
     /// Compress blocks on N threads (0: one per core); the output is the same as with one.
     #[arg(long, value_name = "N", default_value = "1", value_parser = args::parse_threads)]
     threads: usize,
@@ -323,7 +329,8 @@ pub fn run(args: Args) -> Result<Outcome, Failure> {
     }
     let mut builder = WriterBuilder::new()
         .threads(args.threads)
-        .index(!args.no_index);
+        .index(!args.no_index)
+        .line_layout(!args.no_lines);
     if let Some(target) = args.block_target {
         builder = builder.block_target(target);
     }
@@ -475,7 +482,8 @@ fn append(
     super::output::refuse_inputs(log, &[&args.input])?;
     let mut builder = AppenderBuilder::new()
         .threads(args.threads)
-        .durability(args.durability.unwrap_or(Durability::None));
+        .durability(args.durability.unwrap_or(Durability::None))
+        .line_layout(!args.no_lines);
     if let Some(target) = args.block_target {
         builder = builder.block_target(target);
     }

@@ -479,7 +479,39 @@ fn zstd_pack_cat_and_dictionaries() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, std::fs::read(&sample).unwrap());
     let listing = run(bin().args(["ls", "--json"]).arg(&compressed), b"");
-    assert!(json_lines(&listing).iter().any(|r| r["codec"] == "zstd"));
+    assert!(json_lines(&listing)
+        .iter()
+        .any(|r| r["codec"] == "zstd-lines"));
+    // --no-lines: records after their lengths, for readers that predate lines; the same
+    // records, in a larger file.
+    let old = dir.join("events.nolines.cobs");
+    let out = run(
+        bin()
+            .args(["pack", "--zstd", "-3", "--no-lines", "-o"])
+            .arg(&old)
+            .arg(&sample),
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listing = run(bin().args(["ls", "--json"]).arg(&old), b"");
+    let codecs: Vec<_> = json_lines(&listing)
+        .iter()
+        .filter(|r| r["type"] == "data")
+        .map(|r| r["codec"].clone())
+        .collect();
+    assert!(
+        !codecs.is_empty() && codecs.iter().all(|c| c == "zstd"),
+        "{codecs:?}"
+    );
+    let out = run(bin().arg("cat").arg(&old), b"");
+    assert_eq!(out.stdout, std::fs::read(&sample).unwrap());
+    assert!(std::fs::metadata(&old).unwrap().len() > std::fs::metadata(&compressed).unwrap().len());
+    let out = run(bin().args(["pack", "--no-lines"]).arg(&sample), b"");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--no-lines without --zstd is a usage error"
+    );
 
     // Train a dictionary, pack with it kept outside the file, read with and without it.
     let dict = dir.join("events.dict");

@@ -337,7 +337,9 @@ class Writer(_cobsfile.Writer):
 
     compression: None, "zstd" or ("zstd", level). block_size: record bytes per block (default
     256 KiB, 2 MiB compressed: larger blocks compress better, and a damaged byte costs the
-    block it lands in).
+    block it lands in). lines=False: compressed records each after its length, for readers
+    that predate records as lines (by default a compressed block whose records hold no
+    newline stores them as lines, spec 8.3, which compress as the text they came from).
     metadata: a dict written as the first metadata block. dictionary: a zstd dictionary (bytes),
     embedded in the file. schema: an Avro schema (JSON text or dict): `write` then takes values
     of it (dicts for records). threads: worker threads compressing blocks.

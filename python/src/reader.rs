@@ -351,7 +351,7 @@ pub(crate) struct BlockInfo {
     pub size: u64,
     /// Records of a data block, entries of a metadata or index block.
     pub records: Option<u64>,
-    /// How the payload is stored: "none", "zstd", "zstd+dict".
+    /// How the payload is stored: "none", "zstd", "zstd+dict", "zstd-lines", "zstd+dict-lines".
     pub codec: Option<String>,
     /// The payload's size uncompressed.
     pub payload_size: Option<u64>,

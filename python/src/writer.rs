@@ -175,7 +175,7 @@ impl Writer {
 #[pymethods]
 impl Writer {
     #[new]
-    #[pyo3(signature = (target, *, compression=None, block_size=None, metadata=None, dictionary=None, schema=None, threads=1, index=true, overwrite=false, seal=None, seal_every=None))]
+    #[pyo3(signature = (target, *, compression=None, block_size=None, metadata=None, dictionary=None, schema=None, threads=1, index=true, overwrite=false, seal=None, seal_every=None, lines=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -190,6 +190,7 @@ impl Writer {
         overwrite: bool,
         seal: Option<PathBuf>,
         seal_every: Option<u64>,
+        lines: bool,
     ) -> PyResult<Self> {
         let compression = compression_of(compression)?;
         let sealing = sealing_key(py, seal, seal_every)?;
@@ -228,6 +229,7 @@ impl Writer {
         };
         let mut builder = cobsfile::WriterBuilder::new()
             .compression(compression)
+            .line_layout(lines)
             .threads(threads)
             .index(index);
         if let Some(size) = block_size {
@@ -482,7 +484,7 @@ impl cobsfile::avro::RecordSink for Encoder {
 #[pymethods]
 impl Appender {
     #[new]
-    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1, segment_size=None, segment_age=None, retain_size=None, retain_age=None, retain_count=None, seal=None, seal_every=None))]
+    #[pyo3(signature = (path, *, durability="none", compression=None, block_size=None, dictionary=None, schema=None, max_delay=None, threads=1, segment_size=None, segment_age=None, retain_size=None, retain_age=None, retain_count=None, seal=None, seal_every=None, lines=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -501,11 +503,13 @@ impl Appender {
         retain_count: Option<u64>,
         seal: Option<PathBuf>,
         seal_every: Option<u64>,
+        lines: bool,
     ) -> PyResult<Self> {
         let sealing = sealing_key(py, seal, seal_every)?;
         let mut builder = AppenderBuilder::new()
             .durability(durability_of(durability)?)
             .compression(compression_of(compression)?)
+            .line_layout(lines)
             .threads(threads);
         if let Some(size) = block_size {
             builder = builder.block_target(size);

@@ -339,3 +339,27 @@ def test_s3_objects_read_as_local_files(tmp_path, s3, events, events_schema, mon
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     with pytest.raises(OSError, match="AWS_ACCESS_KEY_ID"):
         cobsfile.open(url)
+
+
+def test_compressed_records_as_lines_or_after_their_lengths(tmp_path, events):
+    import json
+
+    written = [json.dumps(e).encode() for e in events]
+    sizes = {}
+    for lines, codec in [(True, "zstd-lines"), (False, "zstd")]:
+        path = tmp_path / f"{lines}.cobs"
+        with cobsfile.Writer(path, compression="zstd", lines=lines) as w:
+            w.write_many(written)
+        with cobsfile.open(path) as r:
+            assert list(r) == written
+            codecs = {b.codec for b in r.blocks() if b.type == "data"}
+        assert codecs == {codec}
+        sizes[lines] = path.stat().st_size
+    assert sizes[True] < sizes[False]
+    # A block with a record that holds a newline keeps the lengths.
+    path = tmp_path / "newline.cobs"
+    with cobsfile.Writer(path, compression="zstd") as w:
+        w.write_many(written[:100] + [b"two\nlines"])
+    with cobsfile.open(path) as r:
+        assert list(r) == written[:100] + [b"two\nlines"]
+        assert {b.codec for b in r.blocks() if b.type == "data"} == {"zstd"}
