@@ -1,6 +1,5 @@
 //! SQL over cobsfiles, checked against DataFusion's own NDJSON reader on the same events.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cobsfile::avro::{json::from_json_str, AvroWriter, WriterSchema};
@@ -11,6 +10,8 @@ use cobsfile_datafusion::{
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{JsonReadOptions, SessionConfig, SessionContext};
+
+use crate::{context, write};
 
 const EVENTS: &str = include_str!("../../../samples/events.jsonl");
 const SCHEMA: &str = include_str!("../../../samples/events.avsc");
@@ -46,21 +47,6 @@ fn avro_file(lines: &[&str]) -> Vec<u8> {
             .unwrap();
     }
     writer.finish().unwrap()
-}
-
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-/// A session whose scans cut files into `partitions` byte ranges, however small.
-fn context(partitions: usize) -> SessionContext {
-    let config = SessionConfig::new()
-        .with_target_partitions(partitions)
-        .with_repartition_file_min_size(1)
-        .with_batch_size(100);
-    SessionContext::new_with_config(config)
 }
 
 async fn query(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Vec<RecordBatch>> {

@@ -1,8 +1,6 @@
 //! Event times in SQL: a timestamp column, and filters on it that read only the blocks that
 //! may hold their rows; answers checked against DataFusion's own NDJSON reader.
 
-use std::path::Path;
-
 use cobsfile::WriterBuilder;
 use cobsfile_datafusion::{CobsfileContext, CobsfileOptions};
 use datafusion::arrow::array::RecordBatch;
@@ -10,7 +8,9 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::{collect, displayable};
-use datafusion::prelude::{JsonReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::{JsonReadOptions, SessionContext};
+
+use crate::{context, write};
 
 const EVENTS: &str = include_str!("../../../samples/events.jsonl");
 
@@ -51,20 +51,6 @@ fn timed_file(index: bool, declare: bool, untimed: usize) -> Vec<u8> {
         }
     }
     writer.finish().unwrap()
-}
-
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-fn context(partitions: usize) -> SessionContext {
-    let config = SessionConfig::new()
-        .with_target_partitions(partitions)
-        .with_repartition_file_min_size(1)
-        .with_batch_size(100);
-    SessionContext::new_with_config(config)
 }
 
 /// The rows of `sql`, and the rows the cobsfile scans in its plan gave.
