@@ -297,8 +297,12 @@ fn lines_as_records(
     out.resize(varint::MAX_LEN, 0);
     // Each record's range, noted as the conversion goes (what `check_records` would note
     // of the payload it makes, which is well formed by construction): kept as it keeps them.
+    // Past `bound / KEEP_BYTES_PER_RECORD` records they cannot be kept (the payload is at most
+    // `bound` bytes): no more are noted, nor room made for them, so a flood of empty lines
+    // costs no more room for ranges than the payload's size, as `check_records` allows.
     records.clear();
     let keep = bound <= u32::MAX as u64;
+    let most = (bound / KEEP_BYTES_PER_RECORD) as usize;
     if keep && records.capacity() < lines.len() / 32 {
         records.reserve_exact(lines.len() / 32);
     }
@@ -306,7 +310,12 @@ fn lines_as_records(
     let mut counted = 0u64;
     for end in memchr::memchr_iter(b'\n', lines) {
         varint::write((end - start) as i64, out);
-        if keep {
+        if keep && records.len() < most {
+            if records.len() == records.capacity() {
+                // Doubling, but never past `most`.
+                let room = records.capacity().max(64).min(most - records.len());
+                records.reserve_exact(room);
+            }
             records.push((out.len() as u32, (out.len() + end - start) as u32));
         }
         out.extend_from_slice(&lines[start..end]);
@@ -1306,6 +1315,25 @@ mod tests {
         assert_eq!(count, SPARE_TOTAL / SPARE_BYTES - 1 + SPARE_BYTES / 1000);
         while spare.take().is_some() {}
         assert_eq!(spare.held, 0);
+    }
+
+    #[test]
+    fn a_flood_of_empty_lines_notes_no_more_ranges_than_its_size_allows() {
+        // A million empty records: 1 MB of lines, 1 MB of payload and more; their ranges
+        // would take 8 MB, and are not kept (under 8 bytes a record).
+        let lines = vec![b'\n'; 1 << 20];
+        let (mut out, mut noted) = (Vec::new(), Vec::new());
+        let made = lines_as_records(&lines, &mut out, 4 << 20, &mut noted)
+            .ok()
+            .unwrap();
+        assert_eq!(made.count, 1 << 20);
+        assert!(!made.kept && noted.is_empty());
+        let bound = lines.len() + lines.len() / 64 + varint::MAX_LEN;
+        assert!(
+            noted.capacity() * std::mem::size_of::<(u32, u32)>() <= bound,
+            "{} ranges of room",
+            noted.capacity()
+        );
     }
 
     #[test]
