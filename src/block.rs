@@ -181,13 +181,15 @@ pub(crate) fn encode(
     let mut stored = payload;
     // What the CRC covers after the fields: the payload, as lines for codecs 3 and 4.
     let mut plain = payload;
-    // A data block's records as lines, when they are compressed so (spec 8.3).
-    let mut lines = Vec::new();
+    // A data block's records as lines, when they are compressed so (spec 8.3), in the
+    // compressor's buffer (given back below).
+    let mut lines = (compressor.as_deref_mut())
+        .map(|c| std::mem::take(&mut c.line_buffer))
+        .unwrap_or_default();
     if let Some(compressor) = compressor.as_deref_mut() {
-        let as_lines = block_type == types::DATA && compressor.lines() && {
-            lines = std::mem::take(&mut compressor.line_buffer);
-            records_as_lines(payload, &mut lines)
-        };
+        let as_lines = block_type == types::DATA
+            && compressor.lines()
+            && records_as_lines(payload, &mut lines);
         let dictionary = compressor.dictionary_id();
         let to_compress = if as_lines { &lines[..] } else { payload };
         let frame = compressor.compress(to_compress)?;
@@ -868,10 +870,13 @@ pub(crate) fn decode(
             ))
         }
         (
-            BlockType::Metadata | BlockType::Dictionary | BlockType::Index | BlockType::Time,
+            BlockType::Metadata
+            | BlockType::Dictionary
+            | BlockType::Index
+            | BlockType::Time
+            | BlockType::TimeIndex,
             codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES,
-        )
-        | (BlockType::TimeIndex, codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES) => {
+        ) => {
             return Err(malformed(
                 "records as lines (codec 3 or 4) in a block that is not a data block",
             ))
@@ -956,45 +961,35 @@ pub(crate) fn decode(
         });
     }
     let mut payload = payload;
-    let mut records = std::mem::take(&mut scratch.records);
     let mut lines = None;
     if block_type == BlockType::Data && codec::is_lines(codec) {
         // The records as lines, turned into the payload of spec 8.3 in the body's buffer
-        // (the frame in it is spent).
+        // (the frame in it is spent), each record's range noted on the way.
         let made = lines_as_records(
             &scratch.plain[payload],
             &mut scratch.body,
             max_body,
-            &mut records,
-        );
-        let made = made.map_err(|e| match e {
+            &mut scratch.records,
+        )
+        .map_err(|e| match e {
             LinesError::Unterminated => malformed("records as lines without a last newline"),
             LinesError::TooLarge(size) => too_large(size),
-        });
-        let made = match made {
-            Ok(made) => made,
-            Err(e) => {
-                scratch.records = records;
-                return Err(e);
-            }
-        };
+        })?;
         scratch.in_plain = false;
         payload = made.at..scratch.body.len();
         lines = Some(made);
     }
+    let mut records = std::mem::take(&mut scratch.records);
     let mut times = std::mem::take(&mut scratch.times);
     let bytes = &scratch.buffer()[payload.clone()];
     let mut kept = false;
     let (items, version) = match block_type {
-        BlockType::Data if lines.is_some() => {
-            // What the conversion noted is what the check would find (a test checks).
-            let lines = lines.as_ref().expect("made");
-            kept = lines.kept;
-            (Some(lines.count), None)
-        }
         BlockType::Data => {
-            let (count, keep) =
-                check_records(bytes, payload.start, &mut records).map_err(malformed)?;
+            let (count, keep) = match lines {
+                // What the conversion noted is what the check would find (a test checks).
+                Some(lines) => (lines.count, lines.kept),
+                None => check_records(bytes, payload.start, &mut records).map_err(malformed)?,
+            };
             kept = keep;
             (Some(count), None)
         }

@@ -168,6 +168,21 @@ impl Compressor {
         })
     }
 
+    /// A writer's compressor for `compression` (none for [`Compression::None`]), with
+    /// `dictionary` if given, storing data blocks as lines where it can if `lines`.
+    pub(crate) fn for_writer(
+        compression: Compression,
+        dictionary: Option<&Dictionary>,
+        lines: bool,
+    ) -> Result<Option<Self>> {
+        match compression {
+            Compression::None => Ok(None),
+            Compression::Zstd { level } => {
+                Ok(Some(Compressor::new(level, dictionary)?.line_layout(lines)))
+            }
+        }
+    }
+
     /// Whether data blocks whose records hold no newline are stored as lines (codecs 3 and
     /// 4, spec 7.1; the default), or as spec 8.3's length-prefixed records (codecs 1 and 2,
     /// for readers that predate lines).

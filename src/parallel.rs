@@ -408,12 +408,7 @@ impl Encoders {
     ) -> Result<Self> {
         let mut states = Vec::with_capacity(threads);
         for _ in 0..threads {
-            states.push(match compression {
-                Compression::None => None,
-                Compression::Zstd { level } => {
-                    Some(Compressor::new(level, dictionary)?.line_layout(lines))
-                }
-            });
+            states.push(Compressor::for_writer(compression, dictionary, lines)?);
         }
         let limit = DEPTH * threads;
         Ok(Encoders {

@@ -388,12 +388,7 @@ impl WriterBuilder {
             )?;
             (None, Some(encoders))
         } else {
-            let compressor = match self.compression {
-                Compression::None => None,
-                Compression::Zstd { level } => {
-                    Some(Compressor::new(level, dictionary)?.line_layout(self.lines))
-                }
-            };
+            let compressor = Compressor::for_writer(self.compression, dictionary, self.lines)?;
             (compressor, None)
         };
         let mut index = IndexBuilder::new(self.index);
