@@ -845,43 +845,24 @@ pub(crate) fn decode(
     let stored = u32::from_le_bytes(body[crc_at..].try_into().expect("4 bytes"));
     let fields = &body[..crc_at];
     let (codec, mut at) = varint::read(fields).map_err(|_| malformed("invalid codec varint"))?;
-    // Rules of the block types on codecs (spec 8.1, 8.4), checked by readers as writers keep
-    // them, before anything is decompressed.
-    match (block_type, codec) {
-        (BlockType::Header | BlockType::End | BlockType::Log | BlockType::Seal, codec::NONE) => {}
-        (BlockType::Header, _) => return Err(malformed("header block not stored with codec 0")),
-        (BlockType::End | BlockType::Log, _) => {
-            return Err(malformed("end or log block not stored with codec 0"))
+    // Rules of the block types on codecs (spec 9.8, check 11), checked by readers as writers
+    // keep them, before the codec's support (check 12): a codec a type does not allow, known
+    // or not, makes the block malformed.
+    let refused = match block_type {
+        BlockType::Header | BlockType::End | BlockType::Log | BlockType::Seal => (codec
+            != codec::NONE)
+            .then_some("header, end, log or seal block not stored with codec 0"),
+        BlockType::Dictionary | BlockType::Time | BlockType::TimeIndex => {
+            (codec != codec::NONE && codec != codec::ZSTD).then_some(
+                "dictionary, time or time index block stored with a codec other than 0 or 1",
+            )
         }
-        (BlockType::Seal, _) => return Err(malformed("seal block not stored with codec 0")),
-        (BlockType::Dictionary, codec::ZSTD_DICTIONARY) => {
-            return Err(malformed(
-                "dictionary block compressed with a dictionary (codec 2)",
-            ))
-        }
-        (BlockType::TimeIndex, codec::ZSTD_DICTIONARY) => {
-            return Err(malformed(
-                "time index compressed with a dictionary (codec 2)",
-            ))
-        }
-        (BlockType::Time, codec::ZSTD_DICTIONARY) => {
-            return Err(malformed(
-                "time block compressed with a dictionary (codec 2)",
-            ))
-        }
-        (
-            BlockType::Metadata
-            | BlockType::Dictionary
-            | BlockType::Index
-            | BlockType::Time
-            | BlockType::TimeIndex,
-            codec::ZSTD_LINES | codec::ZSTD_DICTIONARY_LINES,
-        ) => {
-            return Err(malformed(
-                "records as lines (codec 3 or 4) in a block that is not a data block",
-            ))
-        }
-        _ => {}
+        BlockType::Metadata | BlockType::Index => codec::is_lines(codec)
+            .then_some("records as lines (codec 3 or 4) in a block that is not a data block"),
+        _ => None,
+    };
+    if let Some(what) = refused {
+        return Err(malformed(what));
     }
     let mut crc = crc32fast::Hasher::new();
     crc.update(type_field);
