@@ -326,6 +326,11 @@ pub struct Decoder {
     at: u64,
     /// Start and cause of damage noted but not yet reported.
     damage: Option<(u64, Cause)>,
+    /// Where the first damaged piece of `damage` ends: where a reader of one thread is when
+    /// it notes it (see [`first_piece_end`](Self::first_piece_end)).
+    damage_first_end: u64,
+    /// `damage_first_end` of the range reported last.
+    reported_first_end: u64,
     /// Absolute offsets `(sync, end)`: the bytes after the sync byte up to `end` hold no 0x00,
     /// as a full check of the frame at `sync` found before it needed more input.
     zero_free: Option<(u64, u64)>,
@@ -405,6 +410,8 @@ impl Decoder {
             max_length: limits.max_length(),
             at: 0,
             damage: None,
+            damage_first_end: 0,
+            reported_first_end: 0,
             zero_free: None,
             stopped: false,
             stopping: None,
@@ -665,10 +672,10 @@ impl Decoder {
         }
         loop {
             let f = match self.next_frame(input, want.check()) {
-                Event::Damage { start, cause } => {
-                    self.note_damage(start, cause);
-                    continue;
-                }
+                Event::Damage { start, cause } => match self.note_damage(start, cause) {
+                    Some(err) => return Step::Damaged(err),
+                    None => continue,
+                },
                 Event::Frame(f) => f,
                 Event::End { end } => {
                     let damage = self.take_damage(end);
@@ -996,9 +1003,18 @@ impl Decoder {
         }
     }
 
+    /// Where the first damaged piece (a frame or the bytes up to a sync byte) of the range
+    /// reported last ended: where a reader on one thread was when it noted that range. A
+    /// driver that settles in another decoder what this one read reads on from there after
+    /// that range ended one of the other kind (spec 9.1).
+    pub(crate) fn first_piece_end(&self) -> u64 {
+        self.reported_first_end
+    }
+
     /// Reports pending damage ending at `end`.
     fn take_damage(&mut self, end: u64) -> Option<Error> {
         let (start, cause) = self.damage.take()?;
+        self.reported_first_end = self.damage_first_end;
         if end < start {
             // Only where the bytes changed under a read: the ranges of a pull read with
             // threads (`range::pull`), read at different times, can show one range's damage
@@ -1015,10 +1031,29 @@ impl Decoder {
     }
 
     /// Notes damage from the absolute offset `start`, merging it with damage not yet
-    /// reported.
-    pub(crate) fn note_damage(&mut self, start: u64, cause: Cause) {
-        if self.damage.is_none() {
-            self.damage = Some((start, cause));
+    /// reported, if both are damage or both unreadable (spec 9.1). Otherwise the range held
+    /// ends at the sync byte before `start` and is returned, to be reported now: merged, an
+    /// unreadable cause would hide damage, or damage an intact block another reader reads.
+    #[must_use]
+    pub(crate) fn note_damage(&mut self, start: u64, cause: Cause) -> Option<Error> {
+        match &self.damage {
+            None => {
+                self.damage = Some((start, cause));
+                self.damage_first_end = self.at;
+                None
+            }
+            Some((held, held_cause))
+                if held_cause.is_damage() != cause.is_damage() && start > *held =>
+            {
+                let split = self.take_damage(start - 1);
+                self.damage = Some((start, cause));
+                self.damage_first_end = self.at;
+                // What was reported is final: a follower that reads again after its file was
+                // cut reads on from the sync byte it ends at, not before it.
+                self.resume = self.resume.max(start - 1);
+                split
+            }
+            Some(_) => None,
         }
     }
 
@@ -1158,8 +1193,10 @@ impl Decoder {
         let decoded = match decoded {
             Ok(decoded) => decoded,
             Err(cause) => {
-                self.note_damage(offset + 1, cause);
-                return Settled::Merged;
+                return match self.note_damage(offset + 1, cause) {
+                    Some(err) => Settled::Damage(err),
+                    None => Settled::Merged,
+                };
             }
         };
         if let Some(err) = self.take_damage(offset) {
@@ -1473,13 +1510,13 @@ mod tests {
     fn damage_settled_out_of_order_is_dropped() {
         let mut decoder = Decoder::new(Limits::default());
         let cause = Cause::NoSync { offset: 150 };
-        decoder.note_damage(150, cause.clone());
+        assert!(decoder.note_damage(150, cause.clone()).is_none());
         let step = decoder.settle_decoded(120, Ok(data_block(120, 10)));
         assert!(matches!(step, Some(Step::Block(ref info)) if info.offset == 120));
         assert_eq!(decoder.stats().damaged_regions, 0);
         assert_eq!(decoder.stats().damaged_bytes, 0);
 
-        decoder.note_damage(131, cause);
+        assert!(decoder.note_damage(131, cause).is_none());
         let step = decoder.settle_decoded(140, Ok(data_block(140, 10)));
         match step {
             Some(Step::Damaged(Error::Damaged { start, end, .. })) => {

@@ -1174,15 +1174,14 @@ impl<'a> Merged<'a> {
         } = part;
         let had_damage = !report.damaged.is_empty();
         let had_blocks = report.blocks.total() > 0;
-        let mut damaged = report.damaged.into_iter();
-        if self.open && first_damaged {
+        let mut damaged = report.damaged.into_iter().peekable();
+        let last = self.report.damaged.last_mut();
+        if let (true, true, Some(last)) = (self.open, first_damaged, last) {
             // One damaged range seen from both sides of the cut (their ends may overlap in a
-            // run of zeros).
-            let first = damaged
-                .next()
-                .expect("a range that starts damaged has damage");
-            let last = self.report.damaged.last_mut().expect("open damage");
-            last.range.end = last.range.end.max(first.range.end);
+            // run of zeros); but unreadable bytes and damage are never one range (spec 9.1).
+            if let Some(first) = damaged.next_if(|first| first.is_damage() == last.is_damage()) {
+                last.range.end = last.range.end.max(first.range.end);
+            }
         }
         self.report.damaged.extend(damaged);
         self.tail.then(&tail);

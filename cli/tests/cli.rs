@@ -340,6 +340,20 @@ fn vectors_through_the_tool() {
             assert_eq!(report["ending"], ending, "verify {name}");
             assert_eq!(report["clean"], expected == 0, "verify {name}");
         }
+        if name == "damaged-after-unreadable" {
+            // Side by side, neither hides the other (spec 9.1): both damaged ranges, both
+            // unreadable ones.
+            let report = &json_lines(&verified)[0];
+            let causes = |key: &str| -> Vec<String> {
+                let ranges = report[key].as_array().unwrap();
+                ranges.iter().map(|r| r["cause"].to_string()).collect()
+            };
+            assert_eq!(causes("damaged"), ["\"crc\"", "\"crc\""]);
+            assert_eq!(
+                causes("unreadable"),
+                ["\"unsupported-codec\"", "\"unsupported-codec\""]
+            );
+        }
     }
 }
 

@@ -42,8 +42,13 @@ pub(crate) enum Met {
         body: Body,
         scratch: Scratch,
     },
-    /// Damage from the absolute offset `start`.
-    Damage { start: u64, cause: Cause },
+    /// Damage from the absolute offset `start`, whose first damaged piece ends at `first_end`
+    /// (see [`Decoder::first_piece_end`]).
+    Damage {
+        start: u64,
+        first_end: u64,
+        cause: Cause,
+    },
     /// The end of the range's input at this absolute offset.
     End(u64),
     /// A data block a window read passed over: its offset and size.
@@ -133,7 +138,12 @@ impl Job {
             let size = match item {
                 Some(Ok(block)) => block.info().payload_size,
                 Some(Err(Error::Damaged { start, cause, .. })) => {
-                    met.push_back(Met::Damage { start, cause });
+                    let first_end = reader.decoder().first_piece_end();
+                    met.push_back(Met::Damage {
+                        start,
+                        first_end,
+                        cause,
+                    });
                     continue;
                 }
                 Some(Err(e)) => {
@@ -331,8 +341,18 @@ impl Pull {
                     // Bytes that changed under the read (a mapped file cut while its ranges
                     // were read at different times) can show one range's damage starting
                     // inside a block an earlier range read whole: it starts after that block.
-                    Met::Damage { start, cause } => {
-                        decoder.note_damage(start.max(self.consumed), cause)
+                    Met::Damage {
+                        start,
+                        first_end,
+                        cause,
+                    } => {
+                        if let Some(err) = decoder.note_damage(start.max(self.consumed), cause) {
+                            // This damage ended a range of the other kind, now reported: one
+                            // thread would be past the first piece of it, holding it, and a
+                            // reader that goes on on one thread reads on from there.
+                            self.consumed = self.consumed.max(first_end);
+                            return Some(Step::Damaged(err));
+                        }
                     }
                     Met::Passed(offset, size) => {
                         self.consumed = offset + size;

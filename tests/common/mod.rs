@@ -629,7 +629,8 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
             at
         }
     };
-    let mut previous_damaged = false;
+    // Whether the item before was a damaged range, and if so whether damage or unreadable.
+    let mut previous_damaged: Option<bool> = None;
     let mut damaged_bytes = 0;
     for (i, item) in o.blocks.iter().enumerate() {
         match item {
@@ -648,7 +649,7 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                     "block {i} does not end on a sync byte"
                 );
                 assert!(!bytes[b.offset as usize + 1..at as usize].contains(&0));
-                previous_damaged = false;
+                previous_damaged = None;
             }
             Err(Fault::Damaged { start, end, cause }) => {
                 at = skip(at);
@@ -666,13 +667,15 @@ pub fn check_invariants(bytes: &[u8], o: &Observed) {
                     end == len || bytes[end as usize] == 0,
                     "error {i} ends off a sync byte"
                 );
+                // Ranges with no intact block between them are of two kinds, damage and
+                // unreadable, in turn (spec 9.1).
                 assert!(
-                    !previous_damaged,
-                    "two damaged regions without an intact block between them: {:?}",
+                    previous_damaged != Some(cause.is_damage()),
+                    "two damaged regions of one kind without an intact block between them: {:?}",
                     &o.blocks[i - 1..=i]
                 );
                 assert!(known_cause(cause));
-                previous_damaged = true;
+                previous_damaged = Some(cause.is_damage());
                 damaged_bytes += (end - start) as u64;
                 at = end;
             }
