@@ -757,7 +757,13 @@ impl Appender {
             log_block: false,
             header_lost: false,
         };
-        let len = file.len()?;
+        let mut len = file.len()?;
+        // A file of nothing but one or two sync bytes is a cobsfile with no blocks, cut before
+        // its header (spec 9.5): alone on it, an appender starts it again, as an empty file.
+        if exclusive && (1..=2).contains(&len) && file.contents()?.bytes().iter().all(|&b| b == 0) {
+            file.set_len(0)?;
+            len = 0;
+        }
         // The 19 bytes every file starts with and a log block (spec 8.7): how this appender
         // starts a file, in one write, so that a log is open from its first block on.
         let mut start = block::file_start();

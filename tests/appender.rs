@@ -430,6 +430,26 @@ fn an_empty_file_starts_a_new_log() {
     assert_eq!(read_clean(&bytes), (vec![b"first".to_vec()], 1));
 }
 
+/// One or two sync bytes alone are a cobsfile with no blocks, cut before its header (spec
+/// 9.5, vectors `ending-sync-byte`, `ending-sync-bytes`), as readers say: an appender alone
+/// on it starts it as it starts an empty file. Three zeros are zero-filled bytes, refused.
+#[test]
+fn a_file_of_sync_bytes_alone_starts_a_new_log() {
+    for contents in [&[0u8][..], &[0, 0]] {
+        let file = TempFile::with_contents(contents);
+        let mut log = open_alone(&AppenderBuilder::new(), &file.0);
+        assert_eq!(*log.opened(), opened(true, true, None, false));
+        log.append(b"first").expect("append");
+        log.close().expect("close");
+        let bytes = fs::read(&file.0).unwrap();
+        assert!(bytes.starts_with(&header()));
+        assert_eq!(read_clean(&bytes), (vec![b"first".to_vec()], 1));
+    }
+    let file = TempFile::with_contents(&[0, 0, 0]);
+    let e = Appender::open(&file.0).expect_err("zero-filled bytes");
+    assert!(e.to_string().contains("not a cobsfile"), "{e}");
+}
+
 #[test]
 fn a_file_that_is_not_a_cobsfile_is_refused_and_left_alone() {
     for contents in [
