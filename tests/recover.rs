@@ -1517,3 +1517,49 @@ fn recovery_never_lends_a_time_to_the_wrong_records() {
     assert!(reader.reads_by_time_index());
     assert_eq!(reader.read_all().0.len(), 5);
 }
+
+/// Dictionary blocks past the reader's limit on the dictionaries it keeps are intact but
+/// unreadable to it (spec 10): recovery leaves them out and reports them as such, naming the
+/// limit, never as damage (spec 9.5); raising the limit keeps every one.
+#[test]
+fn dictionaries_past_the_limit_are_reported_and_kept_with_a_larger_one() {
+    let mut file = cobsfile::WriterBuilder::new()
+        .build(Vec::new())
+        .unwrap()
+        .finish()
+        .unwrap();
+    file.truncate(19);
+    for i in 0..8u32 {
+        let mut dictionary = *b"dictionary..";
+        dictionary[8..].copy_from_slice(&i.to_le_bytes());
+        file.extend(raw_block(4, &dictionary));
+    }
+    file.extend(raw_block(3, &data_payload(&[b"after the dictionaries"])));
+    let limited = ReaderBuilder::new().limits(cobsfile::Limits::default().max_dictionaries(5));
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&file, &limited, &mut out).expect("recover");
+    let ranges: Vec<_> = recovery.report.damaged.iter().collect();
+    assert_eq!(ranges.len(), 1, "{ranges:?}");
+    assert!(!ranges[0].is_damage());
+    assert_eq!(ranges[0].cause.name(), "limit");
+    assert!(
+        ranges[0].cause.to_string().contains("dictionaries"),
+        "{}",
+        ranges[0].cause
+    );
+    let (kept, errors) = full_read(&out, &ReaderBuilder::new());
+    assert!(errors.is_empty());
+    let dictionaries = |blocks: &[Blk]| {
+        blocks
+            .iter()
+            .filter(|b| b.block_type == BlockType::Dictionary)
+            .count()
+    };
+    assert_eq!(dictionaries(&kept), 5);
+
+    let mut out = Vec::new();
+    let recovery = cobsfile::recover(&file, &ReaderBuilder::new(), &mut out).expect("recover");
+    assert!(recovery.report.damaged.is_empty());
+    let (kept, _) = full_read(&out, &ReaderBuilder::new());
+    assert_eq!(dictionaries(&kept), 8);
+}

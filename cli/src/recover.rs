@@ -139,10 +139,10 @@ fn run_file(args: &Args, input_path: &Path, output: &Path) -> Result<Outcome, Fa
     super::quiet_broken_pipe(written)?;
     let unreadable = report.damaged.iter().filter(|d| !d.is_damage()).count();
     if unreadable > 0 {
+        // Each names what would read it: a dictionary to give, a codec, a limit.
+        let reasons = super::verify::unreadable_reasons(report).join("; ");
         eprintln!(
-            "cobsfile: {name}: {unreadable} range(s) could not be checked (a dictionary this \
-             reader was not given, or a codec it does not know) and are not in {out_name}; \
-             recover again with --dict to keep them"
+            "cobsfile: {name}: {unreadable} unreadable range(s) are not in {out_name} ({reasons})"
         );
     }
     if let Some(newer) = recovery.newer_version {

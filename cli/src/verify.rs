@@ -179,7 +179,7 @@ fn report_ending(report: &Report) -> String {
 }
 
 /// Why the unreadable ranges of `report` could not be read, each reason once.
-fn unreadable_reasons(report: &Report) -> Vec<String> {
+pub(crate) fn unreadable_reasons(report: &Report) -> Vec<String> {
     let mut reasons: Vec<String> = Vec::new();
     for d in unreadable(report) {
         let reason = match &d.cause {
