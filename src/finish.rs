@@ -36,7 +36,8 @@ pub enum Finish {
     Busy,
     /// The file was finished already (its last intact block is an end block).
     Already,
-    /// The file is empty: nothing to finish.
+    /// The file holds no blocks (no bytes, or one or two sync bytes alone): nothing to
+    /// finish; it is left as it is.
     Empty,
     /// The file was finished.
     Finished(Finished),
@@ -117,6 +118,10 @@ pub(crate) fn finish_open(file: &dyn Handle, options: &ReaderBuilder) -> Result<
         return Ok(Finish::Empty);
     }
     let mut contents = file.contents()?;
+    // One or two sync bytes alone: a file with no blocks, cut before its header (spec 5).
+    if len <= 2 && contents.bytes().iter().all(|&b| b == 0) {
+        return Ok(Finish::Empty);
+    }
     let (mut end, mut last) = intact_end(contents.bytes())?;
     let mut len = contents.bytes().len() as u64;
     if end < len && lacks_closing_sync(contents.bytes(), end) {

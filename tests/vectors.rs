@@ -894,5 +894,5 @@ fn typed_readers_yield_the_avro_vectors() {
             }
         }
     }
-    assert_eq!(typed, 6, "the Avro vectors");
+    assert_eq!(typed, 7, "the Avro vectors");
 }

@@ -714,6 +714,11 @@ impl Schemas {
 /// `[A-Za-z_][A-Za-z0-9_]*`, joined by dots in full names. Only what holds schemas is looked
 /// into (types, fields, items, values, union branches), not defaults or other attributes,
 /// which may hold any JSON.
+/// Avro's primitive type names.
+const PRIMITIVES: [&str; 8] = [
+    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+];
+
 fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
     use serde_json::Value;
     let fullname = |s: &str| s.split('.').all(is_name);
@@ -722,6 +727,20 @@ fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
         Value::Array(branches) => branches.iter().try_for_each(precheck),
         Value::Object(object) => {
             names(object)?;
+            // Avro: "Primitive type names have no namespace and their names may not be
+            // defined in any namespace" (a reference to `int` could name either).
+            let named = matches!(
+                object.get("type").and_then(Value::as_str),
+                Some("record" | "error" | "enum" | "fixed")
+            );
+            if let (true, Some(Value::String(name))) = (named, object.get("name")) {
+                let simple = name.rsplit('.').next().unwrap_or(name);
+                if PRIMITIVES.contains(&simple) {
+                    return Err(format!(
+                        "type name {name:?} is a primitive type's, which no schema may define"
+                    ));
+                }
+            }
             for key in ["type", "items", "values"] {
                 if let Some(schema) = object.get(key) {
                     precheck(schema)?;
@@ -822,6 +841,29 @@ mod tests {
                 matches!(WriterSchema::parse(json), Err(Error::InvalidSchema(_))),
                 "{json}"
             );
+        }
+    }
+
+    /// Avro lets no schema define a primitive type's name, in any namespace (spec 15.3,
+    /// check 1); a field may bear one, and a `name` attribute of another type means nothing.
+    #[test]
+    fn primitive_names_are_not_defined() {
+        for json in [
+            r#"{"type":"record","name":"int","fields":[]}"#,
+            r#"{"type":"record","name":"com.example.long","fields":[]}"#,
+            r#"{"type":"record","name":"R","namespace":"n","fields":[{"name":"f","type":{"type":"enum","name":"null","symbols":["A"]}}]}"#,
+            r#"{"type":"fixed","name":"string","size":4}"#,
+            r#"{"type":"error","name":"boolean","fields":[]}"#,
+        ] {
+            let e = WriterSchema::parse(json).expect_err(json);
+            assert!(e.to_string().contains("primitive"), "{json}: {e}");
+        }
+        for json in [
+            r#"{"type":"record","name":"R","fields":[{"name":"int","type":"int"}]}"#,
+            r#"{"type":"record","name":"integer","fields":[]}"#,
+            r#"{"type":"array","items":"long","name":"int"}"#,
+        ] {
+            WriterSchema::parse(json).expect(json);
         }
     }
 
