@@ -336,7 +336,8 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
         }
     }
 
-    /// A zig-zag varint of at most 10 bytes (what `apache-avro` reads).
+    /// A zig-zag varint of at most 64 bits: 10 bytes at most, the 10th 0 or 1 (spec 3, which
+    /// `apache-avro` and Avro's Java decoder do not check: they drop the bits past 64).
     #[inline(always)]
     fn long(&mut self, what: &str) -> Result<i64, Failure> {
         // Most numbers, lengths and counts take one byte.
@@ -356,12 +357,15 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                 return Err(self.invalid(format!("{what} runs past the end of the record")));
             };
             self.at += 1;
+            if i == 9 && byte > 1 {
+                return Err(self.invalid(format!("{what} is longer than 64 bits")));
+            }
             z |= u64::from(byte & 0x7f) << (7 * i);
             if byte & 0x80 == 0 {
                 return Ok((z >> 1) as i64 ^ -((z & 1) as i64));
             }
         }
-        Err(self.invalid(format!("{what} is longer than 10 bytes")))
+        unreachable!("the 10th byte ends the varint or fails")
     }
 
     /// An `int`: a varint within 32 bits.
@@ -632,6 +636,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
         &mut self,
         mut item: impl FnMut(&mut Self) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
+        let mut sized = None;
         loop {
             let start = self.at;
             let count = self.long("a block count")?;
@@ -644,10 +649,14 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                 }
                 n => {
                     let size = self.long("a block size")?;
-                    if size < 0 {
+                    let left = (self.bytes.len() - self.at) as u64;
+                    if size < 0 || size as u64 > left {
                         self.at = start;
-                        return Err(self.invalid(format!("a block has a negative size {size}")));
+                        return Err(self.invalid(format!(
+                            "a block's size {size} is not within the {left} bytes left"
+                        )));
                     }
+                    sized = Some((self.at, size as usize));
                     n.unsigned_abs()
                 }
             };
@@ -655,6 +664,17 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                 // Each item counts as a value, so a count of 2^60 zero-byte items stops at
                 // the limit.
                 item(self)?;
+            }
+            // A reader that skips the block by its size must land where one that walks its
+            // items does.
+            if let Some((from, size)) = sized.take() {
+                if self.at - from != size {
+                    let took = self.at - from;
+                    self.at = from;
+                    return Err(self.invalid(format!(
+                        "a block's size {size} is not the {took} bytes its items take"
+                    )));
+                }
             }
         }
     }
