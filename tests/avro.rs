@@ -898,6 +898,8 @@ proptest! {
     fn json_round_trips(value in everything(), list in list()) {
         for (value, schema) in [(value, schema(EVERYTHING)), (list, schema(LIST))] {
             let json = cobsfile::avro::json::to_json(&value, &schema).unwrap();
+            // A UUID read from JSON is kept as the text it was given (spec 15.6).
+            let value = uuids_as_text(value);
             prop_assert_eq!(&cobsfile::avro::json::from_json(&json, &schema).unwrap(), &value);
             let text = json.to_string();
             prop_assert_eq!(&cobsfile::avro::json::from_json_str(&text, &schema).unwrap(), &value);
@@ -990,7 +992,13 @@ proptest! {
             Ok(_) => {
                 let decoded = decode().expect("the check passed a record that does not decode");
                 let expected = cobsfile::avro::json::to_json(&decoded, &schema).unwrap();
-                let written: serde_json::Value = serde_json::from_slice(json.text()).unwrap();
+                let mut written: serde_json::Value =
+                    serde_json::from_slice(json.text()).unwrap();
+                // The walk writes a UUID's text as the record holds it, in either case;
+                // `apache-avro` decodes it to a UUID, written in lower case.
+                if let Some(serde_json::Value::String(id)) = written.get_mut("id") {
+                    *id = id.to_ascii_lowercase();
+                }
                 prop_assert_eq!(written, expected);
             }
             // Its layout passed, but not its values (check 5) or its end (check 4).
@@ -1004,6 +1012,21 @@ proptest! {
             }
             Err(_) => {}
         }
+    }
+}
+
+/// `value` with each UUID among a record's fields as its text.
+fn uuids_as_text(value: Value) -> Value {
+    match value {
+        Value::Record(fields) => Value::Record(
+            (fields.into_iter())
+                .map(|(name, v)| match v {
+                    Value::Uuid(u) => (name, Value::String(u.to_string())),
+                    v => (name, v),
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 

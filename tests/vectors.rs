@@ -903,5 +903,5 @@ fn typed_readers_yield_the_avro_vectors() {
             }
         }
     }
-    assert_eq!(typed, 8, "the Avro vectors");
+    assert_eq!(typed, 9, "the Avro vectors");
 }

@@ -803,7 +803,7 @@ impl<'py> Visit for PyBuilder<'py> {
         self.place(Ok(PyString::new(self.py, value).into_any()));
     }
 
-    fn uuid(&mut self, value: apache_avro::Uuid) {
+    fn uuid(&mut self, value: apache_avro::Uuid, _text: Option<&str>) {
         let py = self.py;
         let made = py_(py).and_then(|p| p.uuid.call1(py, (value.to_string(),)));
         let made = self.owned(made);

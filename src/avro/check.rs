@@ -229,8 +229,9 @@ pub trait Visit {
     fn bytes(&mut self, _schema: &Schema, _value: &[u8]) {}
     /// A `string` (UTF-8).
     fn string(&mut self, _value: &str) {}
-    /// A `uuid`: 16 bytes, or text that parses as a UUID.
-    fn uuid(&mut self, _value: uuid::Uuid) {}
+    /// A `uuid`: its 16 bytes, or its text (`text`, as the record holds it: 36 characters,
+    /// hex digits of either case in groups of 8, 4, 4, 4 and 12 between hyphens).
+    fn uuid(&mut self, _value: uuid::Uuid, _text: Option<&str>) {}
     /// An enum's symbol, and its index among the symbols.
     fn symbol(&mut self, _index: u32, _symbol: &str) {}
     /// A record begins: each field then follows as [`field`](Self::field) and its value.
@@ -517,16 +518,15 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
             }
             Schema::Uuid => {
                 let b = self.bytes("a uuid")?;
-                // As `apache-avro` reads one: 16 bytes are the UUID's bytes, anything else
-                // its text.
+                // 16 bytes are the UUID's bytes (as `apache-avro` reads one); anything else
+                // is its text in RFC 9562's one form, hex digits of either case (spec 15.3:
+                // not braced, URN or unhyphenated forms, which `uuid` also parses).
                 let uuid = match b.len() {
-                    16 => uuid::Uuid::from_slice(b).ok(),
-                    _ => std::str::from_utf8(b)
-                        .ok()
-                        .and_then(|s| uuid::Uuid::parse_str(s).ok()),
+                    16 => uuid::Uuid::from_slice(b).ok().map(|u| (u, None)),
+                    _ => uuid_text(b).map(|(u, s)| (u, Some(s))),
                 };
                 match uuid {
-                    Some(uuid) => self.visit.uuid(uuid),
+                    Some((uuid, text)) => self.visit.uuid(uuid, text),
                     None => self.bad_value(start, "a uuid is not a UUID".into()),
                 }
             }
@@ -678,6 +678,22 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
             }
         }
     }
+}
+
+/// `bytes` as the text of a UUID (RFC 9562, section 4): 36 characters, hex digits of either
+/// case in groups of 8, 4, 4, 4 and 12 between hyphens.
+pub(crate) fn uuid_text(bytes: &[u8]) -> Option<(uuid::Uuid, &str)> {
+    let hyphen = |i: usize| matches!(i, 8 | 13 | 18 | 23);
+    let form = bytes.len() == 36
+        && (bytes.iter().enumerate()).all(|(i, &b)| {
+            if hyphen(i) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        });
+    let text = std::str::from_utf8(bytes).ok().filter(|_| form)?;
+    Some((uuid::Uuid::parse_str(text).ok()?, text))
 }
 
 /// Whether `bytes` are a `big-decimal` as `apache-avro` reads one: a length-prefixed

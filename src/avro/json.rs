@@ -195,9 +195,11 @@ impl Visit for JsonWriter {
         self.str(value);
     }
 
-    fn uuid(&mut self, value: uuid::Uuid) {
-        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        let text = value.hyphenated().encode_lower(&mut text);
+    /// As its underlying string, exactly; 16 bytes, which are no text, as the UUID's text in
+    /// lower case.
+    fn uuid(&mut self, value: uuid::Uuid, text: Option<&str>) {
+        let mut lower = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let text = text.unwrap_or_else(|| value.hyphenated().encode_lower(&mut lower));
         self.str(text);
     }
 
@@ -612,10 +614,14 @@ fn decode_level(
             Json::String(s) => Value::String(s.clone()),
             other => return Err(format!("expected a string, found {}", kind(other))),
         },
+        // Kept as written (its case too), once it is a UUID's text as records hold one.
         Schema::Uuid => match json {
-            Json::String(s) => Value::Uuid(
-                apache_avro::Uuid::parse_str(s).map_err(|e| format!("not a UUID: {e}"))?,
-            ),
+            Json::String(s) if check::uuid_text(s.as_bytes()).is_some() => Value::String(s.clone()),
+            Json::String(s) => {
+                return Err(format!(
+                    "{s:?} is not a UUID's text (hex digits in groups of 8-4-4-4-12)"
+                ))
+            }
             other => return Err(format!("expected a UUID string, found {}", kind(other))),
         },
         Schema::Fixed(fixed) => {

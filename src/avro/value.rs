@@ -139,7 +139,7 @@ impl Visit for ValueBuilder {
         self.place(Value::String(value.to_owned()));
     }
 
-    fn uuid(&mut self, value: uuid::Uuid) {
+    fn uuid(&mut self, value: uuid::Uuid, _text: Option<&str>) {
         self.place(Value::Uuid(value));
     }
 

@@ -41,6 +41,7 @@ pub fn show(value: &Value) -> String {
         Value::TimeMicros(n) => format!("time-micros({n})"),
         Value::TimestampMillis(n) => format!("timestamp-millis({n})"),
         Value::TimestampMicros(n) => format!("timestamp-micros({n})"),
+        Value::Uuid(u) => format!("uuid({})", quote(u.to_string().as_bytes())),
         other => format!("{other:?}"),
     }
 }
