@@ -357,6 +357,30 @@ fn vectors_through_the_tool() {
     }
 }
 
+/// The exit statuses `--help` lists are the spec's (section 16), in the same order of
+/// precedence.
+#[test]
+fn help_lists_the_specs_exit_statuses() {
+    let spec = std::fs::read_to_string(root().join("spec/FORMAT.md")).unwrap();
+    let section = spec.split("## 16. ").nth(1).expect("spec section 16");
+    let statuses: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split(' ').next())
+        .filter(|n| n.parse::<u8>().is_ok())
+        .collect();
+    assert_eq!(statuses, ["0", "1", "2", "3", "4", "5", "6", "7"]);
+    let help = stdout(&run(bin().arg("--help"), b""));
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Exit status"))
+        .filter_map(|l| l.strip_prefix("  ")?.split("  ").next())
+        .filter(|n| n.parse::<u8>().is_ok())
+        .collect();
+    assert_eq!(listed, statuses);
+    let order = "the first of 1, 6, 3, 7, 5, 4";
+    assert!(section.contains(order) && help.contains(order));
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let out = run(bin().args(["cat"]), b"");
