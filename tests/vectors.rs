@@ -327,6 +327,20 @@ fn directive<'a>(v: &'a Vector, name: &str) -> Option<&'a [Vec<u8>]> {
         .map(|d| &d[1..])
 }
 
+/// The readers' options a vector's directives give: `% reader-dictionary "BYTES"` (a
+/// dictionary given), `% reader-max-dictionaries N` (the limit on dictionaries kept, spec 10).
+fn reader_options(v: &Vector) -> ReaderBuilder {
+    let mut builder = ReaderBuilder::new();
+    if let Some(d) = directive(v, "reader-dictionary") {
+        builder = builder.dictionary(Dictionary::new(d[0].clone()));
+    }
+    if let Some(n) = directive(v, "reader-max-dictionaries") {
+        let n = text(&n[0]).parse().expect("a count");
+        builder = builder.limits(cobsfile::Limits::default().max_dictionaries(n));
+    }
+    builder
+}
+
 /// A header block declaring `version`, built by hand from the spec.
 fn header_block(version: i64) -> Vec<u8> {
     let mut body = vec![0u8];
@@ -594,10 +608,7 @@ fn readers_yield_the_vectors() {
         let v = load(&name);
         let path = dir().join(format!("{name}.cobs"));
         let bytes = fs::read(&path).unwrap();
-        let mut builder = ReaderBuilder::new();
-        if let Some(d) = directive(&v, "reader-dictionary") {
-            builder = builder.dictionary(Dictionary::new(d[0].clone()));
-        }
+        let builder = reader_options(&v);
         let ending = v.ending.as_deref();
         let mut slice = builder.from_slice(&bytes);
         assert_eq!(dump(&mut slice), v.lines, "{name}: slice reader");
@@ -785,10 +796,7 @@ fn vectors_recover_to_what_readers_yield() {
     for name in names() {
         let v = load(&name);
         let bytes = fs::read(dir().join(format!("{name}.cobs"))).unwrap();
-        let mut builder = ReaderBuilder::new();
-        if let Some(d) = directive(&v, "reader-dictionary") {
-            builder = builder.dictionary(Dictionary::new(d[0].clone()));
-        }
+        let builder = reader_options(&v);
         let report = match builder.verify(&bytes) {
             Ok(report) => report,
             // A newer version: recovery stops there too, keeping what came before it.

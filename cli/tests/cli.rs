@@ -288,6 +288,10 @@ fn vectors_through_the_tool() {
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let out = run(bin().args(["cat", "--framing", "len32"]).arg(&path), b"");
         let txt = std::fs::read_to_string(path.with_extension("txt")).unwrap();
+        if txt.contains("\n% reader-max-") {
+            // Read with limits the tool is not given.
+            continue;
+        }
         let damaged_lines = txt.lines().filter(|l| l.starts_with("damaged ")).count();
         // The tool is not given the external dictionary the zstd-dictionary-* vectors need.
         let unreadable = name.starts_with("zstd-dictionary-")
