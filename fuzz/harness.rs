@@ -1253,6 +1253,10 @@ struct Stream {
     reader: ReaderBuilder,
     records: Vec<Vec<u8>>,
     errors: Vec<Error>,
+    /// The resume points of the cut tails read again so far: what the follower reported
+    /// before each is final (spec 9.7), so a damaged range there does not merge with what
+    /// was read after it, as it would in one read of the bytes.
+    finals: Vec<u64>,
 }
 
 impl Stream {
@@ -1263,7 +1267,30 @@ impl Stream {
             reader: options.clone(),
             records: Vec::new(),
             errors: Vec::new(),
+            finals: Vec::new(),
         }
+    }
+
+    /// Readers of the bytes read, one per stretch between the final points, in order.
+    fn readers(&self) -> impl Iterator<Item = cobsfile::Reader<cobsfile::SliceSource<'_>>> {
+        let len = self.bytes.len() as u64;
+        let mut starts = vec![0];
+        starts.extend(self.finals.iter().copied().filter(|&f| f < len));
+        let ends: Vec<u64> = starts.iter().skip(1).copied().chain([len]).collect();
+        (starts.into_iter().zip(ends))
+            .map(move |(start, end)| self.reader.from_slice_range(&self.bytes, start..end))
+    }
+
+    /// What the follower returns from the bytes read: a full read of them, but for ranges
+    /// that do not merge across the final points.
+    fn read_all(&self) -> (Vec<Vec<u8>>, Vec<Error>) {
+        let (mut records, mut errors) = (Vec::new(), Vec::new());
+        for mut reader in self.readers() {
+            let (r, e) = reader.read_all();
+            records.extend(r);
+            errors.extend(e);
+        }
+        (records, errors)
     }
 
     /// Whether the follower stopped reading this file (a header of a newer version).
@@ -1276,17 +1303,28 @@ impl Stream {
     /// The resume point: the offset of the closing sync byte of the last block the reader
     /// returned, or 0.
     fn resume(&self) -> usize {
-        let mut reader = self.reader.from_slice(&self.bytes);
-        let mut close = 0;
-        while let Some(item) = reader.next_block() {
-            match item {
-                Ok(block) => close = (block.info().offset + block.info().size) as usize,
-                // A range reported before the input's end (an unreadable one before damage,
-                // or the other way round) is final, up to the sync byte it ends at.
-                Err(Error::Damaged { end, .. }) if (end as usize) < self.bytes.len() => {
-                    close = end as usize
+        let mut close = self.finals.last().map_or(0, |&f| f as usize);
+        // The damaged range before, if the last item was one: its end and kind.
+        let mut range: Option<(u64, bool)> = None;
+        for mut reader in self.readers() {
+            while let Some(item) = reader.next_block() {
+                match item {
+                    Ok(block) => {
+                        close = (block.info().offset + block.info().size) as usize;
+                        range = None;
+                    }
+                    Err(Error::Damaged { end, cause, .. }) => {
+                        // A range that one of the other kind ended (spec 9.1) was reported as soon
+                        // as that one began: final, up to the sync byte it ends at (spec 9.7).
+                        if let Some((before, kind)) = range {
+                            if kind != cause.is_damage() {
+                                close = before as usize;
+                            }
+                        }
+                        range = Some((end, cause.is_damage()));
+                    }
+                    Err(_) => range = None,
                 }
-                Err(_) => {}
             }
         }
         close
@@ -1327,6 +1365,9 @@ impl Stream {
         }
         if !rewritten && !self.stopped() && followed.len() > resume {
             // A cut tail: read again from the resume point.
+            if resume > 0 && self.finals.last().is_none_or(|&f| f < resume as u64) {
+                self.finals.push(resume as u64);
+            }
             self.bytes.truncate(resume);
             self.bytes.extend_from_slice(&followed[resume..]);
             self.seen = followed.to_vec();
@@ -1376,7 +1417,7 @@ impl Stream {
     /// the same damage, less damage running to the end while that end is not `last` (the
     /// file was replaced, or its copy read).
     fn check(&self, last: bool) {
-        let (records, errors) = self.reader.from_slice(&self.bytes).read_all();
+        let (records, errors) = self.read_all();
         assert!(
             self.records == records,
             "the follower returned other records than a full read of what it read: {} for {}",
