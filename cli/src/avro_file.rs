@@ -30,6 +30,10 @@ pub struct ImportArgs {
     /// Compress data blocks with zstd at LEVEL (as `pack --zstd`).
     #[arg(long, value_name = "LEVEL", allow_hyphen_values = true, value_parser = args::parse_zstd)]
     zstd: Option<Compression>,
+    /// Store compressed records each after its length (codecs 1 and 2), for readers that
+    /// predate records as lines (as `pack --no-lines`).
+    #[arg(long, requires = "zstd")]
+    no_lines: bool,
     /// The most bytes one Avro block may decompress to (K, M, G suffixes); a larger one is
     /// reported and skipped. [default: 64M]
     #[arg(long, value_name = "BYTES", value_parser = args::bytes_in(1..=u64::MAX))]
@@ -80,7 +84,7 @@ pub fn import(args: ImportArgs) -> Result<Outcome, Failure> {
     let output = Output::create(&args.output, args.force, &[&args.input])?;
     let out_name = output.name();
     let out_fail = |e: cobsfile::Error| Failure::at(&out_name, e);
-    let mut builder = WriterBuilder::new();
+    let mut builder = WriterBuilder::new().line_layout(!args.no_lines);
     if let Some(target) = args.block_target {
         builder = builder.block_target(target);
     }

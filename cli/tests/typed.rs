@@ -203,6 +203,41 @@ fn export_then_import_gives_the_same_records_with_every_codec() {
     }
 }
 
+/// `import --zstd --no-lines` stores records after their lengths (codecs 1 and 2), for
+/// readers that predate records as lines, as `pack --no-lines` does; the records are the same.
+#[test]
+fn import_no_lines_writes_no_lines_codecs() {
+    let dir = scratch("import-no-lines");
+    let file = typed_sample(&dir);
+    let raw = run(bin().arg("cat").arg(&file), b"").stdout;
+    let avro = dir.join("events.avro");
+    let out = run(bin().arg("export").arg(&file).arg("-o").arg(&avro), b"");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let back = dir.join("back.cobs");
+    let out = run(
+        bin()
+            .arg("import")
+            .arg(&avro)
+            .args(["--zstd", "3", "--no-lines", "-o"])
+            .arg(&back),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(run(bin().arg("cat").arg(&back), b"").stdout, raw);
+    let listing = String::from_utf8(run(bin().arg("ls").arg(&back), b"").stdout).unwrap();
+    assert!(listing.contains("zstd"), "{listing}");
+    assert!(!listing.contains("lines"), "{listing}");
+    let out = run(
+        bin()
+            .arg("import")
+            .arg(&avro)
+            .args(["--no-lines", "-o"])
+            .arg(dir.join("x.cobs")),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "--no-lines without --zstd");
+}
+
 /// A damaged Avro file: every block that passes its checks is imported, the lost bytes are
 /// reported, exit 3; apache-avro's own reader stops at the damage.
 #[test]
