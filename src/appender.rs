@@ -36,7 +36,9 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, Handle, StdFs};
 use crate::reader::ReaderBuilder;
 use crate::segments::{Maintainer, Retention, Rolling, Segments};
-use crate::tail::{intact_end, is_open_log, lacks_closing_sync, scan_headers_and_marks};
+use crate::tail::{
+    intact_end, is_open_log, lacks_closing_sync, scan_headers_and_marks, sync_bytes_alone,
+};
 use crate::writer::{Writer, WriterBuilder};
 
 /// When appended records reach the file, and when they are durable.
@@ -760,7 +762,7 @@ impl Appender {
         let mut len = file.len()?;
         // A file of nothing but one or two sync bytes is a cobsfile with no blocks, cut before
         // its header (spec 9.5): alone on it, an appender starts it again, as an empty file.
-        if exclusive && (1..=2).contains(&len) && file.contents()?.bytes().iter().all(|&b| b == 0) {
+        if exclusive && len <= 2 && sync_bytes_alone(file.contents()?.bytes()) {
             file.set_len(0)?;
             len = 0;
         }

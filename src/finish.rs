@@ -26,7 +26,7 @@ use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::range::RangeSink;
 use crate::reader::ReaderBuilder;
-use crate::tail::{intact_end, lacks_closing_sync, scan_headers_and_marks};
+use crate::tail::{intact_end, lacks_closing_sync, scan_headers_and_marks, sync_bytes_alone};
 use crate::time::TimeSpan;
 
 /// What [`finish_log`] did.
@@ -118,8 +118,7 @@ pub(crate) fn finish_open(file: &dyn Handle, options: &ReaderBuilder) -> Result<
         return Ok(Finish::Empty);
     }
     let mut contents = file.contents()?;
-    // One or two sync bytes alone: a file with no blocks, cut before its header (spec 5).
-    if len <= 2 && contents.bytes().iter().all(|&b| b == 0) {
+    if sync_bytes_alone(contents.bytes()) {
         return Ok(Finish::Empty);
     }
     let (mut end, mut last) = intact_end(contents.bytes())?;

@@ -136,6 +136,12 @@ pub(crate) fn intact_end(bytes: &[u8]) -> Result<(u64, usize)> {
         .ok_or(Error::NotACobsfile { offset: 0 })
 }
 
+/// Whether `bytes` are one or two sync bytes alone: a file with no blocks, cut before its
+/// header (spec 5), which appenders start again and `finish_log` leaves as it is.
+pub(crate) fn sync_bytes_alone(bytes: &[u8]) -> bool {
+    (1..=2).contains(&bytes.len()) && bytes.iter().all(|&b| b == 0)
+}
+
 /// Whether the file of `bytes` starts as one whose header a power cut took: where its 19
 /// first bytes should be, each is that byte or zero (a write lost in a power cut leaves
 /// zeros where the file's length survived without its data, sector by sector). Only with an

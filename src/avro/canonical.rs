@@ -14,7 +14,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-const PRIMITIVES: [&str; 8] = [
+/// Avro's primitive type names.
+pub(crate) const PRIMITIVES: [&str; 8] = [
     "null", "boolean", "int", "long", "float", "double", "bytes", "string",
 ];
 

@@ -338,7 +338,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     }
 
     /// A zig-zag varint of at most 64 bits: 10 bytes at most, the 10th 0 or 1 (spec 3, which
-    /// `apache-avro` and Avro's Java decoder do not check: they drop the bits past 64).
+    /// `apache-avro` and fastavro do not check: they drop the bits past 64).
     #[inline(always)]
     fn long(&mut self, what: &str) -> Result<i64, Failure> {
         // Most numbers, lengths and counts take one byte.
@@ -692,7 +692,11 @@ pub(crate) fn uuid_text(bytes: &[u8]) -> Option<(uuid::Uuid, &str)> {
                 b.is_ascii_hexdigit()
             }
         });
-    let text = std::str::from_utf8(bytes).ok().filter(|_| form)?;
+    if !form {
+        return None;
+    }
+    // ASCII, by the form.
+    let text = std::str::from_utf8(bytes).ok()?;
     Some((uuid::Uuid::parse_str(text).ok()?, text))
 }
 

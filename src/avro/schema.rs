@@ -713,12 +713,7 @@ impl Schemas {
 /// unwraps their parsing), and a size, precision or scale that is not an `i64`. Avro's names are
 /// `[A-Za-z_][A-Za-z0-9_]*`, joined by dots in full names. Only what holds schemas is looked
 /// into (types, fields, items, values, union branches), not defaults or other attributes,
-/// which may hold any JSON.
-/// Avro's primitive type names.
-const PRIMITIVES: [&str; 8] = [
-    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
-];
-
+/// which may hold any JSON. It also refuses a named type that defines a primitive type's name.
 fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
     use serde_json::Value;
     let fullname = |s: &str| s.split('.').all(is_name);
@@ -735,7 +730,7 @@ fn precheck(json: &serde_json::Value) -> std::result::Result<(), String> {
             );
             if let (true, Some(Value::String(name))) = (named, object.get("name")) {
                 let simple = name.rsplit('.').next().unwrap_or(name);
-                if PRIMITIVES.contains(&simple) {
+                if canonical::PRIMITIVES.contains(&simple) {
                     return Err(format!(
                         "type name {name:?} is a primitive type's, which no schema may define"
                     ));
