@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+mod columns;
 mod context;
 mod format;
 mod options;

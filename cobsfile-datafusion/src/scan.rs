@@ -18,9 +18,12 @@ use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::json::reader::{Decoder as JsonDecoder, ReaderBuilder as JsonBuilder};
 use datafusion::common::{exec_datafusion_err, DataFusionError, Result};
 
-use cobsfile::avro::{DatumLimits, Error as AvroError, RecordCheck, RecordProblem, Schemas};
+use cobsfile::avro::{
+    DatumLimits, Error as AvroError, RecordCheck, RecordProblem, Schemas, WriterSchema,
+};
 use cobsfile::BlockType;
 
+use crate::columns::Columns;
 use crate::options::{CobsfileOptions, OnDamage};
 use crate::schema::{guard, sample, store_of, Mode, Sample, RAW_COLUMNS};
 use crate::store::{FileBytes, StoreFetch};
@@ -345,12 +348,26 @@ impl Work<'_> {
                 index += 1;
                 index - 1
             };
+            // Typed records are checked (spec 15.3), and where the rows' columns allow,
+            // made into them by the same walk ([`Columns`]).
+            let mut kept = false;
             if typed {
+                self.rows(part)?;
+                let rows = part.rows.as_mut().expect("made");
                 let check = part.check.get_or_insert_with(|| {
                     RecordCheck::new(self.schemas.clone(), DatumLimits::default())
                 });
-                match check.check(record, offset) {
-                    Ok(_) => {}
+                let checked = match rows.columns() {
+                    Some(columns) => check.check_with(record, offset, columns),
+                    None => check.check(record, offset),
+                };
+                if checked.is_err() {
+                    if let Some(columns) = rows.columns() {
+                        columns.take_back();
+                    }
+                }
+                match checked {
+                    Ok(schema) => kept = rows.keep(&schema, records.time())?,
                     Err(
                         problem @ (RecordProblem::SchemaUnknown { .. }
                         | RecordProblem::SchemaConflict { .. }),
@@ -381,7 +398,9 @@ impl Work<'_> {
                 }
             }
             let rows = self.rows(part)?;
-            rows.push(record, records.time(), offset, index as u64)?;
+            if !kept {
+                rows.push(record, records.time(), offset, index as u64)?;
+            }
             let full = rows.len() >= self.rows_per_batch;
             part.pending += record.len();
             if full || part.pending >= MAX_BATCH_BYTES {
@@ -543,6 +562,30 @@ impl Rows {
             file: spec.file.map(|at| (at, Arc::from(file))),
             schema: spec.projected.clone(),
         })
+    }
+
+    /// Columns the check of typed records makes rows into as it walks them, if any.
+    fn columns(&mut self) -> Option<&mut Columns> {
+        match &mut self.kind {
+            Kind::Avro(avro) => avro.fast.as_deref_mut(),
+            _ => None,
+        }
+    }
+
+    /// Keeps the typed record the check just walked into [`columns`](Self::columns), of
+    /// writer schema `schema`, as a row; false if those columns cannot (the record then
+    /// goes to [`push`](Self::push)).
+    fn keep(&mut self, schema: &WriterSchema, time: Option<i64>) -> Result<bool> {
+        let Kind::Avro(avro) = &mut self.kind else {
+            return Ok(false);
+        };
+        if !avro.keep(schema)? {
+            return Ok(false);
+        }
+        if let Some(column) = &mut self.time {
+            column.times.append_option(time);
+        }
+        Ok(true)
     }
 
     fn push(&mut self, record: &[u8], time: Option<i64>, offset: u64, index: u64) -> Result<()> {
@@ -776,7 +819,12 @@ impl JsonRows {
 }
 
 struct AvroRows {
+    /// Rows made by the check's walk of the records (those it can make).
+    fast: Option<Box<Columns>>,
+    /// Rows made by the Arrow project's decoder (the others).
     decoder: AvroDecoder,
+    /// Rows in `decoder`. Rows are in one of the two at a time, so that they stay in order.
+    in_decoder: usize,
     schema: SchemaRef,
     file: String,
     rows: usize,
@@ -812,7 +860,9 @@ impl AvroRows {
             )
         })?;
         Ok(AvroRows {
+            fast: Columns::new(reader_schema, &spec.projection, &spec.projected).map(Box::new),
             decoder,
+            in_decoder: 0,
             schema: spec.projected.clone(),
             file: file.to_string(),
             rows: 0,
@@ -820,7 +870,40 @@ impl AvroRows {
         })
     }
 
+    /// Keeps the record just walked into `fast` as a row; false if it cannot.
+    fn keep(&mut self, schema: &WriterSchema) -> Result<bool> {
+        let Some(fast) = &mut self.fast else {
+            return Ok(false);
+        };
+        if !fast.keep(schema) {
+            return Ok(false);
+        }
+        if self.in_decoder > 0 {
+            // The decoder's rows came first; `fast` holds only this one.
+            if let Some(batch) = self.take()? {
+                self.ready.push(batch);
+            }
+        }
+        self.rows += 1;
+        Ok(true)
+    }
+
+    /// The rows `fast` holds, as a batch.
+    fn take_fast(&mut self) -> Result<Option<RecordBatch>> {
+        match &mut self.fast {
+            Some(fast) if fast.rows() > 0 => {
+                let columns = fast.finish()?;
+                Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        if let Some(batch) = self.take_fast()? {
+            self.ready.push(batch);
+        }
+        self.in_decoder += 1;
         let fail = |file: &str, what: String| {
             exec_datafusion_err!(
                 "{file}: record {index} of the block at offset {offset} cannot be read as a \
@@ -854,6 +937,7 @@ impl AvroRows {
     }
 
     fn take(&mut self) -> Result<Option<RecordBatch>> {
+        self.in_decoder = 0;
         let decoder = &mut self.decoder;
         let batch = guard(|| decoder.flush())
             .map_err(|panic| exec_datafusion_err!("{}: Avro reader failed: {panic}", self.file))?
@@ -866,9 +950,12 @@ impl AvroRows {
 
     fn flush(&mut self) -> Result<Option<RecordBatch>> {
         let last = self.take()?;
+        let fast = self.take_fast()?;
         self.rows = 0;
         let mut batches = std::mem::take(&mut self.ready);
+        // At most one of the two holds rows.
         batches.extend(last);
+        batches.extend(fast);
         match batches.len() {
             0 => Ok(None),
             1 => Ok(batches.pop()),

@@ -501,6 +501,79 @@ async fn records_of_two_schema_versions_resolve_to_one() {
     assert!(got.contains("| x99  | 1  | 99   |"), "{got}");
 }
 
+/// Records of the table's schema are made into rows by the check's walk, the others by
+/// arrow-avro: rows of the two kinds interleaved record by record, and blocks of both, come
+/// out in file order, whatever the batch size.
+#[tokio::test]
+async fn rows_of_interleaved_schema_versions_keep_their_order() {
+    let v1 = WriterSchema::parse(
+        r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long"}]}"#,
+    )
+    .unwrap();
+    let v2 = WriterSchema::parse(
+        r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long"},
+            {"name":"b","type":["null","string"],"default":null}]}"#,
+    )
+    .unwrap();
+    let writer = WriterBuilder::new()
+        .block_target(256)
+        .build(Vec::new())
+        .unwrap();
+    let mut typed = AvroWriter::new(writer, v1.clone()).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..300u64 {
+        // Runs of one, two and three records of each version.
+        let newer = (i / (1 + i % 3)) % 2 == 1;
+        let (schema, json, b) = match newer {
+            true => (
+                &v2,
+                format!(r#"{{"a": {i}, "b": {{"string": "x{i}"}}}}"#),
+                format!("x{i}"),
+            ),
+            false => (&v1, format!(r#"{{"a": {i}}}"#), String::new()),
+        };
+        typed.change_schema(schema.clone()).unwrap();
+        typed
+            .write_value(&from_json_str(&json, schema).unwrap())
+            .unwrap();
+        expected.push(format!("{i}:{b}"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "interleaved.cobs", &typed.finish().unwrap());
+    for batch_size in [1, 7, 8192] {
+        let config = SessionConfig::new()
+            .with_target_partitions(1)
+            .with_batch_size(batch_size);
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_cobsfile("t", &path, CobsfileOptions::new())
+            .await
+            .unwrap();
+        let batches = ctx
+            .sql("SELECT concat(CAST(a AS VARCHAR), ':', coalesce(b, '')) AS r FROM t")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let got: Vec<String> = batches
+            .iter()
+            .flat_map(|b| {
+                let column = datafusion::arrow::compute::cast(
+                    b.column(0),
+                    &datafusion::arrow::datatypes::DataType::Utf8,
+                )
+                .unwrap();
+                let strings = datafusion::arrow::array::as_string_array(&column);
+                strings
+                    .iter()
+                    .map(|s| s.unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(got, expected, "batch size {batch_size}");
+    }
+}
+
 /// Batches are cut by bytes as well as rows: records of 1 MiB each (a 55 KB file with zstd)
 /// made batches of the session's 8,192 rows, gigabytes for `SELECT length(s)`. Each batch the
 /// scan emits now holds at most 8 MiB of records (plus the one that passed it).
