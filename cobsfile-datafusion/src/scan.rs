@@ -358,8 +358,8 @@ impl Work<'_> {
                     RecordCheck::new(self.schemas.clone(), DatumLimits::default())
                 });
                 let checked = match rows.columns() {
-                    Some(columns) => check.check_with(record, offset, columns),
-                    None => check.check(record, offset),
+                    Some(columns) => check.check_ref(record, offset, columns),
+                    None => check.check_ref(record, offset, &mut ()),
                 };
                 if checked.is_err() {
                     if let Some(columns) = rows.columns() {
@@ -367,7 +367,7 @@ impl Work<'_> {
                     }
                 }
                 match checked {
-                    Ok(schema) => kept = rows.keep(&schema, records.time())?,
+                    Ok(schema) => kept = rows.keep(schema, records.time())?,
                     Err(
                         problem @ (RecordProblem::SchemaUnknown { .. }
                         | RecordProblem::SchemaConflict { .. }),

@@ -188,20 +188,17 @@ impl RecordCheck {
         block: u64,
         visit: &mut V,
     ) -> std::result::Result<WriterSchema, RecordProblem> {
-        let schema = self.walk(record, block, visit)?;
-        match &self.last {
-            Some((at, last)) if *at == block && last.fingerprint() == schema.fingerprint() => {}
-            _ => self.last = Some((block, schema.clone())),
-        }
-        Ok(schema)
+        self.check_ref(record, block, visit).cloned()
     }
 
-    fn walk<V: Visit>(
-        &self,
+    /// [`check_with`](Self::check_with), lending the writer schema rather than giving a
+    /// handle of it (which costs two atomic operations a record).
+    pub fn check_ref<V: Visit>(
+        &mut self,
         record: &[u8],
         block: u64,
         visit: &mut V,
-    ) -> std::result::Result<WriterSchema, RecordProblem> {
+    ) -> std::result::Result<&WriterSchema, RecordProblem> {
         if record.len() < PREFIX_LEN || record[..2] != MARKER {
             return Err(RecordProblem::NoMarker {
                 found: record[..record.len().min(PREFIX_LEN)].to_vec(),
@@ -213,10 +210,13 @@ impl RecordCheck {
         // Records of one schema usually follow one another. What a fingerprint names may
         // change from block to block (a later claim to it puts it in conflict), never within
         // one.
-        let schema = match &self.last {
-            Some((at, last)) if *at == block && last.fingerprint() == fingerprint => last,
-            _ => match self.schemas.named(fingerprint, block) {
-                Named::Schema(schema) => schema,
+        let known = matches!(
+            &self.last,
+            Some((at, last)) if *at == block && last.fingerprint() == fingerprint
+        );
+        if !known {
+            let schema = match self.schemas.named(fingerprint, block) {
+                Named::Schema(schema) => schema.clone(),
                 Named::Unknown => return Err(RecordProblem::SchemaUnknown { fingerprint }),
                 Named::Conflict { first, second } => {
                     return Err(RecordProblem::SchemaConflict {
@@ -225,8 +225,10 @@ impl RecordCheck {
                         second,
                     })
                 }
-            },
-        };
+            };
+            self.last = Some((block, schema));
+        }
+        let (_, schema) = self.last.as_ref().expect("set above");
         let datum = &record[PREFIX_LEN..];
         match check::walk(schema.schema(), schema.names(), datum, &self.limits, visit) {
             Ok(walked) if walked.end != datum.len() => Err(RecordProblem::TrailingBytes {
@@ -242,7 +244,7 @@ impl RecordCheck {
                 at: at as u64,
                 what,
             }),
-            Ok(_) => Ok(schema.clone()),
+            Ok(_) => Ok(schema),
             Err(Failure::Invalid { at, what }) => Err(RecordProblem::Undecodable {
                 fingerprint,
                 at: at as u64,
