@@ -1,5 +1,5 @@
 //! Typed records made into Arrow columns by the library's check of each datum itself: one
-//! walk ([`RecordCheck::check_with`](cobsfile::avro::RecordCheck::check_with)) checks a
+//! walk ([`RecordCheck::check_ref`](cobsfile::avro::RecordCheck::check_ref)) checks a
 //! datum (spec 15.3) and hands its values here as it meets them, so that a record is walked
 //! once instead of once by the check and again by the Arrow project's Avro decoder.
 //!
