@@ -574,6 +574,58 @@ async fn rows_of_interleaved_schema_versions_keep_their_order() {
     }
 }
 
+/// A typed record that fails the check (spec 15.3) ends a scan with the check's error, and
+/// no row of it is returned, whether the bad value is in a column the query reads or not, and
+/// whether it comes first in its batch or after rows of sound records.
+#[tokio::test]
+async fn a_record_that_fails_the_check_ends_the_scan_with_its_error() {
+    let schema = WriterSchema::parse(
+        r#"{"type":"record","name":"E","fields":[{"name":"a","type":"long"},
+            {"name":"s","type":"string"},
+            {"name":"e","type":{"type":"enum","name":"L","symbols":["x","y"]}}]}"#,
+    )
+    .unwrap();
+    // Datums of a = 1, s = "ok", e = y; then the bad ones.
+    let good: &[u8] = &[0x02, 0x04, b'o', b'k', 0x02];
+    let bad: [(&str, &[u8]); 3] = [
+        ("not UTF-8", &[0x02, 0x04, 0xff, b'k', 0x02]),
+        ("enum index", &[0x02, 0x04, b'o', b'k', 0x08]),
+        ("past the end", &[0x02, 0x10, b'o', b'k', 0x02]),
+    ];
+    for (what, datum) in bad {
+        for before in [0usize, 3] {
+            let mut writer = WriterBuilder::new().build(Vec::new()).unwrap();
+            writer.write_metadata(schema.metadata()).unwrap();
+            let record = |datum: &[u8]| [&schema.prefix()[..], datum].concat();
+            for _ in 0..before {
+                writer.write_record(&record(good)).unwrap();
+            }
+            writer.write_record(&record(datum)).unwrap();
+            writer.write_record(&record(good)).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let path = write(dir.path(), "bad.cobs", &writer.finish().unwrap());
+            for sql in [
+                "SELECT a, s, e FROM t",
+                "SELECT a FROM t",
+                "SELECT e FROM t",
+            ] {
+                let ctx = context(1);
+                ctx.register_cobsfile("t", &path, CobsfileOptions::new())
+                    .await
+                    .unwrap();
+                let result = ctx.sql(sql).await.unwrap().collect().await;
+                let e = result.expect_err(&format!("{what}, {before} before: {sql}"));
+                let e = e.to_string();
+                assert!(
+                    e.contains(&format!("record {before} of the block"))
+                        && e.contains("does not decode"),
+                    "{what}, {before} before, {sql}: {e}"
+                );
+            }
+        }
+    }
+}
+
 /// Batches are cut by bytes as well as rows: records of 1 MiB each (a 55 KB file with zstd)
 /// made batches of the session's 8,192 rows, gigabytes for `SELECT length(s)`. Each batch the
 /// scan emits now holds at most 8 MiB of records (plus the one that passed it).
