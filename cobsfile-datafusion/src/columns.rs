@@ -267,7 +267,8 @@ pub(crate) struct Columns {
     /// Rows kept.
     rows: usize,
     /// The walk of the record at hand: records and arrays it is inside (1 in the top-level
-    /// record), the field it is at, values taken, and whether a value did not fit.
+    /// record), the field it is at, values taken and not yet kept, and whether a value did
+    /// not fit.
     nesting: u32,
     field: usize,
     taken: usize,
@@ -332,8 +333,9 @@ impl Columns {
         self.rows
     }
 
-    /// Keeps the record just walked, checked sound and of writer schema `schema`; false (and
-    /// its values taken back) if it is not one this module makes columns of.
+    /// Keeps the record just walked, checked sound and of writer schema `schema`; false if it
+    /// is not one this module makes columns of. The values of a record not kept (or whose
+    /// walk failed) are taken back before the next walk or batch.
     pub(crate) fn keep(&mut self, schema: &WriterSchema) -> bool {
         let fingerprint = schema.fingerprint();
         let same = match self.decided {
@@ -346,15 +348,19 @@ impl Columns {
         };
         let whole = self.nesting == 0 && self.field.wrapping_add(1) == self.fields.len();
         if !same || self.broken || !whole || self.taken != self.width {
-            self.take_back();
             return false;
         }
         self.rows += 1;
+        self.taken = 0;
         true
     }
 
-    /// Takes back the values of the record just walked (it was not sound, say).
-    pub(crate) fn take_back(&mut self) {
+    /// Takes back the values of a record walked and not kept, if any.
+    fn take_back(&mut self) {
+        if self.taken == 0 {
+            return;
+        }
+        self.taken = 0;
         let rows = self.rows;
         for column in &mut self.fields {
             if column.len() != rows {
@@ -365,6 +371,7 @@ impl Columns {
 
     /// The rows kept, as the scan's columns in order; none are kept after.
     pub(crate) fn finish(&mut self) -> Result<Vec<ArrayRef>> {
+        self.take_back();
         let mut out: Vec<Option<ArrayRef>> = vec![None; self.width];
         for column in &mut self.fields {
             if !matches!(column.kind, Kind::Skip) {
@@ -400,9 +407,9 @@ impl Columns {
 
 impl Visit for Columns {
     fn begin(&mut self) {
+        self.take_back();
         self.nesting = 0;
         self.field = usize::MAX;
-        self.taken = 0;
         self.broken = false;
     }
 
@@ -695,6 +702,50 @@ mod tests {
             let (fast, slow) = both(&json, &projection, &records);
             prop_assert_eq!(fast, slow);
         }
+    }
+
+    /// Values a walk took before it failed, or of a record not kept, are not in the batch.
+    #[test]
+    fn values_of_records_not_kept_are_taken_back() {
+        let fields = [
+            FieldSpec {
+                kind: 4,
+                nullable: None,
+            },
+            FieldSpec {
+                kind: 0,
+                nullable: Some(true),
+            },
+        ];
+        let json = schema_json(&fields);
+        let good = encode(&json, &fields, &[1, 2, 3]);
+        // The long taken, then a string that is not UTF-8.
+        let mut bad = good[0].clone();
+        *bad.last_mut().unwrap() = 0xff;
+        let writer = WriterSchema::parse(&json).unwrap();
+        let other = WriterSchema::parse(&json.replace("Row", "Other")).unwrap();
+        let mut schemas = Schemas::new();
+        schemas.add(writer);
+        let mut check = RecordCheck::new(schemas, DatumLimits::default());
+        let table = avro_schema(&json).unwrap();
+        let projected = Arc::new(table.project(&[1, 0]).unwrap());
+        let mut columns = Columns::new(&json, &[1, 0], &projected).unwrap();
+        for (i, record) in good.iter().enumerate() {
+            if i == 1 {
+                assert!(check.check_with(&bad, 0, &mut columns).is_err());
+            }
+            let schema = check.check_with(record, 0, &mut columns).unwrap();
+            assert!(columns.keep(&schema));
+            if i == 1 {
+                // Walked, then found of another schema: not kept.
+                check.check_with(record, 0, &mut columns).unwrap();
+                assert!(!columns.keep(&other));
+            }
+        }
+        assert_eq!(columns.rows(), 3);
+        let fast = RecordBatch::try_new(projected.clone(), columns.finish().unwrap()).unwrap();
+        let (_, slow) = both(&json, &[1, 0], &good);
+        assert_eq!(fast, slow);
     }
 
     #[test]

@@ -361,11 +361,6 @@ impl Work<'_> {
                     Some(columns) => check.check_ref(record, offset, columns),
                     None => check.check_ref(record, offset, &mut ()),
                 };
-                if checked.is_err() {
-                    if let Some(columns) = rows.columns() {
-                        columns.take_back();
-                    }
-                }
                 match checked {
                     Ok(schema) => kept = rows.keep(schema, records.time())?,
                     Err(
@@ -821,10 +816,9 @@ impl JsonRows {
 struct AvroRows {
     /// Rows made by the check's walk of the records (those it can make).
     fast: Option<Box<Columns>>,
-    /// Rows made by the Arrow project's decoder (the others).
+    /// Rows made by the Arrow project's decoder (the others). Rows are in one of the two at
+    /// a time, so that they stay in order.
     decoder: AvroDecoder,
-    /// Rows in `decoder`. Rows are in one of the two at a time, so that they stay in order.
-    in_decoder: usize,
     schema: SchemaRef,
     file: String,
     rows: usize,
@@ -862,7 +856,6 @@ impl AvroRows {
         Ok(AvroRows {
             fast: Columns::new(reader_schema, &spec.projection, &spec.projected).map(Box::new),
             decoder,
-            in_decoder: 0,
             schema: spec.projected.clone(),
             file: file.to_string(),
             rows: 0,
@@ -878,7 +871,7 @@ impl AvroRows {
         if !fast.keep(schema) {
             return Ok(false);
         }
-        if self.in_decoder > 0 {
+        if !self.decoder.batch_is_empty() {
             // The decoder's rows came first; `fast` holds only this one.
             if let Some(batch) = self.take()? {
                 self.ready.push(batch);
@@ -903,7 +896,6 @@ impl AvroRows {
         if let Some(batch) = self.take_fast()? {
             self.ready.push(batch);
         }
-        self.in_decoder += 1;
         let fail = |file: &str, what: String| {
             exec_datafusion_err!(
                 "{file}: record {index} of the block at offset {offset} cannot be read as a \
@@ -937,7 +929,6 @@ impl AvroRows {
     }
 
     fn take(&mut self) -> Result<Option<RecordBatch>> {
-        self.in_decoder = 0;
         let decoder = &mut self.decoder;
         let batch = guard(|| decoder.flush())
             .map_err(|panic| exec_datafusion_err!("{}: Avro reader failed: {panic}", self.file))?

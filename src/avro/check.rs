@@ -429,8 +429,9 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     #[inline(always)]
     fn string(&mut self, what: &str) -> Result<Option<&'a str>, Failure> {
         // Most strings of records are short ASCII: a length of one or two bytes (under
-        // 8192), the bytes within the record. Taken here without the error paths' values (which cost a
-        // quarter of a typed scan's walk in stores and loads of them); all else below.
+        // 8192), the bytes within the record. Taken here without the error paths' values
+        // (which cost a quarter of a typed scan's walk in stores and loads of them); all
+        // else below.
         let head = match self.bytes.get(self.at..) {
             Some([b0, ..]) if b0 & 0x80 == 0 => Some((usize::from(*b0), 1)),
             Some([b0, b1, ..]) if b1 & 0x80 == 0 => {
