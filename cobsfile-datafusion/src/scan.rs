@@ -763,27 +763,18 @@ struct JsonRows {
 
 impl JsonRows {
     fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        // One value per record, complete at the record's end: a row is counted where its
+        // value begins and done where it ends, so no separator need follow it (a number,
+        // which only a following byte would end, is not a row of a table anyway).
         let before = self.decoder.len();
-        let fed = self
-            .decoder
-            .decode(record)
-            .and_then(|n| {
-                if n == record.len() {
-                    self.decoder.decode(b"\n").map(|_| ())
-                } else {
-                    Err(datafusion::arrow::error::ArrowError::JsonError(
-                        "more than one JSON value".into(),
-                    ))
-                }
-            })
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                if self.decoder.len() == before + 1 && !self.decoder.has_partial_record() {
-                    Ok(())
-                } else {
-                    Err("not one JSON value".to_string())
-                }
-            });
+        let fed = match self.decoder.decode(record) {
+            Err(e) => Err(e.to_string()),
+            Ok(n) if n < record.len() => Err("more than one JSON value".to_string()),
+            Ok(_) if self.decoder.len() != before + 1 || self.decoder.has_partial_record() => {
+                Err("not one JSON value".to_string())
+            }
+            Ok(_) => Ok(()),
+        };
         if let Err(e) = fed {
             return Err(exec_datafusion_err!(
                 "{}: record {index} of the block at offset {offset} is not a JSON record of \

@@ -360,6 +360,103 @@ async fn bad_input_is_a_clear_error() {
     assert!(e.contains("no Avro schema"), "{e}");
 }
 
+/// A JSON record is one JSON object: a record that is not one JSON value (a number, which
+/// only a following byte would end, two values, a value cut short, nothing) ends the scan
+/// with an error naming it, never rows made of it or of its neighbours, and one value of
+/// another kind with an error naming its blocks; white space around the object is allowed,
+/// as the NDJSON reader allows it.
+#[tokio::test]
+async fn a_json_record_is_one_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(1);
+    let not_one_value = [
+        "12",
+        "-7",
+        "{\"service\": \"a\"}{\"service\": \"b\"}",
+        "{\"service\": \"a\"} 3",
+        "{\"service\":",
+        "",
+        "   ",
+    ];
+    let not_an_object = ["\"text\"", "[1, 2]", "true"];
+    for (n, bad) in not_one_value.iter().chain(&not_an_object).enumerate() {
+        for at in [0, 1500, 1999] {
+            let mut lines = events();
+            lines[at] = bad;
+            let name = format!("bad{n}_{at}.cobs");
+            let path = write(dir.path(), &name, &json_file(&lines));
+            // Where the bad record is: its block and its place in it.
+            let raw = format!("raw{n}_{at}");
+            ctx.register_cobsfile(
+                &raw,
+                &path,
+                CobsfileOptions::new().records(RecordFormat::Raw),
+            )
+            .await
+            .unwrap();
+            let place = table(
+                &ctx,
+                &format!(
+                    "SELECT block_offset, ordinal FROM {raw} \
+                     ORDER BY block_offset, ordinal LIMIT 1 OFFSET {at}"
+                ),
+            )
+            .await;
+            let place: Vec<&str> = place
+                .lines()
+                .nth(3)
+                .unwrap()
+                .split('|')
+                .map(str::trim)
+                .collect();
+            let (block, ordinal) = (place[1], place[2]);
+            let table = format!("bad{n}_{at}");
+            // A record among those sampled for the schema is refused at registration.
+            let registered = ctx
+                .register_cobsfile(
+                    &table,
+                    &path,
+                    CobsfileOptions::new().records(RecordFormat::Json),
+                )
+                .await;
+            let e = match registered {
+                Err(e) => e.to_string(),
+                Ok(()) => query(&ctx, &format!("SELECT service FROM {table}"))
+                    .await
+                    .expect_err(bad)
+                    .to_string(),
+            };
+            let named = e.contains(&format!(
+                "{name}: record {ordinal} of the block at offset {block} "
+            )) || e
+                .contains(&format!("{name}: a record of the block at offset {block} "));
+            let blocks = e.contains(&format!("{name}: records of the blocks at offsets "));
+            assert!(
+                named || (not_an_object.contains(bad) && blocks),
+                "{bad:?} at {at}, record {ordinal} of the block at {block}: {e}"
+            );
+        }
+    }
+    let mut lines = events();
+    let spaced = format!(" {} \t", lines[7]);
+    lines[7] = &spaced;
+    let path = write(dir.path(), "spaced.cobs", &json_file(&lines));
+    ctx.register_cobsfile(
+        "spaced",
+        &path,
+        CobsfileOptions::new().records(RecordFormat::Json),
+    )
+    .await
+    .unwrap();
+    let rows: usize = query(&ctx, "SELECT service FROM spaced")
+        .await
+        .unwrap()
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert_eq!(rows, lines.len());
+}
+
 /// Nested Avro (records, arrays, maps, unions, enums, bytes, fixed, logical types) reads as
 /// DataFusion's own Avro reader reads the same datums from an Avro object container file.
 #[tokio::test]
