@@ -23,7 +23,7 @@ use cobsfile::avro::{
 };
 use cobsfile::BlockType;
 
-use crate::columns::Columns;
+use crate::columns::{Columns, JsonColumns};
 use crate::options::{CobsfileOptions, OnDamage};
 use crate::schema::{guard, sample, store_of, Mode, Sample, RAW_COLUMNS};
 use crate::store::{FileBytes, StoreFetch};
@@ -658,9 +658,12 @@ impl Kind {
                 decoder: JsonBuilder::new(spec.projected.clone())
                     .with_batch_size(spec.batch_size.max(1))
                     .build_decoder()?,
+                fast: JsonColumns::new(&spec.projected).map(Box::new),
                 schema: spec.projected.clone(),
                 file: file.to_string(),
                 blocks: None,
+                rows: 0,
+                ready: Vec::new(),
             }),
             Mode::Avro(reader_schema) => {
                 Kind::Avro(AvroRows::new(spec, reader_schema, file, schemas)?)
@@ -690,7 +693,7 @@ impl Kind {
         match self {
             Kind::Count { rows, .. } => *rows,
             Kind::Raw(raw) => raw.rows,
-            Kind::Json(json) => json.decoder.len(),
+            Kind::Json(json) => json.rows,
             Kind::Avro(avro) => avro.rows,
         }
     }
@@ -755,14 +758,37 @@ impl RawRows {
 
 struct JsonRows {
     decoder: JsonDecoder,
+    /// Rows made by one pass over each record ([`JsonColumns`]), where the table's columns
+    /// allow. A record it does not take goes to `decoder`, which makes the row or the
+    /// error it always made; rows are in one of the two at a time, in file order.
+    fast: Option<Box<JsonColumns>>,
     schema: SchemaRef,
     file: String,
-    /// Offsets of the first and last blocks of the rows buffered.
+    /// Offsets of the first and last blocks of the rows `decoder` holds.
     blocks: Option<(u64, u64)>,
+    /// Rows taken since the last batch.
+    rows: usize,
+    /// Batches completed when records went from one of the two to the other.
+    ready: Vec<RecordBatch>,
 }
 
 impl JsonRows {
     fn push(&mut self, record: &[u8], offset: u64, index: u64) -> Result<()> {
+        if let Some(fast) = &mut self.fast {
+            if fast.push(record) {
+                if !self.decoder.is_empty() {
+                    // The decoder's rows came first; `fast` holds only this one.
+                    if let Some(batch) = self.take()? {
+                        self.ready.push(batch);
+                    }
+                }
+                self.rows += 1;
+                return Ok(());
+            }
+            if let Some(batch) = self.take_fast()? {
+                self.ready.push(batch);
+            }
+        }
         // One value per record, complete at the record's end: a row is counted where its
         // value begins and done where it ends, so no separator need follow it (a number,
         // which only a following byte would end, is not a row of a table anyway).
@@ -784,10 +810,23 @@ impl JsonRows {
         }
         let first = self.blocks.map_or(offset, |(first, _)| first);
         self.blocks = Some((first, offset));
+        self.rows += 1;
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+    /// The rows `fast` holds, as a batch.
+    fn take_fast(&mut self) -> Result<Option<RecordBatch>> {
+        match &mut self.fast {
+            Some(fast) if fast.rows() > 0 => {
+                let columns = fast.finish()?;
+                Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The rows the decoder holds, as a batch.
+    fn take(&mut self) -> Result<Option<RecordBatch>> {
         let blocks = self.blocks.take();
         match self.decoder.flush() {
             Ok(Some(batch)) => Ok(Some(batch.with_schema(self.schema.clone())?)),
@@ -800,6 +839,24 @@ impl JsonRows {
                     self.file
                 ))
             }
+        }
+    }
+
+    fn flush(&mut self) -> Result<Option<RecordBatch>> {
+        let last = self.take()?;
+        let fast = self.take_fast()?;
+        self.rows = 0;
+        let mut batches = std::mem::take(&mut self.ready);
+        // At most one of the two holds rows.
+        batches.extend(last);
+        batches.extend(fast);
+        match batches.len() {
+            0 => Ok(None),
+            1 => Ok(batches.pop()),
+            _ => Ok(Some(datafusion::arrow::compute::concat_batches(
+                &self.schema,
+                &batches,
+            )?)),
         }
     }
 }

@@ -10,6 +10,9 @@
 //! the same. Anything else (another writer schema, a nested column) goes to that reader, as
 //! before. A record's values are taken as the walk meets them and kept only once the walk
 //! has found the whole record sound; otherwise they are taken back.
+//!
+//! JSON records are made into the same columns by one pass of a JSON parser over each
+//! ([`JsonColumns`], in `json`).
 
 use std::sync::Arc;
 
@@ -25,6 +28,9 @@ use datafusion::common::Result;
 
 use cobsfile::avro::apache_avro::schema::{EnumSchema, RecordSchema, Schema};
 use cobsfile::avro::{Visit, WriterSchema};
+
+mod json;
+pub(crate) use json::JsonColumns;
 
 /// How a top-level field's values become a column.
 #[derive(Debug)]
@@ -65,6 +71,19 @@ struct Column {
 }
 
 impl Column {
+    fn new(kind: Kind, data_type: DataType, at: usize, nullable: bool) -> Self {
+        Column {
+            kind,
+            data_type,
+            at,
+            valid: nullable.then(Vec::new),
+            longs: Vec::new(),
+            doubles: Vec::new(),
+            ends: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+
     fn len(&self) -> usize {
         match self.kind {
             Kind::Skip => 0,
@@ -147,9 +166,10 @@ impl Column {
                 match self.kind {
                     // SAFETY: the offsets are checked (`OffsetBuffer::new`: from 0, none
                     // decreasing), end at the data's length and are exact (its length fits
-                    // in an i32, above); every value between two of them is a `&str` the walk
-                    // handed to `Visit::string` (nulls are empty), so the data is UTF-8 at
-                    // every offset; `nulls` has a bit per value. A second check of the UTF-8
+                    // in an i32, above); every value between two of them is a `&str` (the
+                    // walk's, handed to `Visit::string`, or the JSON parser's, in `json`) and
+                    // nulls are empty, so the data is UTF-8 at every offset; `nulls` has a
+                    // bit per value. A second check of the UTF-8
                     // cost 1.3% of a typed scan (perf, the filter query of benches/sql.rs).
                     Kind::Utf8 => {
                         Arc::new(unsafe { StringArray::new_unchecked(offsets, data, nulls) })
@@ -293,16 +313,7 @@ impl Columns {
         }
         let mut columns: Vec<Column> = fields
             .iter()
-            .map(|_| Column {
-                kind: Kind::Skip,
-                data_type: DataType::Null,
-                at: 0,
-                valid: None,
-                longs: Vec::new(),
-                doubles: Vec::new(),
-                ends: Vec::new(),
-                data: Vec::new(),
-            })
+            .map(|_| Column::new(Kind::Skip, DataType::Null, 0, false))
             .collect();
         for (at, (&field, arrow)) in projection.iter().zip(projected.fields()).enumerate() {
             let column = columns.get_mut(field)?;
