@@ -8,6 +8,11 @@ best of 3, printing a markdown table:
 
     python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install duckdb
     /tmp/bench-venv/bin/python benches/sql_duckdb.py target/sql-bench/1000mb
+
+`once DIR QUERY THREADS` runs one query (`group by` or `filter`) once over the NDJSON.zst, in
+a process of its own, for a timer that runs whole processes in turn (`farm-bench --vs`):
+
+    /tmp/bench-venv/bin/python benches/sql_duckdb.py once target/sql-bench/1000mb filter 2
 """
 
 import os
@@ -42,7 +47,17 @@ def best(con, sql, runs=3):
     return took, rows
 
 
+def once(data, label, threads):
+    packed = os.path.join(data, "events.json.zst")
+    sql = dict(QUERIES)[label].replace("{t}", f"read_ndjson('{packed}')")
+    con = duckdb.connect()
+    con.execute(f"SET threads = {int(threads)}")
+    print(f"{len(con.sql(sql).fetchall())} rows")
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "once":
+        return once(*sys.argv[2:])
     data = sys.argv[1] if len(sys.argv) > 1 else "target/sql-bench/1000mb"
     plain = os.path.join(data, "events.json")
     packed = plain + ".zst"
