@@ -846,18 +846,27 @@ impl JsonRows {
         let last = self.take()?;
         let fast = self.take_fast()?;
         self.rows = 0;
-        let mut batches = std::mem::take(&mut self.ready);
-        // At most one of the two holds rows.
-        batches.extend(last);
-        batches.extend(fast);
-        match batches.len() {
-            0 => Ok(None),
-            1 => Ok(batches.pop()),
-            _ => Ok(Some(datafusion::arrow::compute::concat_batches(
-                &self.schema,
-                &batches,
-            )?)),
-        }
+        joined(&self.schema, std::mem::take(&mut self.ready), last, fast)
+    }
+}
+
+/// The rows of a batch made by two paths, rows in one of them at a time: those completed
+/// when records went from one to the other (`ready`), then the rows of the one that holds
+/// any (`last` or `fast`), as one batch.
+fn joined(
+    schema: &SchemaRef,
+    mut batches: Vec<RecordBatch>,
+    last: Option<RecordBatch>,
+    fast: Option<RecordBatch>,
+) -> Result<Option<RecordBatch>> {
+    batches.extend(last);
+    batches.extend(fast);
+    match batches.len() {
+        0 => Ok(None),
+        1 => Ok(batches.pop()),
+        _ => Ok(Some(datafusion::arrow::compute::concat_batches(
+            schema, &batches,
+        )?)),
     }
 }
 
@@ -991,17 +1000,6 @@ impl AvroRows {
         let last = self.take()?;
         let fast = self.take_fast()?;
         self.rows = 0;
-        let mut batches = std::mem::take(&mut self.ready);
-        // At most one of the two holds rows.
-        batches.extend(last);
-        batches.extend(fast);
-        match batches.len() {
-            0 => Ok(None),
-            1 => Ok(batches.pop()),
-            _ => Ok(Some(datafusion::arrow::compute::concat_batches(
-                &self.schema,
-                &batches,
-            )?)),
-        }
+        joined(&self.schema, std::mem::take(&mut self.ready), last, fast)
     }
 }
