@@ -229,6 +229,47 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    /// The items of an array (`close` `]`) or the members of an object (`close` `}`), its
+    /// opening byte passed, to its closing byte: a member's key to `key`, then each value's
+    /// first byte (after white space) to `value`, with what `key` made of its key.
+    #[inline(always)]
+    fn items<K>(
+        &mut self,
+        close: u8,
+        scratch: &mut Vec<u8>,
+        mut key: impl FnMut(&[u8]) -> K,
+        mut value: impl FnMut(&mut Self, &mut Vec<u8>, Option<K>, u8) -> Taken,
+    ) -> Taken {
+        self.space();
+        if self.peek() == Some(close) {
+            self.at += 1;
+            return Ok(());
+        }
+        loop {
+            let found = match close {
+                b'}' => {
+                    self.expect(b'"')?;
+                    let found = key(self.string(scratch)?);
+                    self.expect(b':')?;
+                    Some(found)
+                }
+                _ => None,
+            };
+            self.space();
+            let first = self.peek().ok_or(NotTaken)?;
+            value(self, scratch, found, first)?;
+            self.space();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b) if b == close => {
+                    self.at += 1;
+                    return Ok(());
+                }
+                _ => return Err(NotTaken),
+            }
+        }
+    }
+
     /// Past a value of any kind, at `first` (after white space), checked and not kept.
     fn skip(&mut self, first: u8, depth: u32, scratch: &mut Vec<u8>) -> Taken {
         match first {
@@ -245,32 +286,13 @@ impl<'a> Cursor<'a> {
             b'n' => self.literal(b"null"),
             b'[' | b'{' if depth < MAX_NESTING => {
                 self.at += 1;
-                let object = first == b'{';
-                let close = if object { b'}' } else { b']' };
-                self.space();
-                if self.peek() == Some(close) {
-                    self.at += 1;
-                    return Ok(());
-                }
-                loop {
-                    if object {
-                        self.expect(b'"')?;
-                        self.string(scratch)?;
-                        self.expect(b':')?;
-                    }
-                    self.space();
-                    let first = self.peek().ok_or(NotTaken)?;
-                    self.skip(first, depth + 1, scratch)?;
-                    self.space();
-                    match self.peek() {
-                        Some(b',') => self.at += 1,
-                        Some(b) if b == close => {
-                            self.at += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(NotTaken),
-                    }
-                }
+                let close = if first == b'{' { b'}' } else { b']' };
+                self.items(
+                    close,
+                    scratch,
+                    |_| (),
+                    |cursor, scratch, _, first| cursor.skip(first, depth + 1, scratch),
+                )
             }
             _ => Err(NotTaken),
         }
@@ -289,6 +311,49 @@ fn zero_bytes(word: u64) -> u64 {
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The value at `first` of a projected key into its column (`seen`: whether the record gave
+/// the key before).
+#[inline(always)]
+fn value(
+    column: &mut Column,
+    seen: &mut bool,
+    first: u8,
+    cursor: &mut Cursor<'_>,
+    scratch: &mut Vec<u8>,
+) -> Taken {
+    if std::mem::replace(seen, true) {
+        return Err(NotTaken); // a key given twice: the Arrow decoder keeps the last
+    }
+    match (&column.kind, first) {
+        (_, b'n') => {
+            cursor.literal(b"null")?;
+            column.null();
+        }
+        (Kind::Utf8, b'"') => {
+            cursor.at += 1;
+            column.bytes(cursor.string(scratch)?);
+        }
+        (Kind::Boolean, b't') => {
+            cursor.literal(b"true")?;
+            column.long(1);
+        }
+        (Kind::Boolean, b'f') => {
+            cursor.literal(b"false")?;
+            column.long(0);
+        }
+        (Kind::Long, b'-' | b'0'..=b'9') => {
+            let text = cursor.number();
+            column.long(lexical_core::parse::<i64>(text).map_err(|_| NotTaken)?);
+        }
+        (Kind::Double, b'-' | b'0'..=b'9') => {
+            let text = cursor.number();
+            column.double(lexical_core::parse::<f64>(text).map_err(|_| NotTaken)?);
+        }
+        _ => return Err(NotTaken),
+    }
+    Ok(())
 }
 
 /// The column of key `key` among `names` (looked up in `by_name` if there is one), if it is
@@ -383,77 +448,29 @@ impl JsonColumns {
     /// The record's values into the columns (some may have been taken when it is not one
     /// made here: the caller takes them back).
     fn take(&mut self, cursor: &mut Cursor<'_>) -> Taken {
+        let JsonColumns {
+            columns,
+            names,
+            by_name,
+            seen,
+            unescaped,
+            ..
+        } = self;
         cursor.expect(b'{')?;
-        cursor.space();
-        if cursor.peek() == Some(b'}') {
-            cursor.at += 1;
-        } else {
-            loop {
-                cursor.expect(b'"')?;
-                let found = {
-                    let key = cursor.string(&mut self.unescaped)?;
-                    index(&self.names, self.by_name.as_ref(), key)
-                };
-                cursor.expect(b':')?;
-                cursor.space();
-                let first = cursor.peek().ok_or(NotTaken)?;
-                match found {
-                    None => cursor.skip(first, 0, &mut self.unescaped)?,
-                    Some(at) => self.value(at, first, cursor)?,
-                }
-                cursor.space();
-                match cursor.peek() {
-                    Some(b',') => cursor.at += 1,
-                    Some(b'}') => {
-                        cursor.at += 1;
-                        break;
-                    }
-                    _ => return Err(NotTaken),
-                }
-            }
-        }
+        cursor.items(
+            b'}',
+            unescaped,
+            |key| index(names, by_name.as_ref(), key),
+            |cursor, scratch, found, first| match found.flatten() {
+                None => cursor.skip(first, 0, scratch),
+                Some(at) => value(&mut columns[at], &mut seen[at], first, cursor, scratch),
+            },
+        )?;
         cursor.space();
         match cursor.at == cursor.bytes.len() {
             true => Ok(()),
             false => Err(NotTaken),
         }
-    }
-
-    /// The value at `first` of the key of column `at`.
-    #[inline(always)]
-    fn value(&mut self, at: usize, first: u8, cursor: &mut Cursor<'_>) -> Taken {
-        if std::mem::replace(&mut self.seen[at], true) {
-            return Err(NotTaken); // a key given twice: the Arrow decoder keeps the last
-        }
-        let column = &mut self.columns[at];
-        match (&column.kind, first) {
-            (_, b'n') => {
-                cursor.literal(b"null")?;
-                column.null();
-            }
-            (Kind::Utf8, b'"') => {
-                cursor.at += 1;
-                column.bytes(cursor.string(&mut self.unescaped)?);
-            }
-            (Kind::Boolean, b't') => {
-                cursor.literal(b"true")?;
-                column.long(1);
-            }
-            (Kind::Boolean, b'f') => {
-                cursor.literal(b"false")?;
-                column.long(0);
-            }
-            (Kind::Long, b'-' | b'0'..=b'9') => {
-                let text = cursor.number();
-                column.long(lexical_core::parse::<i64>(text).map_err(|_| NotTaken)?);
-            }
-            (Kind::Double, b'-' | b'0'..=b'9') => {
-                let text = cursor.number();
-                column.double(lexical_core::parse::<f64>(text).map_err(|_| NotTaken)?);
-            }
-            _ => return Err(NotTaken),
-        }
-        Ok(())
     }
 
     /// The rows kept, as the scan's columns in order; none are kept after.
