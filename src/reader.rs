@@ -1216,12 +1216,19 @@ impl<S: Source> Reader<S> {
     /// Takes the next record's range from the cursor.
     #[inline]
     pub(crate) fn next_in_cursor(&mut self) -> Option<Range<usize>> {
+        match self.decoder.window() {
+            None => self.next_in_block(),
+            Some(window) => self.next_in_window(window),
+        }
+    }
+
+    /// The next record's range in the current block whose time is in `window`: a window read
+    /// returns those only (spec 9.9). Apart from [`next_in_block`](Self::next_in_block), which
+    /// every record of a read without a window goes through alone.
+    #[inline(never)]
+    fn next_in_window(&mut self, window: crate::Window) -> Option<Range<usize>> {
         loop {
             let range = self.next_in_block()?;
-            let Some(window) = self.decoder.window() else {
-                return Some(range);
-            };
-            // A window read returns the records whose time is in the window (spec 9.9).
             let time = self
                 .decoder
                 .times()
