@@ -13,7 +13,8 @@
 //! `K` is `small`, `large` or `zero` (the default: zero-rich); `T` the threads, or two counts
 //! to alternate (default 2); `Z` a zstd level (default: uncompressed); `S` how the file is
 //! read: `mapped` (the default), `shared` (`from_shared`, bytes in memory) or `slice` (a
-//! borrowed slice). The file, written with default options otherwise, is written once to the
+//! borrowed slice); `N` a number of rounds to run instead of a while (a fixed amount of work,
+//! to time whole processes with `farm-bench`). The file, written with default options otherwise, is written once to the
 //! temporary directory and kept there for the next run.
 
 use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
@@ -82,7 +83,13 @@ fn main() {
     };
     let t0 = Instant::now();
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); threads.len()];
-    while t0.elapsed().as_secs_f64() < SECONDS * threads.len() as f64 {
+    let rounds: Option<usize> = std::env::var("N")
+        .ok()
+        .map(|n| n.parse().expect("N: rounds"));
+    while match rounds {
+        Some(n) => times[0].len() < n,
+        None => t0.elapsed().as_secs_f64() < SECONDS * threads.len() as f64,
+    } {
         for (t, options) in times.iter_mut().zip(&options) {
             t.push(read(options));
         }
