@@ -14,8 +14,8 @@
 //! to alternate (default 2); `Z` a zstd level (default: uncompressed); `S` how the file is
 //! read: `mapped` (the default), `shared` (`from_shared`, bytes in memory) or `slice` (a
 //! borrowed slice); `N` a number of rounds to run instead of a while (a fixed amount of work,
-//! to time whole processes with `farm-bench`). The file, written with default options otherwise, is written once to the
-//! temporary directory and kept there for the next run.
+//! to time whole processes with `farm-bench`). The file, written with default options
+//! otherwise, is written once to the temporary directory and kept there for the next run.
 
 use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
