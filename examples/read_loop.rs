@@ -14,8 +14,10 @@
 //! to alternate (default 2); `Z` a zstd level (default: uncompressed); `S` how the file is
 //! read: `mapped` (the default), `shared` (`from_shared`, bytes in memory) or `slice` (a
 //! borrowed slice); `N` a number of rounds to run instead of a while (a fixed amount of work,
-//! to time whole processes with `farm-bench`). The file, written with default options
-//! otherwise, is written once to the temporary directory and kept there for the next run.
+//! to time whole processes with `farm-bench`); `L=0` writes compressed blocks with the records'
+//! lengths rather than as lines (what builds from before the line layout read). The file,
+//! written with default options otherwise, is written once to the temporary directory and kept
+//! there for the next run.
 
 use cobsfile::{Compression, MappedFile, ReaderBuilder, SliceReader, WriterBuilder};
 
@@ -43,17 +45,21 @@ fn main() {
         .collect();
     let level: Option<i32> = std::env::var("Z").ok().and_then(|v| v.parse().ok());
     let compression = level.map_or(Compression::None, |l| Compression::zstd(l).expect("level"));
+    // Compressed blocks as lines (spec 8.3), unless `L=0`.
+    let lines = std::env::var("L").as_deref() != Ok("0");
     let bytes = corpus::corpus_bytes();
     let path = std::env::temp_dir().join(format!(
-        "cobsfile-read-loop-{}-{bytes}-z{}",
+        "cobsfile-read-loop-{}-{bytes}-z{}{}",
         kind.name(),
-        level.unwrap_or(0)
+        level.unwrap_or(0),
+        if lines { "" } else { "-records" }
     ));
     if !path.exists() {
         let c = Corpus::generate(kind, bytes);
         let mut out = Vec::new();
         let mut w = WriterBuilder::new()
             .compression(compression)
+            .line_layout(lines)
             .build(&mut out)
             .unwrap();
         for r in c.records() {
