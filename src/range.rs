@@ -802,13 +802,8 @@ struct Reading<R> {
     seq: usize,
 }
 
-/// Parts waiting for a range read's calling thread, per thread (see [`Schedule`]).
-const RANGE_PARTS_PER_THREAD: usize = 2;
-
 impl<'a, T> Schedule<'a, T> {
-    /// The schedule of `cuts`, with at most `bound` parts waiting (and two more of the range
-    /// being taken).
-    fn new(cuts: Cuts<'a>, bound: usize) -> Self {
+    fn new(cuts: Cuts<'a>, threads: usize) -> Self {
         Schedule {
             shared: Mutex::new(Shared {
                 cuts,
@@ -819,7 +814,7 @@ impl<'a, T> Schedule<'a, T> {
                 stop: false,
             }),
             changed: Condvar::new(),
-            bound,
+            bound: 2 * threads,
         }
     }
 
@@ -1082,7 +1077,7 @@ where
         }
     };
     let threads = plan.threads;
-    let schedule = Schedule::new(cuts, RANGE_PARTS_PER_THREAD * threads);
+    let schedule = Schedule::new(cuts, threads);
     let read = |value, reader: &mut RangeRead, first| read_part(value, reader, ctx, first, work);
     let stopped = std::thread::scope(|scope| {
         // The calling thread is the last of `threads`: it reads ranges too while the part it

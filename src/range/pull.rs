@@ -57,16 +57,6 @@ pub(crate) enum Met {
     Failed(Error),
 }
 
-/// Parts waiting for the reader's thread beyond a range read's bound (two a thread). The
-/// reader's thread iterates every record besides reading ranges of its own, so the workers
-/// run ahead of it: with two parts a thread, on two threads, they waited at the bound 6-9% of
-/// the time and the reader's thread 3-4% (its own range may not go on while the bound is
-/// full); with twelve more, about 1%. Paired whole processes, two threads over 400 MB of
-/// small JSON: 0.92-0.97x the time with zstd 3, 0.94-0.97x uncompressed, for 45 MiB and
-/// 14 MiB more peak memory (BENCHMARKS.md, "One thread had lost 15%"). The slack is the one
-/// reader thread's, so it does not grow with the threads.
-const READER_SLACK: usize = 12;
-
 /// What the threads of one pull read share.
 struct Job {
     schedule: Schedule<'static, VecDeque<Met>>,
@@ -271,7 +261,7 @@ impl Pull {
             .map(|(dictionary, _)| dictionary.clone())
             .collect();
         let job = Arc::new(Job {
-            schedule: Schedule::new(cuts, super::RANGE_PARTS_PER_THREAD * threads + READER_SLACK),
+            schedule: Schedule::new(cuts, threads),
             bytes,
             searches: Searches::default(),
             limits: *decoder.limits(),
