@@ -114,10 +114,29 @@ struct Part<T> {
     last: bool,
     /// An error that ends the range read (a newer format version).
     error: Option<Error>,
-    /// The payload bytes of its blocks.
+    /// What its blocks weigh: their payload bytes, and in a pull reader's parts 1 KiB more
+    /// for each thing met (`pull::MET_WEIGHT`), which its buffers hold besides. The schedule
+    /// bounds and cuts by it.
     payload: u64,
     /// Data blocks a window read passed over in it (not in `report`).
     passed: u64,
+}
+
+impl<T> Part<T> {
+    /// A part that holds `value` and nothing found yet, the last of its range until more is.
+    fn new(value: T) -> Self {
+        Part {
+            value,
+            report: Report::default(),
+            tail: Tail::default(),
+            first_damaged: false,
+            last_damaged: false,
+            last: true,
+            error: None,
+            payload: 0,
+            passed: 0,
+        }
+    }
 }
 
 /// The bytes a range read reads: a slice of the whole file, or a file it fetches by byte
@@ -593,17 +612,7 @@ fn read_part<T>(
     first: bool,
     work: &(impl RangeWork<T> + ?Sized),
 ) -> Part<T> {
-    let mut part = Part {
-        value,
-        report: Report::default(),
-        tail: Tail::default(),
-        first_damaged: false,
-        last_damaged: false,
-        last: true,
-        error: None,
-        payload: 0,
-        passed: 0,
-    };
+    let mut part = Part::new(value);
     let mut seen_block = false;
     let passed = &mut Vec::new();
     part.report.untimed_blocks_passed += reader.decoder().take_untimed_planned();
@@ -760,6 +769,8 @@ struct Shared<'a, T> {
     taken: usize,
     /// Parts waiting to be taken, by range and then in order.
     done: BTreeMap<(usize, usize), Part<T>>,
+    /// What the parts waiting weigh ([`Part::payload`]).
+    waiting: u64,
     /// Values the sink gave back, to start parts with.
     spare: Vec<T>,
     /// Set when the calling thread stops early or a worker failed.
@@ -767,6 +778,17 @@ struct Shared<'a, T> {
 }
 
 impl<T> Shared<'_, T> {
+    /// How many parts may wait now: `bound`, and the schedule's slack beyond it while the
+    /// parts waiting hold less payload than `bound` parts of [`PART_BUDGET`] and the slack's
+    /// budget (see [`Slack`]).
+    fn bound(&self, bound: usize, slack: Slack) -> usize {
+        if self.waiting < (bound as u64 * PART_BUDGET).saturating_add(slack.payload) {
+            bound + slack.parts
+        } else {
+            bound
+        }
+    }
+
     /// Whether a worker with a part of `range` ready must wait before handing it over: the
     /// parts waiting are at the bound, or, for the range the calling thread takes now (whose
     /// worker must never wait on the others, or all could wait), two of its own are.
@@ -784,12 +806,26 @@ impl<T> Shared<'_, T> {
 
 /// The scheduler of a range read on several threads: ranges cut as threads ask for them
 /// ([`Cuts`]), read by worker threads and by the calling thread, and their parts taken by the
-/// calling thread in order. Parts ahead of the range being taken wait within `bound`.
+/// calling thread in order. Parts ahead of the range being taken wait within `bound` (and the
+/// slack, while it lasts).
 struct Schedule<'a, T> {
     shared: Mutex<Shared<'a, T>>,
     changed: Condvar,
-    /// Parts waiting for the calling thread, at most (and two more of the range it takes).
+    /// Parts waiting for the calling thread, at most (and two more of the range it takes):
+    /// two a thread.
     bound: usize,
+    slack: Slack,
+}
+
+/// Parts that may wait beyond a schedule's bound while those waiting weigh less than `payload`
+/// bytes beyond the bound's parts of [`PART_BUDGET`]. Counted in what parts weigh, the slack
+/// cannot multiply what a file can make a reader hold: parts of a few large blocks (a crafted
+/// file's 64 MiB payloads, which zstd packs into a few KiB each) fill the budget at once and
+/// leave the bound as it was, while parts of the usual [`PART_BUDGET`] use all of it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Slack {
+    pub(crate) parts: usize,
+    pub(crate) payload: u64,
 }
 
 /// A range a thread reads: its number, bytes and reader, the payload of its parts so far,
@@ -803,19 +839,26 @@ struct Reading<R> {
 }
 
 impl<'a, T> Schedule<'a, T> {
-    fn new(cuts: Cuts<'a>, threads: usize) -> Self {
+    fn new(cuts: Cuts<'a>, threads: usize, slack: Slack) -> Self {
         Schedule {
             shared: Mutex::new(Shared {
                 cuts,
                 next: 0,
                 taken: 0,
                 done: BTreeMap::new(),
+                waiting: 0,
                 spare: Vec::new(),
                 stop: false,
             }),
             changed: Condvar::new(),
             bound: 2 * threads,
+            slack,
         }
+    }
+
+    /// How many parts may wait now (see [`Shared::bound`]).
+    fn bound(&self, s: &Shared<'a, T>) -> usize {
+        s.bound(self.bound, self.slack)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared<'a, T>> {
@@ -863,7 +906,7 @@ impl<'a, T> Schedule<'a, T> {
         loop {
             let claimed = {
                 let mut s = self.lock();
-                while !s.stop && s.next >= s.taken + self.bound {
+                while !s.stop && s.next >= s.taken + self.bound(&s) {
                     s = self.wait(s);
                 }
                 if s.stop {
@@ -891,7 +934,7 @@ impl<'a, T> Schedule<'a, T> {
                 let part = read(self.spare(), &mut reading.reader, reading.seq == 0);
                 let last = part.last;
                 let mut s = self.lock();
-                while s.must_wait(index, self.bound) {
+                while s.must_wait(index, self.bound(&s)) {
                     s = self.wait(s);
                 }
                 if s.stop {
@@ -914,6 +957,7 @@ impl<'a, T> Schedule<'a, T> {
         if part.last {
             s.cuts.read(&reading.range, reading.payload);
         }
+        s.waiting += part.payload;
         s.done.insert((reading.index, reading.seq), part);
         reading.seq += 1;
     }
@@ -943,6 +987,7 @@ impl<'a, T> Schedule<'a, T> {
         }
         let part = loop {
             if let Some(part) = s.done.remove(&(index, seq)) {
+                s.waiting -= part.payload;
                 break Some(part);
             }
             // Stopped, or read to the end: every range cut is taken.
@@ -952,14 +997,15 @@ impl<'a, T> Schedule<'a, T> {
             // A part of its own range, if that is the one taken or the parts waiting are
             // within the bound; or a range of its own to read.
             let mut claimed = None;
-            if own.is_none() && s.next < s.taken + self.bound {
+            let bound = self.bound(&s);
+            if own.is_none() && s.next < s.taken + bound {
                 claimed = s.cuts.next_range().map(|range| (s.next, range));
                 s.next += usize::from(claimed.is_some());
             }
             let go_on = claimed.is_some()
                 || own
                     .as_ref()
-                    .is_some_and(|o| o.index == index || s.done.len() < self.bound);
+                    .is_some_and(|o| o.index == index || s.done.len() < bound);
             if !go_on {
                 s = self.wait(s);
                 continue;
@@ -1077,7 +1123,8 @@ where
         }
     };
     let threads = plan.threads;
-    let schedule = Schedule::new(cuts, threads);
+    // A range read's sink works on the threads that read: nothing runs behind them.
+    let schedule = Schedule::new(cuts, threads, Slack::default());
     let read = |value, reader: &mut RangeRead, first| read_part(value, reader, ctx, first, work);
     let stopped = std::thread::scope(|scope| {
         // The calling thread is the last of `threads`: it reads ranges too while the part it
@@ -1240,5 +1287,62 @@ impl<'a> Merged<'a> {
         self.report.len = len;
         self.report.ending = self.tail.ending(self.report.len);
         Ok(self.report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parts that wait for a calling thread that takes none, with one worker whose every
+    /// range yields one part of `payload` bytes: the most the schedule lets wait. Waits until
+    /// `expected` parts wait (or ten seconds), then a while longer for any beyond them.
+    fn parts_waiting(payload: u64, slack: Slack, expected: usize) -> (usize, u64) {
+        let len = 1 << 30;
+        let cuts = Cuts::new(&(0..len), 2, 1, len, None).expect("cut");
+        let schedule = Schedule::new(cuts, 2, slack);
+        let part = |(): (), _: &mut (), _: bool| Part {
+            payload,
+            ..Part::new(())
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| schedule.work(|_| (), part, drop));
+            let waiting = || {
+                let s = schedule.lock();
+                (s.done.len(), s.waiting)
+            };
+            let start = std::time::Instant::now();
+            while waiting().0 < expected && start.elapsed().as_secs() < 10 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let seen = waiting();
+            schedule.stop();
+            seen
+        })
+    }
+
+    #[test]
+    fn a_slack_counted_in_payload_lets_usual_parts_wait_and_large_ones_not() {
+        // A pull reader's: twelve parts, while those waiting hold under 12 MiB beyond the bound's.
+        let slack = pull::READER_SLACK;
+        assert_eq!((slack.parts, slack.payload), (12, 12 * PART_BUDGET));
+        // Two threads: four parts (two a thread), the one of the range being taken among them.
+        let part = PART_BUDGET;
+        assert_eq!(parts_waiting(part, Slack::default(), 4), (4, 4 * part));
+        // Parts of the usual payload use the slack whole.
+        assert_eq!(parts_waiting(part, slack, 16), (16, 16 * part));
+        let small = PART_BUDGET / 4;
+        assert_eq!(parts_waiting(small, slack, 16), (16, 16 * small));
+        // Parts of a crafted file's largest blocks (64 MiB of payload each) fill the slack's
+        // budget with the first: as many wait as without a slack.
+        let large = 64 << 20;
+        assert_eq!(parts_waiting(large, slack, 4), (4, 4 * large));
+        // Parts between the two: as many as stay under the budget (the bound's four parts of
+        // 1 MiB and the slack's 12 MiB), and one more.
+        let middle = 3 * PART_BUDGET;
+        assert_eq!(parts_waiting(middle, slack, 6), (6, 6 * middle));
+        let middle = 2 * PART_BUDGET;
+        assert_eq!(parts_waiting(middle, slack, 8), (8, 8 * middle));
     }
 }

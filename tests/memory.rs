@@ -28,6 +28,20 @@ impl RangeSink<Vec<u8>> for Drain {
     }
 }
 
+/// Reads every record of `reader`, each `len` bytes long, and returns how many there were
+/// and the most bytes live at once meanwhile (the reader's own included, until it is dropped).
+fn read_counting<S: cobsfile::Source>(mut reader: cobsfile::Reader<S>, len: usize) -> (usize, u64) {
+    let before = live_bytes();
+    reset_peak();
+    let mut records = 0;
+    while let Some(record) = reader.next_record() {
+        assert_eq!(record.unwrap().len(), len);
+        records += 1;
+    }
+    drop(reader);
+    (records, peak_bytes() - before)
+}
+
 #[test]
 fn reading_holds_a_bounded_number_of_blocks() {
     // 48 records of 4 MiB, each its own block, compressing to a few KiB each: 192 MiB of
@@ -69,20 +83,73 @@ fn reading_holds_a_bounded_number_of_blocks() {
             "scan on {threads} threads: {peak} bytes live at once, for {total} bytes of records"
         );
 
-        let before = live_bytes();
-        reset_peak();
-        let mut reader = options.from_slice(&file);
-        let mut records = 0;
-        while let Some(record) = reader.next_record() {
-            assert_eq!(record.unwrap().len(), RECORD);
-            records += 1;
-        }
-        drop(reader);
-        let peak = peak_bytes() - before;
+        let (records, peak) = read_counting(options.from_slice(&file), RECORD);
         assert_eq!(records, RECORDS);
         assert!(
             peak < bound,
             "reader on {threads} threads: {peak} bytes live at once, for {total} bytes of records"
+        );
+    }
+
+    // The readers above read a borrowed slice, which they cannot share with threads: on one
+    // thread. A reader of an input it can share reads on threads, and what it holds is
+    // bounded by the blocks in flight too, though by more than a range read's. Records of
+    // 1 MiB, one block each and one block a part: the blocks in flight are at most those
+    // waiting (two a thread, two of the range being taken, and the pull reader's slack of
+    // twelve, as these parts are of the usual size), a part and a decoder's buffers on each
+    // thread, and the two the reader's thread settles and hands out: 4 x threads + 16. Each
+    // holds up to about 2.5 times its payload: records stored as lines are decompressed into
+    // one buffer (and an eighth more), made into the payload of spec 8.3 in a second, with
+    // room for the records' ranges noted in a third (a quarter of the lines' size).
+    const SMALL: usize = 1 << 20;
+    const SMALL_RECORDS: usize = 240;
+    let mut writer = WriterBuilder::new()
+        .compression(Compression::zstd(1).unwrap())
+        .build(Vec::new())
+        .unwrap();
+    for i in 0..SMALL_RECORDS {
+        writer
+            .write_record(&vec![b'a' + (i % 26) as u8; SMALL])
+            .unwrap();
+    }
+    let small: std::sync::Arc<[u8]> = writer.finish().unwrap().into();
+    for threads in [2, 4] {
+        let blocks = 4 * threads as u64 + 16;
+        let bound = blocks * SMALL as u64 * 5 / 2;
+        let options = ReaderBuilder::new().threads(threads).min_split(1);
+        let (records, peak) = read_counting(options.from_shared(&small), SMALL);
+        assert_eq!(records, SMALL_RECORDS);
+        assert!(
+            peak < bound,
+            "reader of a shared input on {threads} threads: {peak} bytes live at once ({:.1} \
+             records' worth, of {SMALL_RECORDS}), bound {blocks} blocks' buffers",
+            peak as f64 / SMALL as f64
+        );
+    }
+
+    // Blocks of a few bytes (a log flushed after every record: 15 bytes a block). A part of
+    // a range is cut by what it holds, its blocks' payload and 1 KiB for each block besides,
+    // not by payload alone: cut at 1 MiB of payload, a part held hundreds of thousands of
+    // such blocks, each with its buffers and entry, and two threads held 424 MB at once for
+    // 45 MB of them. Now the parts in flight (4 x threads + 16, as above) hold about 1 MiB
+    // each; bounded here by twice that.
+    let mut writer = WriterBuilder::new().build(Vec::new()).unwrap();
+    let tiny_records = 1_000_000;
+    for i in 0..tiny_records {
+        writer.write_record(&[b'a' + (i % 26) as u8]).unwrap();
+        writer.flush().unwrap();
+    }
+    let tiny: std::sync::Arc<[u8]> = writer.finish().unwrap().into();
+    for threads in [2, 4] {
+        let bound = (2 * (4 * threads as u64 + 16)) << 20;
+        let options = ReaderBuilder::new().threads(threads);
+        let (records, peak) = read_counting(options.from_shared(&tiny), 1);
+        assert_eq!(records, tiny_records);
+        assert!(
+            peak < bound,
+            "reader of {} bytes of one-record blocks on {threads} threads: {peak} bytes live \
+             at once, bound {bound}",
+            tiny.len()
         );
     }
 }

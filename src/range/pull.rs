@@ -22,15 +22,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Bytes, Ctx, Cuts, Part, RangeRead, Reading, Schedule, Searches, PART_BUDGET};
+use super::{Bytes, Ctx, Cuts, Part, RangeRead, Reading, Schedule, Searches, Slack, PART_BUDGET};
 use crate::block::{BlockType, Body, Scratch, Spares};
 use crate::codec::{Dictionary, Loaded};
 use crate::decoder::{BlockInfo, Decoder, Input, Step};
-use crate::ending::Tail;
 use crate::error::{Cause, Error};
 use crate::limits::Limits;
 use crate::parallel::{Finished, Kept};
-use crate::report::Report;
 use crate::source::Shared;
 
 /// What a range's decoder met, in file order.
@@ -41,6 +39,8 @@ pub(crate) enum Met {
         info: BlockInfo,
         body: Body,
         scratch: Scratch,
+        /// The thread that decoded it, which its buffers go back to.
+        home: usize,
     },
     /// Damage from the absolute offset `start`, whose first damaged piece ends at `first_end`
     /// (see [`Decoder::first_piece_end`]).
@@ -57,6 +57,33 @@ pub(crate) enum Met {
     Failed(Error),
 }
 
+/// Parts waiting for the reader's thread beyond a range read's bound of two a thread, while
+/// those waiting weigh less than [`READER_SLACK_PAYLOAD`] beyond the bound's usual parts. The
+/// reader's thread iterates every record besides reading ranges of its own, so the workers run
+/// ahead of it: with two parts a thread, on two threads, they waited at the bound 6-9% of the
+/// time and the reader's thread 3-4% (its own range may not go on while the bound is full).
+/// The slack is the one reader thread's, so it does not grow with the threads; counted in
+/// what parts weigh (see [`Slack`]), it adds at most its budget and one part to what a file
+/// can make a reader hold.
+pub(super) const READER_SLACK: Slack = Slack {
+    parts: 12,
+    payload: READER_SLACK_PAYLOAD,
+};
+
+/// The payload budget of [`READER_SLACK`]: twelve parts of the usual size.
+const READER_SLACK_PAYLOAD: u64 = 12 * PART_BUDGET;
+
+/// What each thing a range met weighs in its part besides a block's payload: the entry and a
+/// block's buffers' own small allocations, about 1 KiB. Without it a part of blocks of a few
+/// bytes of payload each (a log flushed after every record: 15 bytes a block) held hundreds
+/// of thousands of blocks: reading 45 MB of them held 424 MB at once on two threads (10 MB on
+/// one), 526 MB with the slack; with it 23 MB (`tests/memory.rs`). Blocks of the usual sizes
+/// (tens of KiB and more) weigh what they did within a few percent.
+const MET_WEIGHT: u64 = 1024;
+
+/// Buffers kept for the thread that decoded into them (see [`Job::recent`]).
+const RECENT: usize = 4;
+
 /// What the threads of one pull read share.
 struct Job {
     schedule: Schedule<'static, VecDeque<Met>>,
@@ -67,8 +94,19 @@ struct Job {
     given: Vec<Dictionary>,
     spares: Arc<Spares>,
     /// Buffers the reader's decoder gave back, to decode later blocks into: as many as the
-    /// blocks in flight, so that a steady read allocates none.
+    /// blocks in flight, so that a steady read allocates none. The last few each thread
+    /// decoded into wait in `recent` instead.
     free: Mutex<Vec<Scratch>>,
+    /// For each thread (the reader's first), the last [`RECENT`] buffers it decoded into that
+    /// the reader gave back, room for them made when the read starts: a thread decodes into
+    /// its own again, whose lines its core's cache may still hold, where buffers handed out
+    /// in the order they came back were last written by the other core as often as not. Two
+    /// threads over 400 MB of small JSON, paired processes: 0.90-0.91x the time with zstd 3,
+    /// 0.96x uncompressed (BENCHMARKS.md, "Buffers back to the thread that decoded into
+    /// them"). A few a thread, not a list a thread: lists that each grow on their own
+    /// allocated more than a steady read may (`tests/parallel_alloc.rs`), and one list
+    /// searched for a thread's own took time in proportion to the blocks in flight.
+    recent: Vec<Mutex<Vec<Scratch>>>,
     /// Decoders of ranges read, to read later ranges with (see [`Decoder::restart_range`]).
     decoders: Mutex<Vec<Decoder>>,
     /// The dictionaries the decoders loaded into zstd.
@@ -117,19 +155,46 @@ impl Job {
         lock(&self.decoders).push(reader.into_decoder());
     }
 
-    fn scratch(&self) -> Scratch {
-        let free = lock(&self.free).pop();
+    /// Buffers to decode a block into on thread `home`: those it decoded into last, if the
+    /// reader has given any back, so that a block is decoded into memory in this core's
+    /// cache rather than the other's; else any, before new ones.
+    fn scratch(&self, home: usize) -> Scratch {
+        let own = lock(&self.recent[home]).pop();
+        let free = own.or_else(|| lock(&self.free).pop()).or_else(|| {
+            // Another thread's recent ones, rather than new buffers: no more are made than
+            // the blocks in flight need.
+            let mut others = self.recent.iter().enumerate().filter(|&(i, _)| i != home);
+            others.find_map(|(_, recent)| lock(recent).pop())
+        });
         free.unwrap_or_else(|| self.spares.scratch())
     }
 
-    /// Reads on in a range until its blocks hold [`PART_BUDGET`] bytes of payload, or it ends.
-    fn read(&self, mut met: VecDeque<Met>, reader: &mut RangeRead) -> Part<VecDeque<Met>> {
+    /// Takes back the buffers thread `home` decoded into: among its recent ones, the oldest
+    /// of which goes to the common list.
+    fn give_back(&self, home: usize, scratch: Scratch) {
+        let mut recent = lock(&self.recent[home]);
+        if recent.len() == RECENT {
+            let oldest = recent.remove(0);
+            lock(&self.free).push(oldest);
+        }
+        recent.push(scratch);
+    }
+
+    /// Reads on in a range until what it met weighs [`PART_BUDGET`] (its blocks' payload and
+    /// [`MET_WEIGHT`] for each thing met), or it ends.
+    fn read(
+        &self,
+        mut met: VecDeque<Met>,
+        reader: &mut RangeRead,
+        home: usize,
+    ) -> Part<VecDeque<Met>> {
         let ctx = self.ctx();
         let mut payload = 0;
         let mut last = true;
         let mut passed = Vec::new();
         loop {
             let item = reader.next_block(ctx, &mut passed);
+            payload += passed.len() as u64 * MET_WEIGHT;
             met.extend(
                 passed
                     .drain(..)
@@ -138,6 +203,7 @@ impl Job {
             let size = match item {
                 Some(Ok(block)) => block.info().payload_size,
                 Some(Err(Error::Damaged { start, cause, .. })) => {
+                    payload += MET_WEIGHT;
                     let first_end = reader.decoder().first_piece_end();
                     met.push_back(Met::Damage {
                         start,
@@ -149,12 +215,13 @@ impl Job {
                 Some(Err(e)) => {
                     // A header of a newer version: settled by the reader's decoder, it stops
                     // that one in the same place. Nothing else is read in this range.
-                    let stopping = reader.decoder().take_stopping(self.scratch());
+                    let stopping = reader.decoder().take_stopping(self.scratch(home));
                     met.push_back(match stopping {
                         Some((info, body, scratch)) => Met::Block {
                             info,
                             body,
                             scratch,
+                            home,
                         },
                         None => Met::Failed(e),
                     });
@@ -172,28 +239,23 @@ impl Job {
                 met.reserve((PART_BUDGET / size.max(1024)).saturating_add(2) as usize);
             }
             let (info, body, scratch) =
-                (reader.decoder().take_current(self.scratch())).expect("the block just read");
+                (reader.decoder().take_current(self.scratch(home))).expect("the block just read");
             met.push_back(Met::Block {
                 info,
                 body,
                 scratch,
+                home,
             });
-            payload += size;
+            payload += size + MET_WEIGHT;
             if payload >= PART_BUDGET {
                 last = false;
                 break;
             }
         }
         Part {
-            value: met,
-            report: Report::default(),
-            tail: Tail::default(),
-            first_damaged: false,
-            last_damaged: false,
             last,
-            error: None,
             payload,
-            passed: 0,
+            ..Part::new(met)
         }
     }
 }
@@ -202,7 +264,9 @@ impl Drop for Job {
     /// Leaves buffers to later readers of the same options.
     fn drop(&mut self) {
         let free = self.free.get_mut().unwrap_or_else(|e| e.into_inner());
-        for scratch in free.drain(..) {
+        let recent = self.recent.iter_mut();
+        let recent = recent.flat_map(|r| r.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..));
+        for scratch in free.drain(..).chain(recent) {
             self.spares.keep_scratch(scratch);
         }
     }
@@ -227,6 +291,8 @@ pub(crate) struct Pull {
     consumed: u64,
     /// Every range was taken.
     done: bool,
+    /// The thread the buffers the reader's decoder holds go back to.
+    held: usize,
 }
 
 impl std::fmt::Debug for Pull {
@@ -261,24 +327,27 @@ impl Pull {
             .map(|(dictionary, _)| dictionary.clone())
             .collect();
         let job = Arc::new(Job {
-            schedule: Schedule::new(cuts, threads),
+            schedule: Schedule::new(cuts, threads, READER_SLACK),
             bytes,
             searches: Searches::default(),
             limits: *decoder.limits(),
             given,
             spares: Arc::clone(decoder.spares()),
             free: Mutex::default(),
+            recent: (0..threads)
+                .map(|_| Mutex::new(Vec::with_capacity(RECENT)))
+                .collect(),
             decoders: Mutex::default(),
             loaded: Arc::default(),
             window: decoder.window(),
         });
         let mut workers = Vec::with_capacity(threads - 1);
-        for _ in 1..threads {
+        for home in 1..threads {
             let job = Arc::clone(&job);
             let task = move || {
                 job.schedule.work(
                     |range| job.start(range),
-                    |met, reader, _| job.read(met, reader),
+                    |met, reader, _| job.read(met, reader, home),
                     |reader| job.end(reader),
                 )
             };
@@ -298,6 +367,7 @@ impl Pull {
             end: None,
             consumed: span.start,
             done: false,
+            held: 0,
         })
     }
 
@@ -316,11 +386,14 @@ impl Pull {
                         info,
                         body,
                         mut scratch,
+                        home,
                     } => {
                         let offset = info.offset;
                         self.consumed = offset + info.size;
                         decoder.swap_scratch(&mut scratch);
-                        lock(&self.job.free).push(scratch);
+                        // The buffers given back are those of the block settled before.
+                        self.job.give_back(self.held, scratch);
+                        self.held = home;
                         if info.block_type == BlockType::Dictionary {
                             decoder.keep_settled_dictionary(offset, &body);
                         }
@@ -376,7 +449,7 @@ impl Pull {
                 self.seq,
                 &mut self.own,
                 |range| job.start(range),
-                |met, reader, _| job.read(met, reader),
+                |met, reader, _| job.read(met, reader, 0),
                 |reader| job.end(reader),
             );
             let Some(part) = part else {
