@@ -273,6 +273,7 @@ pub(crate) struct Walked {
 
 /// Walks the datum at the start of `bytes` as `schema` says (spec 15.3, checks 3 and 5):
 /// its layout within `limits`, and its values.
+#[cfg(test)]
 pub(crate) fn check(
     schema: &Schema,
     names: &Names,
@@ -342,6 +343,136 @@ pub(crate) fn walk<V: Visit>(
     Ok(Walked {
         end: walk.at,
         invalid: walk.invalid,
+    })
+}
+
+/// [`walk`] of a datum of the [`Flat`] record `record` (`flat` its form), which meets the
+/// same values, makes the same events and finds the same faults; `None`, walking nothing,
+/// where `limits` could stop it (the walk of trees then finds where).
+#[inline]
+pub(crate) fn walk_flat<V: Visit>(
+    record: &RecordSchema,
+    flat: &Flat,
+    bytes: &[u8],
+    limits: &DatumLimits,
+    visit: &mut V,
+) -> Option<Result<Walked, Failure>> {
+    let max_values = limits.values_for(bytes.len());
+    if flat.values > max_values || flat.depth > limits.max_depth {
+        return None;
+    }
+    visit.begin();
+    let none = Names::new();
+    let mut walk = Walk {
+        bytes,
+        at: 0,
+        values: flat.values,
+        max_values,
+        max_depth: limits.max_depth,
+        names: &none,
+        invalid: None,
+        visit,
+    };
+    Some(walk.flat_record(record, flat).map(|()| Walked {
+        end: walk.at,
+        invalid: walk.invalid,
+    }))
+}
+
+/// A value that holds no other, by how it is walked: what a field of a [`Flat`] record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaf {
+    Null,
+    Boolean,
+    /// `int`, `date`, `time-millis`.
+    Int,
+    /// `long` and the times and timestamps made of one.
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Enum,
+    Fixed,
+}
+
+impl Leaf {
+    fn of(schema: &Schema) -> Option<Leaf> {
+        Some(match schema {
+            Schema::Null => Leaf::Null,
+            Schema::Boolean => Leaf::Boolean,
+            Schema::Int | Schema::Date | Schema::TimeMillis => Leaf::Int,
+            Schema::Long
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos => Leaf::Long,
+            Schema::Float => Leaf::Float,
+            Schema::Double => Leaf::Double,
+            Schema::Bytes => Leaf::Bytes,
+            Schema::String => Leaf::String,
+            Schema::Enum(_) => Leaf::Enum,
+            Schema::Fixed(_) => Leaf::Fixed,
+            _ => return None,
+        })
+    }
+}
+
+/// A record whose fields each hold a [`Leaf`], or a union of `null` and a leaf (in either
+/// order): what most records of logs are. Such a record always decodes to the same number of
+/// values, nested to the same depth, so its walk counts them once, not value by value, and
+/// goes from field to field by a list made once per schema instead of matching each field's
+/// schema as a tree.
+#[derive(Debug)]
+pub(crate) struct Flat {
+    fields: Box<[FlatField]>,
+    /// The values every datum of the record decodes to: the record, each field's value, and
+    /// each union's branch value.
+    values: u64,
+    /// The levels of nesting: the record's, and a union's.
+    depth: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FlatField {
+    leaf: Leaf,
+    /// For a union: the index of its `null` branch, and of its leaf's.
+    union: Option<(u32, u32)>,
+}
+
+/// The [`Flat`] form of `schema`, if it is a flat record.
+pub(crate) fn flat(schema: &Schema) -> Option<Flat> {
+    let Schema::Record(RecordSchema { fields, .. }) = schema else {
+        return None;
+    };
+    let field = |schema: &Schema| match schema {
+        Schema::Union(union) => match union.variants() {
+            [Schema::Null, other] => Some((Leaf::of(other)?, Some((0, 1)))),
+            [other, Schema::Null] => Some((Leaf::of(other)?, Some((1, 0)))),
+            _ => None,
+        },
+        other => Some((Leaf::of(other)?, None)),
+    };
+    let fields = fields
+        .iter()
+        .map(|f| field(&f.schema).map(|(leaf, union)| FlatField { leaf, union }))
+        .collect::<Option<Box<[_]>>>()?;
+    // A union of two nulls is no union `apache-avro` parses; a leaf of `Null` in a union
+    // would walk its null twice over, so it is left to the walk of trees.
+    if fields
+        .iter()
+        .any(|f| f.union.is_some() && f.leaf == Leaf::Null)
+    {
+        return None;
+    }
+    let unions = fields.iter().filter(|f| f.union.is_some()).count();
+    Some(Flat {
+        values: 1 + fields.len() as u64 + unions as u64,
+        depth: if unions > 0 { 2 } else { 1 },
+        fields,
     })
 }
 
@@ -550,10 +681,7 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                     }
                     None => {
                         self.at = start;
-                        return Err(self.invalid(format!(
-                            "union index {index} is not one of the union's {} branches",
-                            variants.len()
-                        )));
+                        return Err(self.not_a_branch(index, variants.len()));
                     }
                 }
             }
@@ -614,58 +742,13 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
     /// what [`SHALLOW`] levels allow.
     #[cfg_attr(not(debug_assertions), inline(always))]
     fn leaf(&mut self, schema: &Schema) -> Result<(), Failure> {
+        if let Some(leaf) = Leaf::of(schema) {
+            return self.flat_leaf(leaf, schema);
+        }
         let start = self.at;
         match schema {
-            Schema::Null => self.visit.null(),
-            Schema::Boolean => match self.take(1, "a boolean")?[0] {
-                0 => self.visit.boolean(false),
-                1 => self.visit.boolean(true),
-                other => self.bad_value(start, format!("a boolean byte is {other}, not 0 or 1")),
-            },
-            Schema::Int | Schema::Date | Schema::TimeMillis => {
-                if let Some(n) = self.int("an int")? {
-                    self.visit.int(schema, n);
-                }
-            }
-            Schema::Long
-            | Schema::TimeMicros
-            | Schema::TimestampMillis
-            | Schema::TimestampMicros
-            | Schema::TimestampNanos
-            | Schema::LocalTimestampMillis
-            | Schema::LocalTimestampMicros
-            | Schema::LocalTimestampNanos => {
-                let n = self.long("a long")?;
-                self.visit.long(schema, n);
-            }
-            Schema::Enum(EnumSchema { symbols, .. }) => {
-                if let Some(i) = self.int("an enum index")? {
-                    match usize::try_from(i).ok().and_then(|i| symbols.get(i)) {
-                        Some(symbol) => self.visit.symbol(i as u32, symbol),
-                        None => self.bad_value(
-                            start,
-                            format!("enum index {i} is not one of {} symbols", symbols.len()),
-                        ),
-                    }
-                }
-            }
-            Schema::Float => {
-                let b = self.take(4, "a float")?;
-                self.visit
-                    .float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            }
-            Schema::Double => {
-                let b = self.take(8, "a double")?;
-                let mut le = [0u8; 8];
-                le.copy_from_slice(b);
-                self.visit.double(f64::from_le_bytes(le));
-            }
             Schema::Duration => {
                 let b = self.take(12, "a duration")?;
-                self.visit.bytes(schema, b);
-            }
-            Schema::Bytes => {
-                let b = self.bytes("bytes")?;
                 self.visit.bytes(schema, b);
             }
             Schema::BigDecimal => {
@@ -693,15 +776,6 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                     None => self.bad_value(start, "a uuid is not a UUID".into()),
                 }
             }
-            Schema::String => {
-                if let Some(s) = self.string("a string")? {
-                    self.visit.string(s);
-                }
-            }
-            Schema::Fixed(FixedSchema { size, .. }) => {
-                let b = self.take(*size as u64, "a fixed")?;
-                self.visit.bytes(schema, b);
-            }
             Schema::Decimal(DecimalSchema { inner, .. }) => {
                 let b = match &**inner {
                     Schema::Fixed(FixedSchema { size, .. }) => {
@@ -713,14 +787,117 @@ impl<'a, V: Visit> Walk<'a, '_, V> {
                 };
                 self.visit.bytes(schema, b);
             }
-            // Walked by `value_here`.
-            Schema::Union(_)
-            | Schema::Record(_)
-            | Schema::Array(_)
-            | Schema::Map(_)
-            | Schema::Ref { .. } => unreachable!("not a leaf"),
+            // Walked by `value_here`, or leaves walked by `flat_leaf`.
+            _ => unreachable!("not a leaf of this match"),
         }
         Ok(())
+    }
+
+    /// A leaf's value (counted already), `schema` being the schema `leaf` was made of.
+    #[inline(always)]
+    fn flat_leaf(&mut self, leaf: Leaf, schema: &Schema) -> Result<(), Failure> {
+        let start = self.at;
+        match leaf {
+            Leaf::Null => self.visit.null(),
+            Leaf::Boolean => match self.take(1, "a boolean")?[0] {
+                0 => self.visit.boolean(false),
+                1 => self.visit.boolean(true),
+                other => self.bad_value(start, format!("a boolean byte is {other}, not 0 or 1")),
+            },
+            Leaf::Int => {
+                if let Some(n) = self.int("an int")? {
+                    self.visit.int(schema, n);
+                }
+            }
+            Leaf::Long => {
+                let n = self.long("a long")?;
+                self.visit.long(schema, n);
+            }
+            Leaf::Enum => {
+                let Schema::Enum(EnumSchema { symbols, .. }) = schema else {
+                    unreachable!("an enum's leaf is made of an enum")
+                };
+                if let Some(i) = self.int("an enum index")? {
+                    match usize::try_from(i).ok().and_then(|i| symbols.get(i)) {
+                        Some(symbol) => self.visit.symbol(i as u32, symbol),
+                        None => self.bad_value(
+                            start,
+                            format!("enum index {i} is not one of {} symbols", symbols.len()),
+                        ),
+                    }
+                }
+            }
+            Leaf::Float => {
+                let b = self.take(4, "a float")?;
+                self.visit
+                    .float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            }
+            Leaf::Double => {
+                let b = self.take(8, "a double")?;
+                let mut le = [0u8; 8];
+                le.copy_from_slice(b);
+                self.visit.double(f64::from_le_bytes(le));
+            }
+            Leaf::Bytes => {
+                let b = self.bytes("bytes")?;
+                self.visit.bytes(schema, b);
+            }
+            Leaf::String => {
+                if let Some(s) = self.string("a string")? {
+                    self.visit.string(s);
+                }
+            }
+            Leaf::Fixed => {
+                let Schema::Fixed(FixedSchema { size, .. }) = schema else {
+                    unreachable!("a fixed's leaf is made of a fixed")
+                };
+                let b = self.take(*size as u64, "a fixed")?;
+                self.visit.bytes(schema, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// A datum of a [`Flat`] record, as [`value`](Self::value) walks one, its values counted
+    /// and its depth checked by the caller.
+    fn flat_record(&mut self, record: &RecordSchema, flat: &Flat) -> Result<(), Failure> {
+        // At the top, a record's namespace is that of its own name (see `value_here`).
+        let inner = &record.name.namespace;
+        self.visit.record(record);
+        for (field, flat) in record.fields.iter().zip(&*flat.fields) {
+            self.visit.field(&field.name);
+            let Some((null, value)) = flat.union else {
+                self.flat_leaf(flat.leaf, &field.schema)?;
+                continue;
+            };
+            let Schema::Union(union) = &field.schema else {
+                unreachable!("a flat union is made of a union")
+            };
+            let variants = union.variants();
+            let start = self.at;
+            let index = self.long("a union index")?;
+            let (branch, leaf) = if index == i64::from(null) {
+                (null, Leaf::Null)
+            } else if index == i64::from(value) {
+                (value, flat.leaf)
+            } else {
+                self.at = start;
+                return Err(self.not_a_branch(index, variants.len()));
+            };
+            let variant = &variants[branch as usize];
+            self.visit.branch(branch, variant, inner);
+            self.flat_leaf(leaf, variant)?;
+            self.visit.branch_end(branch, variant);
+        }
+        self.visit.record_end();
+        Ok(())
+    }
+
+    #[cold]
+    fn not_a_branch(&self, index: i64, branches: usize) -> Failure {
+        self.invalid(format!(
+            "union index {index} is not one of the union's {branches} branches"
+        ))
     }
 
     fn deeper(&mut self, depth: usize) -> Result<usize, Failure> {
@@ -831,6 +1008,223 @@ mod tests {
                 None => Ok(walked.end),
             }
         })
+    }
+
+    /// Every event a walk makes, in order.
+    #[derive(Default)]
+    struct Events(Vec<String>);
+
+    impl Visit for Events {
+        fn begin(&mut self) {
+            self.0.push("begin".into());
+        }
+        fn null(&mut self) {
+            self.0.push("null".into());
+        }
+        fn boolean(&mut self, value: bool) {
+            self.0.push(format!("boolean {value}"));
+        }
+        fn int(&mut self, schema: &Schema, value: i32) {
+            self.0.push(format!("int {schema:?} {value}"));
+        }
+        fn long(&mut self, schema: &Schema, value: i64) {
+            self.0.push(format!("long {schema:?} {value}"));
+        }
+        fn float(&mut self, value: f32) {
+            self.0.push(format!("float {:x}", value.to_bits()));
+        }
+        fn double(&mut self, value: f64) {
+            self.0.push(format!("double {:x}", value.to_bits()));
+        }
+        fn bytes(&mut self, schema: &Schema, value: &[u8]) {
+            self.0.push(format!("bytes {schema:?} {value:?}"));
+        }
+        fn string(&mut self, value: &str) {
+            self.0.push(format!("string {value:?}"));
+        }
+        fn symbol(&mut self, index: u32, symbol: &str) {
+            self.0.push(format!("symbol {index} {symbol}"));
+        }
+        fn record(&mut self, schema: &RecordSchema) {
+            self.0.push(format!("record {}", schema.name));
+        }
+        fn field(&mut self, name: &str) {
+            self.0.push(format!("field {name}"));
+        }
+        fn record_end(&mut self) {
+            self.0.push("record end".into());
+        }
+        fn branch(&mut self, index: u32, branch: &Schema, ns: &Namespace) {
+            self.0.push(format!("branch {index} {branch:?} {ns:?}"));
+        }
+        fn branch_end(&mut self, index: u32, branch: &Schema) {
+            self.0.push(format!("branch end {index} {branch:?}"));
+        }
+    }
+
+    /// A leaf's schema (JSON), and the bytes of a value of it made of `seed`.
+    fn leaf_of(kind: u8, seed: u64, at: usize) -> (String, Vec<u8>) {
+        let zigzag = |n: i64, out: &mut Vec<u8>| {
+            let mut z = ((n << 1) ^ (n >> 63)) as u64;
+            while z >= 0x80 {
+                out.push(z as u8 | 0x80);
+                z >>= 7;
+            }
+            out.push(z as u8);
+        };
+        let mut value = Vec::new();
+        let small = (seed % 200) as i64 - 100;
+        let schema = match kind % 13 {
+            0 => r#""null""#.to_string(),
+            1 => {
+                value.push((seed % 3) as u8);
+                r#""boolean""#.to_string()
+            }
+            2 => {
+                zigzag(
+                    if seed.is_multiple_of(5) {
+                        1 << 40
+                    } else {
+                        small
+                    },
+                    &mut value,
+                );
+                r#""int""#.to_string()
+            }
+            3 => {
+                zigzag(small, &mut value);
+                r#"{"type":"int","logicalType":"date"}"#.to_string()
+            }
+            4 => {
+                zigzag(seed as i64, &mut value);
+                r#""long""#.to_string()
+            }
+            5 => {
+                zigzag(small * 1000, &mut value);
+                r#"{"type":"long","logicalType":"timestamp-millis"}"#.to_string()
+            }
+            6 => {
+                value.extend_from_slice(&(seed as u32).to_le_bytes());
+                r#""float""#.to_string()
+            }
+            7 => {
+                value.extend_from_slice(&seed.to_le_bytes());
+                r#""double""#.to_string()
+            }
+            8 | 9 => {
+                let text: Vec<u8> = match seed % 4 {
+                    0 => b"plain".to_vec(),
+                    1 => "\u{e9}t\u{e9}".as_bytes().to_vec(),
+                    2 => vec![0xff, b'a'],
+                    _ => (0..(seed % 40) as u8).map(|i| b'a' + i % 26).collect(),
+                };
+                zigzag(text.len() as i64, &mut value);
+                value.extend_from_slice(&text);
+                if kind % 13 == 8 {
+                    r#""string""#.to_string()
+                } else {
+                    r#""bytes""#.to_string()
+                }
+            }
+            10 => {
+                zigzag(small % 4, &mut value);
+                format!(r#"{{"type":"enum","name":"E{at}","symbols":["a","b","c"]}}"#)
+            }
+            11 => {
+                let size = seed % 4;
+                value.extend((0..size).map(|i| i as u8));
+                format!(r#"{{"type":"fixed","name":"F{at}","size":{size}}}"#)
+            }
+            _ => {
+                value.extend_from_slice(&seed.to_le_bytes()[..3]);
+                r#""string""#.to_string()
+            }
+        };
+        (schema, value)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// The walk of flat records against the walk of trees: the same events, end, faults
+        /// and limits, on values of every leaf and union, cut, changed and random.
+        #[test]
+        fn flat_records_walk_as_trees_do(
+            fields in proptest::collection::vec((0u8..13, 0u8..3, proptest::prelude::any::<u64>(), 0u8..5), 0..7),
+            namespace in proptest::prelude::any::<bool>(),
+            change in proptest::option::of((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>())),
+            cut in proptest::option::of(proptest::prelude::any::<usize>()),
+            random in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+            limits in (0u64..12, 0u64..2, 0usize..4),
+        ) {
+            let mut json = Vec::new();
+            let mut datum = Vec::new();
+            for (at, &(kind, union, seed, branch)) in fields.iter().enumerate() {
+                let (leaf, value) = leaf_of(kind, seed, at);
+                let schema = match union {
+                    0 => leaf,
+                    1 => format!(r#"["null",{leaf}]"#),
+                    _ => format!(r#"[{leaf},"null"]"#),
+                };
+                json.push(format!(r#"{{"name":"f{at}","type":{schema}}}"#));
+                let null_index = if union == 1 { 0 } else { 1 };
+                match (union, branch) {
+                    (0, _) => datum.extend_from_slice(&value),
+                    (_, 0) => datum.push(null_index * 2),
+                    (_, 1) => {
+                        datum.push((1 - null_index) * 2);
+                        datum.extend_from_slice(&value);
+                    }
+                    // Union indexes past the branches, and below them.
+                    (_, 2) => datum.push(4),
+                    (_, 3) => datum.push(6),
+                    _ => datum.push(1),
+                }
+            }
+            let ns = if namespace { r#","namespace":"n.s""# } else { "" };
+            let json = format!(r#"{{"type":"record","name":"R"{ns},"fields":[{}]}}"#, json.join(","));
+            // A union of null and null, or an enum named twice, does not parse: no datum then.
+            let Ok(schema) = Schema::parse_str(&json) else { return Ok(()) };
+            if let Some((at, byte)) = change {
+                if !datum.is_empty() {
+                    let at = at % datum.len();
+                    datum[at] = byte;
+                }
+            }
+            if let Some(cut) = cut {
+                datum.truncate(cut % (datum.len() + 1));
+            }
+            if let Some(random) = random {
+                datum = random;
+            }
+            let limits = DatumLimits::default()
+                .values_base(limits.0)
+                .values_per_byte(limits.1)
+                .max_depth(limits.2);
+            let Schema::Record(record) = &schema else { unreachable!() };
+            let Some(flat) = flat(&schema) else {
+                // Only unions of null with null-free leaves are flat.
+                return Ok(());
+            };
+            let mut flat_events = Events::default();
+            let flat_walked = walk_flat(record, &flat, &datum, &limits, &mut flat_events);
+            let mut tree_events = Events::default();
+            let tree_walked = walk(&schema, &names(&schema), &datum, &limits, &mut tree_events);
+            match flat_walked {
+                None => {
+                    let reachable =
+                        limits.values_for(datum.len()) < flat.values || limits.max_depth < flat.depth;
+                    proptest::prop_assert!(reachable);
+                }
+                Some(flat_walked) => {
+                    proptest::prop_assert_eq!(
+                        format!("{flat_walked:?}"),
+                        format!("{tree_walked:?}")
+                    );
+                    proptest::prop_assert_eq!(flat_events.0, tree_events.0);
+                }
+            }
+        }
     }
 
     #[test]

@@ -653,8 +653,7 @@ impl<'a> Container<'a> {
             // Its layout, then its values (a string that is not UTF-8, an enum index past the
             // symbols): as the typed writer and readers check it.
             let rest = &decompressed[at..];
-            let walk =
-                |limits: &DatumLimits| check::check(schema.schema(), schema.names(), rest, limits);
+            let walk = |limits: &DatumLimits| schema.walk(rest, limits, &mut ());
             let len = match walk(&self.limits.datums) {
                 Ok(check::Walked {
                     invalid: Some(check::Failure::Invalid { at: byte, what }),

@@ -5,7 +5,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use serde::de::DeserializeOwned;
 
-use super::check::{self, DatumLimits, Failure, Visit, Walked};
+use super::check::{DatumLimits, Failure, Visit, Walked};
 use super::error::{Error, RecordProblem, Result};
 use super::resolve::{ReaderSchema, Unresolved};
 use super::schema::{guarded, Named, SchemaLimits, Schemas, WriterSchema};
@@ -112,13 +112,7 @@ impl<'a> Datum<'a> {
     pub fn value(&self) -> Result<Value> {
         let mut builder = ValueBuilder::default();
         let datum = self.datum();
-        let walked = check::walk(
-            self.schema.schema(),
-            self.schema.names(),
-            datum,
-            &self.limits,
-            &mut builder,
-        );
+        let walked = self.schema.walk(datum, &self.limits, &mut builder);
         match (walked, builder.take()) {
             (Ok(walked), Some(value)) if walked.end == datum.len() && walked.invalid.is_none() => {
                 Ok(value)
@@ -230,7 +224,7 @@ impl RecordCheck {
         }
         let (_, schema) = self.last.as_ref().expect("set above");
         let datum = &record[PREFIX_LEN..];
-        match check::walk(schema.schema(), schema.names(), datum, &self.limits, visit) {
+        match schema.walk(datum, &self.limits, visit) {
             Ok(walked) if walked.end != datum.len() => Err(RecordProblem::TrailingBytes {
                 fingerprint,
                 left: (datum.len() - walked.end) as u64,

@@ -32,6 +32,8 @@ struct Inner {
     /// (in a scan for the file's schemas, or a file of many versions) decode nothing, and
     /// this copies the schema's named types again.
     names: OnceLock<Names>,
+    /// Its form as a flat record, if it is one: built when first used, as `names` is.
+    flat: OnceLock<Option<check::Flat>>,
 }
 
 impl std::fmt::Debug for WriterSchema {
@@ -92,6 +94,7 @@ impl WriterSchema {
             fingerprint,
             decoding,
             names: OnceLock::new(),
+            flat: OnceLock::new(),
         })))
     }
 
@@ -176,6 +179,26 @@ impl WriterSchema {
         self.0.names.get_or_init(|| check::names(&self.0.schema))
     }
 
+    /// Walks `datum` as this schema says (spec 15.3), handing each value to `visit`: a flat
+    /// record (a record of fields that hold no other values, or such a value or null, as
+    /// most logs' records are) by a walk made for it, any other by the walk of trees. Every
+    /// typed walk of a record goes through here.
+    #[inline]
+    pub(crate) fn walk<V: check::Visit>(
+        &self,
+        datum: &[u8],
+        limits: &check::DatumLimits,
+        visit: &mut V,
+    ) -> std::result::Result<check::Walked, check::Failure> {
+        let flat = self.0.flat.get_or_init(|| check::flat(&self.0.schema));
+        if let (Some(flat), Schema::Record(record)) = (flat, &self.0.schema) {
+            if let Some(walked) = check::walk_flat(record, flat, datum, limits, visit) {
+                return walked;
+            }
+        }
+        check::walk(&self.0.schema, self.names(), datum, limits, visit)
+    }
+
     /// Checks `datum` as a reader checks a record (spec 15.3, checks 3 to 5): its layout
     /// walked within `limits`, nothing left after it, its values. `record` is scratch space
     /// for the single-object record, left holding it.
@@ -185,7 +208,7 @@ impl WriterSchema {
         limits: &check::DatumLimits,
         record: &mut Vec<u8>,
     ) -> std::result::Result<(), String> {
-        let walked = match check::check(self.schema(), self.names(), datum, limits) {
+        let walked = match self.walk(datum, limits, &mut ()) {
             Ok(walked) => walked,
             Err(check::Failure::Invalid { at, what }) => {
                 return Err(format!("at byte {at}: {what}"))
