@@ -143,8 +143,11 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     copier.blocks += 1;
     copier.written += (block.len() - start) as u64;
     copier.out.flush()?;
-    if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
-        report.attribute(&index);
+    // Only damaged ranges are said what they held (see `ReaderBuilder::verify`).
+    if !report.damaged.is_empty() {
+        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+            report.attribute(&index);
+        }
     }
     Ok(Recovery {
         report,
