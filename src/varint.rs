@@ -98,12 +98,20 @@ impl<'a> Fields<'a> {
 /// Decodes a varint from the start of `input`, returning the value and the bytes consumed.
 #[inline]
 pub fn read(input: &[u8]) -> Result<(i64, usize), VarintError> {
-    // Fast path: one byte.
-    match input.first() {
-        None => return Err(VarintError::Truncated),
-        Some(&b) if b < 0x80 => return Ok((unzigzag(u64::from(b)), 1)),
-        Some(_) => {}
+    // Fast paths: one byte, and two (a record's length from 64 bytes to 8 KiB).
+    match *input {
+        [] => Err(VarintError::Truncated),
+        [b0, ..] if b0 < 0x80 => Ok((unzigzag(u64::from(b0)), 1)),
+        [b0, b1, ..] if b1 < 0x80 && b1 != 0 => {
+            Ok((unzigzag(u64::from(b0 & 0x7f) | u64::from(b1) << 7), 2))
+        }
+        _ => read_long(input),
     }
+}
+
+/// [`read`] of a varint of more than two bytes, or one that is not valid.
+#[inline(never)]
+fn read_long(input: &[u8]) -> Result<(i64, usize), VarintError> {
     let mut z: u64 = 0;
     for (i, &b) in input.iter().enumerate().take(MAX_LEN) {
         let group = u64::from(b & 0x7f);
@@ -182,6 +190,20 @@ mod tests {
             prop_assert!(n == 0 || !out.contains(&0));
             out.extend_from_slice(&tail);
             prop_assert_eq!(read(&out), Ok((n, encoded_len(n))));
+        }
+
+        /// The one- and two-byte paths decode what the general loop decodes, and refuse
+        /// what it refuses (a second byte of 0 is overlong).
+        #[test]
+        fn fast_paths_agree_with_the_loop(
+            bytes in proptest::collection::vec(any::<u8>(), 0..4),
+            n in -10_000i64..10_000,
+        ) {
+            prop_assert_eq!(read(&bytes), read_long(&bytes));
+            let mut out = Vec::new();
+            write(n, &mut out);
+            prop_assert_eq!(read(&out), Ok((n, out.len())));
+            prop_assert_eq!(read(&out), read_long(&out));
         }
 
         #[test]

@@ -99,6 +99,7 @@ impl DatumLimits {
     }
 
     /// The most values a datum of `len` bytes may decode to.
+    #[inline]
     fn values_for(&self, len: usize) -> u64 {
         self.values_per_byte
             .saturating_mul(len as u64)
@@ -353,6 +354,7 @@ pub(crate) fn walk<V: Visit>(
 pub(crate) fn walk_flat<V: Visit>(
     record: &RecordSchema,
     flat: &Flat,
+    names: &Names,
     bytes: &[u8],
     limits: &DatumLimits,
     visit: &mut V,
@@ -362,14 +364,13 @@ pub(crate) fn walk_flat<V: Visit>(
         return None;
     }
     visit.begin();
-    let none = Names::new();
     let mut walk = Walk {
         bytes,
         at: 0,
         values: flat.values,
         max_values,
         max_depth: limits.max_depth,
-        names: &none,
+        names,
         invalid: None,
         visit,
     };
@@ -1207,9 +1208,10 @@ mod tests {
                 return Ok(());
             };
             let mut flat_events = Events::default();
-            let flat_walked = walk_flat(record, &flat, &datum, &limits, &mut flat_events);
+            let names = names(&schema);
+            let flat_walked = walk_flat(record, &flat, &names, &datum, &limits, &mut flat_events);
             let mut tree_events = Events::default();
-            let tree_walked = walk(&schema, &names(&schema), &datum, &limits, &mut tree_events);
+            let tree_walked = walk(&schema, &names, &datum, &limits, &mut tree_events);
             match flat_walked {
                 None => {
                     let reachable =

@@ -192,7 +192,8 @@ impl WriterSchema {
     ) -> std::result::Result<check::Walked, check::Failure> {
         let flat = self.0.flat.get_or_init(|| check::flat(&self.0.schema));
         if let (Some(flat), Schema::Record(record)) = (flat, &self.0.schema) {
-            if let Some(walked) = check::walk_flat(record, flat, datum, limits, visit) {
+            if let Some(walked) = check::walk_flat(record, flat, self.names(), datum, limits, visit)
+            {
                 return walked;
             }
         }
