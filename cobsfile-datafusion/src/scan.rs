@@ -348,15 +348,19 @@ impl Work<'_> {
                 index += 1;
                 index - 1
             };
+            // Made at the first record (a block of none makes nothing that could fail).
+            if part.rows.is_none() || (typed && part.check.is_none()) {
+                self.rows(part)?;
+                if typed {
+                    part.check.get_or_insert_with(|| {
+                        RecordCheck::new(self.schemas.clone(), DatumLimits::default())
+                    });
+                }
+            }
             // Typed records are checked (spec 15.3), and where the rows' columns allow,
             // made into them by the same walk ([`Columns`]).
             let mut kept = false;
-            if typed {
-                self.rows(part)?;
-                let rows = part.rows.as_mut().expect("made");
-                let check = part.check.get_or_insert_with(|| {
-                    RecordCheck::new(self.schemas.clone(), DatumLimits::default())
-                });
+            if let (Some(rows), Some(check)) = (part.rows.as_mut(), part.check.as_mut()) {
                 let checked = match rows.columns() {
                     Some(columns) => check.check_ref(record, offset, columns),
                     None => check.check_ref(record, offset, &mut ()),
@@ -392,7 +396,7 @@ impl Work<'_> {
                     }
                 }
             }
-            let rows = self.rows(part)?;
+            let rows = part.rows.as_mut().expect("made");
             if !kept {
                 rows.push(record, records.time(), offset, index as u64)?;
             }

@@ -187,6 +187,7 @@ impl RecordCheck {
 
     /// [`check_with`](Self::check_with), lending the writer schema rather than giving a
     /// handle of it (which costs two atomic operations a record).
+    #[inline]
     pub fn check_ref<V: Visit>(
         &mut self,
         record: &[u8],
