@@ -145,10 +145,7 @@ impl Column {
     }
 
     fn finish(&mut self) -> Result<ArrayRef> {
-        let nulls = self
-            .valid
-            .as_mut()
-            .map(|v| NullBuffer::from(std::mem::take(v)));
+        let nulls = self.valid.as_mut().map(|v| NullBuffer::from(refill(v)));
         let array: ArrayRef = match &self.kind {
             Kind::Skip => unreachable!("skipped fields make no column"),
             Kind::Utf8 | Kind::Binary => {
@@ -162,7 +159,7 @@ impl Column {
                 offsets.extend_from_slice(&self.ends);
                 self.ends.clear();
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-                let data = Buffer::from_vec(std::mem::take(&mut self.data));
+                let data = Buffer::from_vec(refill(&mut self.data));
                 match self.kind {
                     // SAFETY: the offsets are checked (`OffsetBuffer::new`: from 0, none
                     // decreasing), end at the data's length and are exact (its length fits
@@ -187,7 +184,7 @@ impl Column {
                 retyped(Arc::new(array), &self.data_type)?
             }
             Kind::Long => {
-                let values = std::mem::take(&mut self.longs);
+                let values = refill(&mut self.longs);
                 let array = PrimitiveArray::<Int64Type>::try_new(values.into(), nulls)?;
                 retyped(Arc::new(array), &self.data_type)?
             }
@@ -199,7 +196,7 @@ impl Column {
                 )?)
             }
             Kind::Double => {
-                let values = std::mem::take(&mut self.doubles);
+                let values = refill(&mut self.doubles);
                 Arc::new(PrimitiveArray::<Float64Type>::try_new(
                     values.into(),
                     nulls,
@@ -216,6 +213,15 @@ impl Column {
         };
         Ok(array)
     }
+}
+
+/// What `values` holds, taken for a batch, leaving in its place an empty vector with the room
+/// it had (as the columns drained into a batch keep theirs): the next batch then grows no
+/// vector, where growing one from nothing moved its bytes a dozen times, and again after
+/// each short batch that ends a range (5.7% of a typed scan's instructions, callgrind).
+fn refill<T>(values: &mut Vec<T>) -> Vec<T> {
+    let room = values.capacity();
+    std::mem::replace(values, Vec::with_capacity(room))
 }
 
 /// `array` as `data_type`, a type of the same layout (a timestamp of 64-bit numbers, say).
