@@ -192,18 +192,26 @@ mod tests {
             prop_assert_eq!(read(&out), Ok((n, encoded_len(n))));
         }
 
-        /// The one- and two-byte paths decode what the general loop decodes, and refuse
-        /// what it refuses (a second byte of 0 is overlong).
+        /// The two-byte path decodes what the general loop decodes, and refuses what it
+        /// refuses (a second byte of 0 is overlong): `read` is the one-byte case, then the
+        /// loop, as it was before that path.
         #[test]
         fn fast_paths_agree_with_the_loop(
             bytes in proptest::collection::vec(any::<u8>(), 0..4),
             n in -10_000i64..10_000,
         ) {
-            prop_assert_eq!(read(&bytes), read_long(&bytes));
+            let before = match bytes.first() {
+                None => Err(VarintError::Truncated),
+                Some(&b) if b < 0x80 => Ok((unzigzag(u64::from(b)), 1)),
+                Some(_) => read_long(&bytes),
+            };
+            prop_assert_eq!(read(&bytes), before);
             let mut out = Vec::new();
             write(n, &mut out);
             prop_assert_eq!(read(&out), Ok((n, out.len())));
-            prop_assert_eq!(read(&out), read_long(&out));
+            if out.len() > 1 {
+                prop_assert_eq!(read(&out), read_long(&out));
+            }
         }
 
         #[test]
