@@ -567,14 +567,7 @@ impl ReaderBuilder {
     /// ```
     pub fn verify(&self, bytes: &[u8]) -> Result<Report> {
         let mut report = self.read_ranges(bytes, |_: &mut (), _| {}, &mut range::Discard)?;
-        // The index says what damaged ranges held; a clean file's is not read (a file of
-        // tiny blocks lists one entry for each, some tens of bytes of memory apiece).
-        if report.damaged.is_empty() {
-            return Ok(report);
-        }
-        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
-            report.attribute(&index);
-        }
+        report.attribute_from(bytes);
         Ok(report)
     }
 

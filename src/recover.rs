@@ -15,7 +15,7 @@ use std::ops::{ControlFlow, Range};
 use crate::block::{self, types, BlockType};
 use crate::decoder::Block;
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexBuilder};
+use crate::index::IndexBuilder;
 use crate::limits::DEFAULT_MAX_BODY_SIZE;
 use crate::range::RangeSink;
 use crate::reader::ReaderBuilder;
@@ -143,12 +143,7 @@ pub fn recover<W: Write>(bytes: &[u8], options: &ReaderBuilder, out: W) -> Resul
     copier.blocks += 1;
     copier.written += (block.len() - start) as u64;
     copier.out.flush()?;
-    // Only damaged ranges are said what they held (see `ReaderBuilder::verify`).
-    if !report.damaged.is_empty() {
-        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
-            report.attribute(&index);
-        }
-    }
+    report.attribute_from(bytes);
     Ok(Recovery {
         report,
         blocks: copier.blocks,

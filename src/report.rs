@@ -497,6 +497,19 @@ impl Report {
         }
     }
 
+    /// [`attribute`](Self::attribute) from the index of the file `bytes`, if it has one
+    /// covering it from its first byte, looked for only when a range is damaged: a clean
+    /// file's index is not read (a file of tiny blocks lists one entry for each, some tens of
+    /// bytes of memory apiece).
+    pub(crate) fn attribute_from(&mut self, bytes: &[u8]) {
+        if self.damaged.is_empty() {
+            return;
+        }
+        if let Some(index) = Index::find(bytes).filter(|i| i.start() == 0) {
+            self.attribute(&index);
+        }
+    }
+
     /// Counts an intact block.
     pub(crate) fn add_block(&mut self, info: &BlockInfo) {
         self.blocks.add(info.block_type);
