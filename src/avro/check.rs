@@ -1065,14 +1065,8 @@ mod tests {
 
     /// A leaf's schema (JSON), and the bytes of a value of it made of `seed`.
     fn leaf_of(kind: u8, seed: u64, at: usize) -> (String, Vec<u8>) {
-        let zigzag = |n: i64, out: &mut Vec<u8>| {
-            let mut z = ((n << 1) ^ (n >> 63)) as u64;
-            while z >= 0x80 {
-                out.push(z as u8 | 0x80);
-                z >>= 7;
-            }
-            out.push(z as u8);
-        };
+        // Avro's int and long: a zigzag varint, as the crate writes one.
+        let zigzag = crate::varint::write;
         let mut value = Vec::new();
         let small = (seed % 200) as i64 - 100;
         let schema = match kind % 13 {
